@@ -67,8 +67,13 @@ def probe() -> dict[str, Any]:
         report["why_not"] = why_not_registered(registered, report)
     hooks = sys.modules.get("avspo_plugin.verl.hooks")
     if hooks is not None:
-        report["hooks"] = hooks.installed_hooks()
+        # Imports the trainer modules, as a training process does, so every hook is placed or reported.
+        report["hooks"] = hooks.hook_status(load=True)
         report["metrics_route"] = hooks.metrics_route()
+        report["known_good_verl"] = list(hooks.KNOWN_GOOD_VERL)
+        from avspo_plugin.verl.trl_compat import TRL_PATCH_NAME, trl_patch_status
+
+        report["trl_patch"] = {TRL_PATCH_NAME: trl_patch_status()}
     return report
 
 
@@ -126,19 +131,41 @@ class ProbeActor:
         return probe()
 
 
+def connect_ray(address: Optional[str]) -> str:
+    """Join the Ray cluster the check belongs in; returns where the actor runs.
+
+    ``address`` (``--ray-address``) or ``RAY_ADDRESS``: that cluster. Else a cluster already running
+    on this machine (``ray start --head``: the one a training run here would join); else a private
+    instance started for the check. Never passes resources when joining a running cluster (Ray
+    refuses them there).
+    """
+    import ray
+
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        return f"the Ray cluster at {address}"
+    try:
+        ray.init(address="auto", include_dashboard=False, log_to_driver=False)
+        return "the Ray cluster running on this machine"
+    except ConnectionError:
+        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+        return "a private Ray instance started for the check"
+
+
 def probe_in_ray_actor(
     address: Optional[str] = None, runtime_env: Optional[dict] = None, timeout_s: float = 600
 ) -> dict[str, Any]:
-    """:func:`probe` in a new Ray actor: in the running Ray session, else in a local one started (and stopped) here."""
+    """:func:`probe` in a new Ray actor: in the running Ray session, else in the cluster :func:`connect_ray`
+    joins (left, or stopped if started, afterwards). The report's ``ray`` says where."""
     import ray
 
     started = not ray.is_initialized()
-    if started:
-        ray.init(address=address, num_cpus=None if address else 1, include_dashboard=False, log_to_driver=False)
+    where = connect_ray(address) if started else "this process's Ray session"
     actor = None
     try:
         actor = ray.remote(num_cpus=0)(ProbeActor).options(runtime_env=runtime_env or {}).remote()
-        return ray.get(actor.probe.remote(), timeout=timeout_s)
+        return {**ray.get(actor.probe.remote(), timeout=timeout_s), "ray": where}
     finally:
         if actor is not None:
             ray.kill(actor)
@@ -233,7 +260,9 @@ def run(args: argparse.Namespace) -> int:
         except Exception as err:
             _line("FAIL", f"fresh Ray actor: could not run the check: {err!r}")
             return 1
-        failed |= _print_registration(f"a fresh Ray actor (pid {remote['pid']} on {remote['host']})", remote)
+        failed |= _print_registration(
+            f"a fresh Ray actor (pid {remote['pid']} on {remote['host']}, in {remote['ray']})", remote
+        )
         if remote.get("versions") != local.get("versions"):
             _line("warn", f"the Ray actor has other versions: {_versions_line(remote)}")
     return 1 if failed else 0
@@ -246,17 +275,28 @@ def _print_registration(where: str, report: dict[str, Any]) -> bool:
         return True
     if report["registered"]:
         _line("ok", f"avspo registered in {where}: {report['registered_as']}")
-        if "hooks" in report:
-            missing = [name for name, ok in report["hooks"].items() if not ok]
-            level = "FAIL" if missing else "ok"
-            _line(level, f"hooks in {where}: {len(report['hooks']) - len(missing)} of {len(report['hooks'])} in place"
-                  + (f", missing: {', '.join(missing)}" if missing else "") + f"; metrics via {report['metrics_route']}")
-            return bool(missing)
-        return False
+        return _print_hooks(where, report) if "hooks" in report else False
     _line("FAIL", f"avspo NOT registered in {where}. Why:")
     for reason in report["why_not"]:
         print(_indent(reason, "      - "))
     return True
+
+
+def _print_hooks(where: str, report: dict[str, Any]) -> bool:
+    """Print every hook and the trl patch of one process; True when one an avspo run needs is missing."""
+    hooks = {**report["hooks"], **report["trl_patch"]}
+    missing = [name for name, state in hooks.items() if not state.startswith(("in place", "not needed"))]
+    placed = sum(state.startswith("in place") for state in hooks.values())
+    _line("FAIL" if missing else "ok",
+          f"hooks in {where}: {placed} of {len(hooks)} in place, {len(hooks) - placed - len(missing)} not needed, "
+          f"{len(missing)} missing; metrics via {report['metrics_route']}")  # fmt: skip
+    for name, state in hooks.items():
+        print(f"      {'MISSING' if name in missing else '-'} {name}: {state}")
+    verl_version = report["versions"]["verl"]
+    known = report["known_good_verl"]
+    if verl_version not in known:
+        _line("warn", f"verl {verl_version} is not a version the plugin was checked with ({', '.join(known)})")
+    return bool(missing)
 
 
 def _user_runtime_env(config: Any) -> Optional[dict]:

@@ -1,9 +1,10 @@
 """AVSPO advantages (Eq. 13 / Eq. 14) with every ACR metric, in one vectorised pass.
 
-Statistics are computed in float64; the advantage itself is formed in the
-rewards' dtype from the group mean and std rounded to that dtype, the same
-operations verl's GRPO performs, so that with nothing augmented the result is
-verl's (to the last bit in the usual case).
+Collapse, the metrics and the augmented statistics of Eq. 14 are computed in float64. A group
+that gets no virtual sample is normalised by its mean and std computed in the rewards' dtype
+with the reductions the hosts use (:func:`~.groups.host_group_mean_std`), and the advantage is
+formed with verl's own operations, so that with nothing augmented the result is verl's GRPO to
+the last bit, for any reward values.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .collapse import (
     multi_sample_groups,
     near_collapse_groups,
 )
-from .groups import GroupStats, factorize_labels, group_stats, label_array
+from .groups import GroupStats, factorize_labels, group_stats, host_group_mean_std, label_array, segment_sum
 from .metrics import METRIC_REDUCTIONS
 from .threshold import ThresholdState, advance, is_triggered, threshold_in_force
 
@@ -42,9 +43,12 @@ class AVSPOResult:
 
 
 def virtual_rewards(
-    config: AVSPOConfig, num_virtual: torch.Tensor, stats: GroupStats, step: int
+    config: AVSPOConfig, num_virtual: torch.Tensor, stats: GroupStats, step: int, call_in_step: int = 0
 ) -> torch.Tensor:
-    """The virtual reward matrix of the configured strategy.  num_virtual: (N,) int64 -> (N, K_max) float64."""
+    """The virtual reward matrix of the configured strategy.  num_virtual: (N,) int64 -> (N, K_max) float64.
+
+    step, call_in_step: the threshold step t and the call's place within it, which seed ``uniform``.
+    """
     lo, hi = config.reward_low, config.reward_high
     if config.strategy == "stratified":
         return vr.stratified_rewards(num_virtual, lo, hi)
@@ -53,7 +57,7 @@ def virtual_rewards(
     if config.strategy == "opposite":
         return vr.opposite_rewards(num_virtual, stats.mean, lo, hi)
     if config.strategy == "uniform":
-        return vr.uniform_rewards(num_virtual, lo, hi, config.seed, step)
+        return vr.uniform_rewards(num_virtual, lo, hi, config.seed, step, call_in_step)
     if config.strategy == "fixed_partial":
         return vr.fixed_partial_rewards(num_virtual, lo, hi, config.partial)
     return vr.exp_decay_rewards(num_virtual, lo, hi, config.decay)
@@ -130,12 +134,21 @@ def compute_group_advantages(
     config: AVSPOConfig,
     state: ThresholdState,
     valid: Optional[torch.Tensor] = None,
+    responded: Optional[torch.Tensor] = None,
+    call_in_step: int = 0,
 ) -> AVSPOResult:
-    """AVSPO advantages of sequence rewards, the state after this step, and the step's metrics.
+    """AVSPO advantages of sequence rewards, the state after this batch, and the batch's metrics.
 
-    scores: (B,) sequence rewards; index: (B,) group labels (uids); valid: (B,) bool, False for
-    padding rows, which join no group and get advantage 0. Groups of one valid sample keep verl's
-    convention (mean 0, std 1) and are never augmented. Returns advantages (B,) in scores' dtype.
+    scores: (B,) sequence rewards; index: (B,) group labels (uids).
+    valid: (B,) bool, False for rows that join no group (advantage 0).
+    responded: (B,) bool, False for rows without a response token. A group none of whose rows
+    responded (verl's padding rows, which share one uid) joins no statistic or metric and gets
+    advantage 0; a row without response in a group that has one keeps its reward in the group's
+    mean and std, as verl's GRPO keeps it (rollout-correction rejection empties such masks).
+    call_in_step: this call's place in the host's step (hosts that split a step into several calls).
+    Groups of one valid sample keep verl's convention (mean 0, std 1) and are never augmented.
+    Returns advantages (B,) in scores' dtype, and ``state`` advanced by Eq. 12 as if this batch were a
+    whole step (:class:`~.session.AVSPOSession` advances once per step over all of its calls).
     """
     labels = label_array(index)
     if scores.dim() != 1 or labels.shape[0] != scores.shape[0]:
@@ -143,19 +156,21 @@ def compute_group_advantages(
             f"rewards and group index disagree: rewards have shape {tuple(scores.shape)}, "
             f"index has shape {labels.shape}; need rewards (B,) and index (B,)"
         )
-    if valid is None:
-        valid = torch.ones_like(scores, dtype=torch.bool)
-    elif valid.shape != scores.shape:
-        raise ValueError(f"valid mask shape {tuple(valid.shape)} differs from rewards shape {tuple(scores.shape)}")
-    valid = valid.to(torch.bool)
+    for name, mask in (("valid", valid), ("responded", responded)):
+        if mask is not None and mask.shape != scores.shape:
+            raise ValueError(f"{name} mask shape {tuple(mask.shape)} differs from rewards shape {tuple(scores.shape)}")
+    valid = torch.ones_like(scores, dtype=torch.bool) if valid is None else valid.to(torch.bool)
     threshold = threshold_in_force(config, state)
     with torch.no_grad():
+        group_ids, num_groups = factorize_labels(labels, scores.device)
+        if responded is not None:
+            live = segment_sum((valid & responded.to(torch.bool)).to(torch.int64), group_ids, num_groups) > 0
+            valid = valid & live.index_select(0, group_ids)
         exact = scores.detach().to(torch.float64)
         check_rewards(exact, valid, labels, config)
         if not bool(valid.any()):
             return AVSPOResult(torch.zeros_like(scores), state, empty_metrics(threshold))
 
-        group_ids, num_groups = factorize_labels(labels, scores.device)
         ddof = 1 if config.std == "unbiased" else 0
         stats = group_stats(exact, group_ids, num_groups, valid, ddof)
         multi = multi_sample_groups(stats)
@@ -172,18 +187,25 @@ def compute_group_advantages(
             num_virtual = torch.full_like(stats.count, config.num_virtual, dtype=torch.int64)
         num_virtual = num_virtual * augmented
 
-        virtual = virtual_rewards(config, num_virtual, stats, state.step)
-        mean, std = augmented_group_stats(stats, num_virtual, virtual, ddof)
+        virtual = virtual_rewards(config, num_virtual, stats, state.step, call_in_step)
+        exact_mean, exact_std = augmented_group_stats(stats, num_virtual, virtual, ddof)
+        # Groups without virtual samples take the host's own rounding of their statistics.
+        host_mean, host_std = host_group_mean_std(scores.detach(), group_ids, stats.count, valid, ddof)
+        mean = torch.where(augmented, exact_mean, host_mean.to(torch.float64))
+        std = torch.where(augmented, exact_std, host_std.to(torch.float64))
         singleton = stats.count == 1
-        mean = torch.where(singleton, 0.0, mean)
-        std = torch.where(singleton, 1.0, std)
+        mean, exact_mean = (torch.where(singleton, 0.0, value) for value in (mean, exact_mean))
+        std, exact_std = (torch.where(singleton, 1.0, value) for value in (std, exact_std))
 
         advantages = normalized_advantages(scores.detach(), group_ids, mean, std, config.epsilon, config.norm_by_std)
         advantages = torch.where(valid, advantages, torch.zeros_like(advantages))
-        exact_advantages = normalized_advantages(exact, group_ids, mean, std, config.epsilon, config.norm_by_std)
+        exact_advantages = normalized_advantages(
+            exact, group_ids, exact_mean, exact_std, config.epsilon, config.norm_by_std
+        )
 
         # Masked sums, not boolean indexing (which stalls like advanced indexing, see groups.py).
-        reward_mean = float(torch.where(valid, exact, 0.0).sum() / valid.sum())
+        num_samples = int(valid.sum())
+        reward_mean = float(torch.where(valid, exact, 0.0).sum()) / num_samples
         num_augmented = int(augmented.sum())
         metrics = {
             "acr": acr,
@@ -200,6 +222,7 @@ def compute_group_advantages(
             "num_virtual": float(num_virtual.sum()) / num_augmented if num_augmented else 0.0,
             "augmented_groups": group_rate(augmented, multi),
             "groups": float(multi.sum()),
+            "samples": float(num_samples),
             "reward_mean": reward_mean,
             "adv_abs_max": float(advantages.abs().max()),  # padding rows hold 0
         }
@@ -224,11 +247,14 @@ def compute_token_advantages(
     index: Any,
     config: AVSPOConfig,
     state: ThresholdState,
+    call_in_step: int = 0,
 ) -> AVSPOResult:
     """Outcome-reward AVSPO on token-level tensors, as verl's estimators take them.
 
-    token_level_rewards, response_mask: (B, L); index: (B,). The sequence reward is the token sum;
-    rows whose response_mask is all zero are padding. Returns advantages (B, L) = A_i * response_mask.
+    token_level_rewards, response_mask: (B, L); index: (B,). The sequence reward is the token sum. A
+    group all of whose response masks are zero is padding (out of every statistic and metric); a
+    row with an empty mask in another group keeps its reward in the group's statistics, as in
+    verl's GRPO. Returns advantages (B, L) = A_i * response_mask.
     """
     if token_level_rewards.shape != response_mask.shape or token_level_rewards.dim() != 2:
         raise ValueError(
@@ -236,6 +262,8 @@ def compute_token_advantages(
             f"{tuple(response_mask.shape)} must be equal and (B, L)"
         )
     scores = token_level_rewards.sum(dim=-1)
-    result = compute_group_advantages(scores, index, config, state, valid=nonempty_rows(response_mask))
+    result = compute_group_advantages(
+        scores, index, config, state, responded=nonempty_rows(response_mask), call_in_step=call_in_step
+    )
     advantages = result.advantages.unsqueeze(-1) * response_mask
     return AVSPOResult(advantages, result.state, result.metrics)

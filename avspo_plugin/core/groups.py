@@ -91,3 +91,32 @@ def group_stats(
     low = segment_min(scores, group_ids, num_groups, valid)
     high = segment_max(scores, group_ids, num_groups, valid)
     return GroupStats(count=count, mean=mean, sum_sq_dev=sum_sq_dev, std=std, low=low, high=high)
+
+
+def host_group_mean_std(
+    scores: torch.Tensor, group_ids: torch.Tensor, count: torch.Tensor, valid: torch.Tensor, ddof: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Group mean and std in the dtype of scores, rounded exactly as the hosts round them.
+
+    mu_j = torch.mean(R_j);  sigma_j = torch.std(R_j, correction=ddof), over each group's valid scores
+    in batch order. verl's GRPO reduces each group's stacked scores, TRL and OpenRLHF the rows of a
+    (N, G) view; a row of a matrix reduces to the same bits as the row alone, so groups of equal size
+    are reduced together, as the rows of one (N_s, s) matrix per distinct size s (a loop over sizes,
+    not over groups). scores: (B,); group_ids, valid: (B,); count: (N,) G_j.
+    Returns (mean (N,), std (N,)) in scores' dtype; 0 where G_j = 0, std 0 where G_j <= ddof.
+    """
+    num_groups = count.shape[0]
+    mean = torch.zeros(num_groups, dtype=scores.dtype, device=scores.device)
+    std = torch.zeros(num_groups, dtype=scores.dtype, device=scores.device)
+    sizes = count.to(torch.int64)
+    # Valid rows first, grouped by group id, each group's rows in batch order (a stable sort).
+    order = torch.argsort(torch.where(valid, group_ids, num_groups), stable=True)
+    row_sizes = torch.where(valid, sizes.index_select(0, group_ids), 0).index_select(0, order)
+    for size in torch.unique(sizes[sizes > 0]).tolist():
+        rows = order.index_select(0, (row_sizes == size).nonzero().squeeze(1))
+        matrix = scores.index_select(0, rows).view(-1, size)
+        ids = group_ids.index_select(0, rows[::size])
+        mean.index_copy_(0, ids, matrix.mean(dim=1))
+        if size > ddof:
+            std.index_copy_(0, ids, matrix.std(dim=1, correction=ddof))
+    return mean, std

@@ -4,20 +4,31 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-# name -> how calls within one logged step combine: mean (rates), last (state), sum (counts), max.
+# name -> how calls within one logged step combine. Rates pool over the step's groups (weighted by
+# each call's ``groups``), reward_mean over its samples, num_virtual over its augmented groups, so a
+# step split into several calls reports what one call over the whole step would; threshold is the
+# latest value (state), counts add up, adv_abs_max is the maximum.
 METRIC_REDUCTIONS: dict[str, str] = {
-    "acr": "mean",
-    "acr_all_fail": "mean",
-    "acr_all_pass": "mean",
-    "effective_acr": "mean",
-    "near_collapse": "mean",
-    "triggered": "mean",
+    "acr": "per_group",
+    "acr_all_fail": "per_group",
+    "acr_all_pass": "per_group",
+    "effective_acr": "per_group",
+    "near_collapse": "per_group",
+    "triggered": "per_group",
     "threshold": "last",
-    "num_virtual": "mean",
-    "augmented_groups": "mean",
+    "num_virtual": "per_augmented_group",
+    "augmented_groups": "per_group",
     "groups": "sum",
-    "reward_mean": "mean",
+    "samples": "sum",
+    "reward_mean": "per_sample",
     "adv_abs_max": "max",
+}
+
+# The count that weighs each call's value of a pooled metric.
+_WEIGHTS = {
+    "per_group": lambda call: call.get("groups", 1.0),
+    "per_sample": lambda call: call.get("samples", 1.0),
+    "per_augmented_group": lambda call: call.get("augmented_groups", 0.0) * call.get("groups", 0.0),
 }
 
 METRIC_HELP: dict[str, str] = {
@@ -31,6 +42,7 @@ METRIC_HELP: dict[str, str] = {
     "num_virtual": "Mean K over the augmented groups (0 when none was augmented).",
     "augmented_groups": "Fraction of groups that received virtual samples.",
     "groups": "Number of groups with >= 2 valid samples (the denominator of every rate).",
+    "samples": "Number of samples in the groups counted (padding groups excluded).",
     "reward_mean": "J_t: mean sequence reward of the valid samples.",
     "adv_abs_max": "Largest |advantage| of a valid sample.",
 }
@@ -39,19 +51,25 @@ METRIC_HELP: dict[str, str] = {
 def aggregate_metrics(calls: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """Fold the metrics of several calls (in call order) into one step's metrics, by METRIC_REDUCTIONS.
 
-    Keys not in METRIC_REDUCTIONS (host extras) are averaged.
+    A pooled metric whose weights are all 0 (no group in any call) is the plain mean. Keys not in
+    METRIC_REDUCTIONS (host extras) are averaged.
     """
     calls = list(calls)
     merged: dict[str, float] = {}
     for name in dict.fromkeys(key for call in calls for key in call):
-        values = [float(call[name]) for call in calls if name in call]
+        having = [call for call in calls if name in call]
+        values = [float(call[name]) for call in having]
         how = METRIC_REDUCTIONS.get(name, "mean")
-        if how == "last":
+        if len(values) == 1:  # exactly the call's value (w * v / w may round)
+            merged[name] = values[0]
+        elif how == "last":
             merged[name] = values[-1]
         elif how == "sum":
             merged[name] = sum(values)
         elif how == "max":
             merged[name] = max(values)
+        elif how in _WEIGHTS and sum(weights := [float(_WEIGHTS[how](call)) for call in having]) > 0:
+            merged[name] = sum(w * v for w, v in zip(weights, values)) / sum(weights)
         else:
             merged[name] = sum(values) / len(values)
     return merged

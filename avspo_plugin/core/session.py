@@ -4,12 +4,19 @@ A host computes advantages in some process and logs metrics later, possibly afte
 calls; between the two it must keep the adaptive threshold's state, the early-warning
 streaks and the metrics not yet logged, and checkpoint them. :class:`AVSPOSession` keeps all
 of that; a host adapter only translates its own config and tensors to it.
+
+One step of Eq. 12 is one host step (one logged step, one weight sync), however many estimator
+calls it takes: every call of a step compares its own ACR with the same tau_t, and the step's
+close advances tau once, with the ACR and mean reward pooled over all of the step's calls. A host
+that splits a step into mini-batches (verl's ``parameter_sync_step``) thus moves the threshold
+exactly as one call over the whole step would (docs/method.md, decision 8).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from typing import Any, Mapping, Optional
 
 import torch
@@ -17,7 +24,7 @@ import torch
 from ..config import AVSPOConfig
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .metrics import aggregate_metrics
-from .threshold import ThresholdState
+from .threshold import ThresholdState, advance
 from .warnings import RunMonitor
 
 # Version of the dict that state_dict() returns and checkpoints hold.
@@ -47,7 +54,11 @@ class AVSPOSession:
             self.state: Optional[ThresholdState] = None
             # Its limits become the run's at the first configure; streaks survive a resume through state_dict.
             self.monitor = RunMonitor(AVSPOConfig())
+            # Metrics of this step's calls (open step), and of closed steps not yet logged.
             self._pending: list[dict[str, float]] = []
+            self._closed: list[dict[str, float]] = []
+            # Whether the last closed step's entropy was observed (a host may close a step before it knows it).
+            self._entropy_observed = True
             self._logged_steps = 0
 
     def configure(self, config: AVSPOConfig) -> None:
@@ -65,48 +76,103 @@ class AVSPOSession:
                 self.state = ThresholdState.initial(config)
             self.monitor.reconfigure(config)
             self.config = config
+            self._fit_state_to_config()
+
+    def _fit_state_to_config(self) -> None:
+        """Clip a tau outside [threshold_min, threshold_max] (a resumed run whose range was narrowed)."""
+        config, state = self.config, self.state
+        if config is None or state is None or config.threshold_mode != "adaptive":
+            return
+        tau = min(config.threshold_max, max(config.threshold_min, state.tau))
+        if tau != state.tau:
+            self.log.warning(
+                "AVSPO threshold tau=%s lies outside [threshold_min, threshold_max] = [%s, %s] (a resumed run "
+                "whose range changed): clipped to %s",
+                state.tau, config.threshold_min, config.threshold_max, tau,
+            )
+            self.state = replace(state, tau=tau)
 
     def step(
         self, scores: torch.Tensor, index: Any, config: AVSPOConfig, valid: Optional[torch.Tensor] = None
     ) -> AVSPOResult:
-        """AVSPO advantages of sequence scores (B,) grouped by index (B,); advances the threshold state."""
+        """AVSPO advantages of sequence scores (B,) grouped by index (B,), one call of the open step."""
         with self._lock:
             self.configure(config)
-            return self._keep(compute_group_advantages(scores, index, config, self.state, valid=valid))
+            return self._keep(
+                compute_group_advantages(scores, index, config, self.state, valid=valid, call_in_step=len(self._pending))
+            )
 
     def step_tokens(
         self, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any, config: AVSPOConfig
     ) -> AVSPOResult:
-        """AVSPO advantages (B, L) of outcome rewards placed on tokens (B, L); advances the threshold state."""
+        """AVSPO advantages (B, L) of outcome rewards placed on tokens (B, L), one call of the open step."""
         with self._lock:
             self.configure(config)
-            return self._keep(compute_token_advantages(token_level_rewards, response_mask, index, config, self.state))
+            return self._keep(
+                compute_token_advantages(
+                    token_level_rewards, response_mask, index, config, self.state, call_in_step=len(self._pending)
+                )
+            )
 
     def _keep(self, result: AVSPOResult) -> AVSPOResult:
-        self.state = result.state
         self._pending.append(result.metrics)
         return result
+
+    @property
+    def step_open(self) -> bool:
+        """Whether advantages were computed since the last close."""
+        with self._lock:
+            return bool(self._pending)
+
+    def close_step(self, step: Optional[int] = None, entropy: Optional[float] = None) -> None:
+        """End the open step: Eq. 12 once over its pooled calls, the warnings fed; a no-op when none is open.
+
+        step: the host's step number (named in warnings; default: the count of closed steps);
+        entropy: the policy's mean token entropy this step, when the host knows it already (else
+        :meth:`pop_metrics` takes it). The step's metrics wait for :meth:`pop_metrics`.
+        """
+        with self._lock:
+            if not self._pending:
+                return
+            pending, self._pending = self._pending, []
+            metrics = aggregate_metrics(pending)
+            if metrics["samples"] > 0:
+                self.state = advance(self.config, self.state, metrics["acr"], metrics["reward_mean"])
+            self._logged_steps += 1
+            flags, fired = self.monitor.observe(
+                self._logged_steps if step is None else step, acr=metrics["acr"], entropy=entropy
+            )
+            self._entropy_observed = entropy is not None
+            metrics.update(flags)
+            self._closed.append(metrics)
+        self._warn(fired)
 
     def pop_metrics(self, step: Optional[int] = None, entropy: Optional[float] = None) -> dict[str, float]:
         """The metrics of the steps since the last pop folded into one logged step, plus warning flags.
 
-        step: the step being logged (named in warnings; default: the count of pops that had metrics);
-        entropy: the policy's mean token entropy this step, for the entropy-collapse warning.
-        {} when nothing was computed since the last pop and no entropy of an AVSPO run was given.
+        Closes the open step first. step: the step being logged (named in warnings; default: the
+        count of closed steps); entropy: the policy's mean token entropy this step, for the
+        entropy-collapse warning (taken once per step). {} when nothing was computed since the last
+        pop and no entropy of an AVSPO run was given.
         """
         with self._lock:
-            pending, self._pending = self._pending, []
-            # Entropy alone counts only in an AVSPO run (a config is in force): a host may load the
-            # plugin in runs of other estimators.
-            if not pending and (entropy is None or self.config is None):
+            self.close_step(step=step, entropy=entropy)
+            closed, self._closed = self._closed, []
+            fired: list[str] = []
+            if closed:
+                metrics = aggregate_metrics(closed)
+                if entropy is not None and not self._entropy_observed:
+                    flags, fired = self.monitor.observe(self._logged_steps if step is None else step, entropy=entropy)
+                    metrics.update(flags)
+                    self._entropy_observed = True
+            elif entropy is not None and self.config is not None:
+                # Entropy alone counts only in an AVSPO run (a config is in force): a host may load the
+                # plugin in runs of other estimators.
+                self._logged_steps += 1
+                metrics, fired = self.monitor.observe(self._logged_steps if step is None else step, entropy=entropy)
+            else:
                 return {}
-            self._logged_steps += 1
-            metrics = aggregate_metrics(pending)
-            flags, fired = self.monitor.observe(
-                self._logged_steps if step is None else step, acr=metrics.get("acr"), entropy=entropy
-            )
         self._warn(fired)
-        metrics.update(flags)
         return metrics
 
     def observe_entropy(self, entropy: float) -> dict[str, float]:
@@ -136,7 +202,8 @@ class AVSPOSession:
             }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume from :meth:`state_dict`'s dict; pending metrics are dropped, the config in force is kept."""
+        """Resume from :meth:`state_dict`'s dict; pending metrics are dropped, the config in force is kept
+        (a tau outside its threshold range is clipped into it)."""
         missing = [key for key in STATE_KEYS if key not in state]
         if missing:
             raise ValueError(f"avspo checkpoint state lacks {sorted(missing)}; it has {sorted(state)}")
@@ -151,7 +218,8 @@ class AVSPOSession:
             self.state = None if saved is None else ThresholdState.from_state_dict(saved)
             self.monitor.load_state_dict(state["monitor"])
             self._logged_steps = int(state["logged_steps"])
-            self._pending = []
+            self._pending, self._closed, self._entropy_observed = [], [], True
+            self._fit_state_to_config()
 
 
 def _threshold_keys(config: AVSPOConfig) -> tuple:

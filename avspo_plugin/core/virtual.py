@@ -64,14 +64,16 @@ def opposite_rewards(
 
 
 def uniform_rewards(
-    num_virtual: torch.Tensor, reward_low: float, reward_high: float, seed: int, step: int
+    num_virtual: torch.Tensor, reward_low: float, reward_high: float, seed: int, step: int, call_in_step: int = 0
 ) -> torch.Tensor:
     """r_vk ~ U[lo, hi], drawn from a generator seeded with (seed, step) so a resumed run draws the same values.
 
-    num_virtual: (N,) int64 -> (N, K_max) float64.
+    call_in_step > 0 (a host that computes one step's advantages in several calls) joins the seed, so
+    the calls of one step draw independent values. num_virtual: (N,) int64 -> (N, K_max) float64.
     """
     k, _ = virtual_slots(num_virtual)
-    generator = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, step]).generate_state(1)[0]))
+    entropy = [seed, step] if call_in_step == 0 else [seed, step, call_in_step]
+    generator = torch.Generator().manual_seed(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
     draws = torch.rand((num_virtual.shape[0], k.shape[1]), generator=generator, dtype=torch.float64)
     return (reward_low + draws * (reward_high - reward_low)).to(num_virtual.device)
 

@@ -9,6 +9,7 @@ logging hook (or a user's loop) collects them with :func:`pop_metrics`.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -26,6 +27,8 @@ CONFIG_BLOCK = "algorithm.avspo"
 _SESSION_ATTR = "_avspo_plugin_session"
 
 logger = logging.getLogger("avspo_plugin.verl")
+# As verl's own modules do: INFO (a restored state, the registration) shows in verl's default log.
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
 
 def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:
@@ -52,6 +55,7 @@ class EstimatorSession:
         self._lock = threading.RLock()
         self.avspo = AVSPOSession(log=logger)
         self._kl_warned = False
+        self._checkpoint_folder: Optional[str] = None
 
     @property
     def config(self) -> Optional[AVSPOConfig]:
@@ -65,6 +69,7 @@ class EstimatorSession:
         with self._lock:
             self.avspo.reset()
             self._kl_warned = False
+            self._checkpoint_folder = None
 
     def configure(self, algorithm: Any) -> AVSPOConfig:
         """Read and check verl's ``algorithm`` block and put its AVSPO config in force; returns it.
@@ -93,10 +98,25 @@ class EstimatorSession:
             config = self.configure(algorithm)
             return self.avspo.step_tokens(token_level_rewards, response_mask, index, config)
 
+    def close_step(self, step: Optional[int] = None, entropy: Optional[float] = None) -> None:
+        """End the trainer's step: Eq. 12 once over its calls (see :meth:`AVSPOSession.close_step`)."""
+        self.avspo.close_step(step=step, entropy=entropy)
+
     def pop_metrics(self, step: Optional[int] = None, entropy: Optional[float] = None) -> dict[str, float]:
         """The metrics of the estimator calls since the last pop, folded into one step, plus warning flags
         (see :meth:`AVSPOSession.pop_metrics`)."""
         return self.avspo.pop_metrics(step=step, entropy=entropy)
+
+    def await_log(self, folder: str) -> None:
+        """A checkpoint of the open step was saved in ``folder`` before the step was logged."""
+        with self._lock:
+            self._checkpoint_folder = folder
+
+    def take_checkpoint_folder(self) -> Optional[str]:
+        """The folder saved since the last log, to hold the state once the step is logged; cleared."""
+        with self._lock:
+            folder, self._checkpoint_folder = self._checkpoint_folder, None
+            return folder
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps: the threshold state (tau, J_{t-1}, t) and the warning streaks."""

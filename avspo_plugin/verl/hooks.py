@@ -1,38 +1,50 @@
 """What the plugin installs in a process when verl loads it, and why.
 
 verl gives a registered estimator no way to log metrics, to check its config before the
-first rollout, or to keep state across a resume. Loading the plugin therefore wraps, in
-memory and only for runs with ``algorithm.adv_estimator=avspo`` (verl's files stay as
-installed), these verl functions:
+first rollout, to keep state across a resume, or to see agent-loop sessions. Loading the plugin
+therefore wraps, in memory and only for runs with ``algorithm.adv_estimator=avspo`` (verl's files
+stay as installed), the verl functions listed in :data:`HOOKS`:
 
 * ``verl.utils.config.validate_config`` (the launcher's config check in ``main_ppo``): checks
-  ``algorithm.avspo`` before Ray starts.
+  ``algorithm.avspo`` and every hook the run's trainer needs before Ray starts.
 * ``verl.trainer.constants_ppo.get_ppo_ray_runtime_env`` (the Ray runtime env of ``run_ppo``):
   adds this module to ``VERL_USE_EXTERNAL_MODULES`` so the trainer process imports it with
   errors raised, never swallowed as verl does for entry points.
 * the trainers' ``__init__`` (legacy ``RayPPOTrainer`` and the default ``PPOTrainer`` of
-  ``verl.trainer.ppo.v1``): checks the config again and makes sure ``avspo`` is registered in
-  the trainer process, before any worker or rollout starts.
-* their ``_save_checkpoint`` / ``_load_checkpoint``: the AVSPO state beside verl's checkpoint.
+  ``verl.trainer.ppo.v1``): checks the config and the hooks again and makes sure ``avspo`` is
+  registered in the trainer process, before any worker or rollout starts. verl's experimental
+  fully-async trainer saves checkpoints without its parent's method, so configs of it (an
+  ``async_training`` block) are refused, in the launcher and again when it loads a checkpoint.
+* the v1 trainer's ``step`` (one global step, however many mini-batch updates): closes the AVSPO
+  step (Eq. 12 once per step, the warnings fed with the step's ACR and ``actor/entropy``).
+* the v1 ``compute_advantage_for_multi_trajectories``: ``avspo`` sees one row per agent-loop
+  session, as GRPO does (:mod:`avspo_plugin.verl.multi_output`).
+* the trainers' ``_save_checkpoint`` / ``_load_checkpoint``: the AVSPO state beside verl's
+  checkpoint, written before verl records the checkpoint as the latest.
 * ``verl.utils.tracking.Tracking.log``: the step's ``avspo/*`` metrics merged into what the
   trainer logs, unless the installed verl has the estimator metrics channel of
   ``patches/verl-estimator-metrics.patch`` (``core_algos.register_adv_est_metrics``), which is
   then used instead.
 
-The trainer modules are heavy, so their patches wait until something imports them (a
-post-import hook); every patch is applied once per process, whichever copy of this package
-asks.
+Each target is checked when its module loads: a missing function, or one whose parameters are
+not those the wrapper relies on, is a warning naming it and the installed verl version, and a run
+that selects ``avspo`` refuses to start (:func:`require_hooks`). The trainer modules are heavy,
+so their patches wait until something imports them (a post-import hook); every patch is applied
+once per process, whichever copy of this package asks.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+import inspect
 import logging
 import numbers
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any, Callable, Optional
 
 from verl.trainer.ppo import core_algos
@@ -40,7 +52,8 @@ from verl.trainer.ppo import core_algos
 from ..import_hooks import after_import, is_patched, wrap
 from . import checkpoint
 from .estimator import ESTIMATOR_NAME, compute_avspo_outcome_advantage, avspo_config_from_algorithm, session
-from .trl_compat import skip_missing_trl_value_head
+from .multi_output import session_advantages
+from .trl_compat import TRL_PATCH_NAME, skip_missing_trl_value_head
 
 PLUGIN_MODULE = "avspo_plugin.verl"
 METRIC_PREFIX = "avspo/"
@@ -52,8 +65,16 @@ METRICS_CHANNEL = "register_adv_est_metrics"
 logger = logging.getLogger("avspo_plugin.verl")
 
 
+# verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/compatibility.md).
+KNOWN_GOOD_VERL = ("0.6.1", "0.7.1", "0.8.0", "0.9.1")
+
+
 class RegistrationError(RuntimeError):
     """The name ``avspo`` is taken in verl's registry by an estimator that is not this package's."""
+
+
+class HookError(RuntimeError):
+    """A verl function the run needs could not be hooked (absent, or not the shape the plugin knows)."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -90,19 +111,44 @@ def uses_avspo(config: Any) -> bool:
     return str(_get(algorithm, "adv_estimator")) == ESTIMATOR_NAME
 
 
+def trainer_of(config: Any) -> str:
+    """Which verl trainer a full config runs: ``v1`` (``trainer.use_v1``, verl 0.9's default) or ``legacy``."""
+    return "v1" if _get(_get(config, "trainer"), "use_v1") else "legacy"
+
+
+def refuse_unsupported_trainer(config: Any) -> None:
+    """verl's experimental fully-async trainer (configs with ``async_training``) is refused for avspo."""
+    if uses_avspo(config) and _get(config, "async_training") is not None:
+        raise HookError(
+            "algorithm.adv_estimator=avspo does not run in verl's experimental fully-async trainer "
+            "(verl.experimental.fully_async_policy): its FullyAsyncTrainer saves checkpoints without the trainer "
+            "method that keeps the AVSPO state (tau, warning streaks), so a resumed run would silently restart the "
+            "adaptive threshold. Use verl's default trainer (trainer.use_v1=true), whose "
+            "trainer.v1.trainer_mode=separate_async is asynchronous too."
+        )
+
+
 def check_launch_config(config: Any) -> None:
-    """The launcher's check (no Ray yet): ``algorithm.avspo`` must be valid. Raises ConfigError."""
+    """The launcher's check (no Ray yet): ``algorithm.avspo`` valid, the trainer's hooks in place.
+
+    Raises ConfigError or HookError.
+    """
     if uses_avspo(config):
+        refuse_unsupported_trainer(config)
         avspo_config_from_algorithm(config.algorithm)
+        require_hooks(trainer_of(config))
 
 
 def prepare_trainer(config: Any) -> None:
-    """The trainer process's check, before workers start: registered here, config valid and in force."""
+    """The trainer process's check, before workers start: registered here, config valid and in
+    force, every hook of the run's trainer in place."""
     if not uses_avspo(config):
         return
+    refuse_unsupported_trainer(config)
     # verl's own unit tests clear the registry; a run must not depend on the import order.
     register_estimator()
     session().configure(config.algorithm)
+    require_hooks(trainer_of(config))
     logger.info("avspo estimator registered in process %d with %s", os.getpid(), session().config)
 
 
@@ -112,8 +158,16 @@ def prepare_trainer(config: Any) -> None:
 
 def step_metrics(data: Mapping, step: Optional[int]) -> dict[str, float]:
     """The ``avspo/*`` metrics of the step being logged: the estimator calls since the last log,
-    folded into one step, with the warning flags (the entropy one fed from ``actor/entropy``)."""
-    metrics = session().pop_metrics(step=step, entropy=_number(data.get(ENTROPY_KEY)))
+    folded into one step, with the warning flags (the entropy one fed from ``actor/entropy``).
+
+    A checkpoint saved during this step (verl saves before it logs) gets the state again, with the
+    step's entropy observed.
+    """
+    live = session()
+    metrics = live.pop_metrics(step=step, entropy=_number(data.get(ENTROPY_KEY)))
+    folder = live.take_checkpoint_folder()
+    if folder is not None:
+        checkpoint.write_state(folder, live.state_dict())
     return {METRIC_PREFIX + name: value for name, value in metrics.items()}
 
 
@@ -170,6 +224,7 @@ def _runtime_env_with_plugin(original: Callable) -> Callable:
         runtime_env = original(*args, **kwargs)
         config = kwargs.get("config", args[0] if args else None)
         if config is not None and uses_avspo(config):
+            refuse_unsupported_trainer(config)
             env_vars = runtime_env.setdefault("env_vars", {})
             current = env_vars.get(EXTERNAL_MODULES_ENV, os.environ.get(EXTERNAL_MODULES_ENV, ""))
             env_vars[EXTERNAL_MODULES_ENV] = with_plugin_module(current)
@@ -195,15 +250,51 @@ def _trainer_init(original: Callable) -> Callable:
     return __init__
 
 
+def _v1_step(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def step(self, metrics, *args, **kwargs):
+        batch = original(self, metrics, *args, **kwargs)
+        if uses_avspo(self.config):
+            # One global step is one step of Eq. 12, whatever parameter_sync_step splits it into; it
+            # closes before verl saves the step's checkpoint.
+            session().close_step(step=self.global_steps, entropy=_number(metrics.get(ENTROPY_KEY)))
+        return batch
+
+    return step
+
+
+def _multi_trajectories_with_avspo(original: Callable) -> Callable:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def compute_advantage_for_multi_trajectories(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        if str(arguments["adv_estimator"]) != ESTIMATOR_NAME:
+            return original(*args, **kwargs)
+        data, batch_keys = arguments.pop("data"), arguments.pop("batch_keys")
+        # verl's own compute_advantage, as its GRPO route calls it, on each session's final output.
+        compute = sys.modules[original.__module__].compute_advantage
+        return session_advantages(data, batch_keys, functools.partial(compute, **arguments))
+
+    return compute_advantage_for_multi_trajectories
+
+
 def _trainer_save_checkpoint(original: Callable) -> Callable:
     @functools.wraps(original)
     def _save_checkpoint(self, *args, **kwargs):
-        result = original(self, *args, **kwargs)
-        if uses_avspo(self.config):
-            folder = checkpoint.saved_step_folder(self.config.trainer, self.global_steps)
-            path = checkpoint.write_state(folder, session().state_dict())
-            logger.info("AVSPO state saved to %s", path)
-        return result
+        if not uses_avspo(self.config):
+            return original(self, *args, **kwargs)
+        live = session()
+        live.close_step(step=self.global_steps)
+        folder = checkpoint.saved_step_folder(self.config.trainer, self.global_steps)
+        # Before verl records this folder as the latest checkpoint: a run killed in between resumes
+        # from the previous one, never from a folder without AVSPO state.
+        path = checkpoint.write_state(folder, live.state_dict())
+        live.await_log(folder)
+        logger.info("AVSPO state saved to %s", path)
+        return original(self, *args, **kwargs)
 
     return _save_checkpoint
 
@@ -211,13 +302,14 @@ def _trainer_save_checkpoint(original: Callable) -> Callable:
 def _trainer_load_checkpoint(original: Callable) -> Callable:
     @functools.wraps(original)
     def _load_checkpoint(self, *args, **kwargs):
+        refuse_unsupported_trainer(self.config)  # FullyAsyncTrainer inherits this method, not _save_checkpoint's hook
         result = original(self, *args, **kwargs)
         if uses_avspo(self.config) and getattr(self, "global_steps", 0):
             folder = checkpoint.resumed_step_folder(self.config.trainer, self.global_steps)
             state = checkpoint.read_state(folder)
             if state is not None:
                 session().load_state_dict(state)
-                logger.info("AVSPO state restored from %s: %s", folder, state)
+                logger.info("AVSPO state restored from %s: %s", folder, checkpoint.describe_state(session().state_dict()))
         return result
 
     return _load_checkpoint
@@ -225,12 +317,19 @@ def _trainer_load_checkpoint(original: Callable) -> Callable:
 
 @dataclass(frozen=True)
 class Hook:
-    """``module.owner.attribute`` (owner None: a module function) is wrapped by ``make_wrapper``."""
+    """``module.owner.attribute`` (owner None: a module function) is wrapped by ``make_wrapper``.
+
+    parameters: the leading parameter names the wrapper relies on (checked when the module loads);
+    trainer: the verl trainer whose runs need it (``v1``, ``legacy``; None: every avspo run).
+    """
 
     module: str
     owner: Optional[str]
     attribute: str
     make_wrapper: Callable[[Callable], Callable]
+    purpose: str
+    parameters: tuple[str, ...] = ()
+    trainer: Optional[str] = None
     # The Tracking.log hook steps aside when verl has its own estimator metrics channel.
     needs_no_channel: bool = False
 
@@ -241,31 +340,132 @@ class Hook:
     def target(self, module) -> Any:
         return module if self.owner is None else getattr(module, self.owner, None)
 
-    def apply(self, module) -> None:
-        if self.needs_no_channel and verl_metrics_channel() is not None:
-            return
-        owner = self.target(module)
-        if owner is not None:
-            wrap(owner, self.attribute, self.make_wrapper)
+    def steps_aside(self) -> bool:
+        return self.needs_no_channel and verl_metrics_channel() is not None
 
+    def problem(self, module) -> Optional[str]:
+        """Why this hook cannot be placed in ``module`` (None when it can, or is placed)."""
+        owner = self.target(module)
+        if owner is None:
+            return f"{self.module} has no {self.owner}"
+        original = owner.__dict__.get(self.attribute) if isinstance(owner, type) else getattr(owner, self.attribute, None)
+        if original is None:
+            return f"{self.module}.{self.owner + '.' if self.owner else ''}{self.attribute} does not exist"
+        if is_patched(original):
+            return None
+        try:
+            names = tuple(inspect.signature(original).parameters)
+        except (TypeError, ValueError):
+            return f"{self.name} has no readable signature"
+        if names[: len(self.parameters)] != self.parameters:
+            return f"{self.name} takes {names}, not the {self.parameters} the plugin's wrapper relies on"
+        return None
+
+    def apply(self, module) -> None:
+        if self.steps_aside():
+            HOOK_PROBLEMS.pop(self.name, None)
+            return
+        problem = self.problem(module)
+        if problem is None:
+            wrap(self.target(module), self.attribute, self.make_wrapper)
+            HOOK_PROBLEMS.pop(self.name, None)
+            return
+        HOOK_PROBLEMS[self.name] = problem
+        logger.warning(
+            "avspo_plugin cannot hook %s (%s) in verl %s: %s. Runs with algorithm.adv_estimator=avspo will refuse "
+            "to start; the plugin's hooks are known to work with verl %s.",
+            self.name, self.purpose, verl_version(), problem, ", ".join(KNOWN_GOOD_VERL),
+        )  # fmt: skip
+
+
+_TRAINER_CLASSES = (("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "legacy"), ("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "v1"))
+_MULTI_TRAJECTORY_PARAMETERS = (
+    "data", "batch_keys", "adv_estimator", "gamma", "lam", "num_repeat", "norm_adv_by_std_in_grpo", "config",
+)  # fmt: skip
 
 HOOKS: tuple[Hook, ...] = (
-    Hook("verl.utils.config", None, "validate_config", _validate_config_with_avspo),
-    Hook("verl.trainer.constants_ppo", None, "get_ppo_ray_runtime_env", _runtime_env_with_plugin),
-    Hook("verl.utils.tracking", "Tracking", "log", _log_with_avspo_metrics, needs_no_channel=True),
+    Hook("verl.utils.config", None, "validate_config", _validate_config_with_avspo,
+         "checks algorithm.avspo and these hooks before Ray starts", ("config",)),
+    Hook("verl.trainer.constants_ppo", None, "get_ppo_ray_runtime_env", _runtime_env_with_plugin,
+         "imports the plugin in the trainer process with errors raised"),
+    Hook("verl.utils.tracking", "Tracking", "log", _log_with_avspo_metrics,
+         "logs avspo/* metrics", ("self", "data", "step"), needs_no_channel=True),
     *(
-        Hook(module, owner, attribute, make_wrapper)
-        for module, owner in (
-            ("verl.trainer.ppo.ray_trainer", "RayPPOTrainer"),
-            ("verl.trainer.ppo.v1.trainer_base", "PPOTrainer"),
-        )
-        for attribute, make_wrapper in (
-            ("__init__", _trainer_init),
-            ("_save_checkpoint", _trainer_save_checkpoint),
-            ("_load_checkpoint", _trainer_load_checkpoint),
+        Hook(module, owner, attribute, make_wrapper, purpose, parameters, trainer)
+        for module, owner, trainer in _TRAINER_CLASSES
+        for attribute, make_wrapper, purpose, parameters in (
+            ("__init__", _trainer_init, "checks the run before any worker starts", ("self", "config")),
+            ("_save_checkpoint", _trainer_save_checkpoint, "saves the AVSPO state with the checkpoint", ("self",)),
+            ("_load_checkpoint", _trainer_load_checkpoint, "restores the AVSPO state on resume", ("self",)),
         )
     ),
-)
+    Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "step", _v1_step,
+         "one step of Eq. 12 per global step", ("self", "metrics"), trainer="v1"),
+    *(
+        Hook(module, None, "compute_advantage_for_multi_trajectories", _multi_trajectories_with_avspo,
+             "groups agent-loop sessions as GRPO does", _MULTI_TRAJECTORY_PARAMETERS, trainer="v1")
+        # verl's module, and the trainer's binding of the name (should the trainer have been imported first).
+        for module in ("verl.trainer.ppo.v1.utils", "verl.trainer.ppo.v1.trainer_base")
+    ),
+)  # fmt: skip
+
+# Hook name -> why it could not be placed, for the hooks whose module loaded.
+HOOK_PROBLEMS: dict[str, str] = {}
+
+
+def verl_version() -> str:
+    try:
+        return metadata.version("verl")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def hooks_for(trainer: Optional[str]) -> list[Hook]:
+    """The hooks a run of ``trainer`` (``v1``, ``legacy``; None: both) needs."""
+    return [hook for hook in HOOKS if trainer is None or hook.trainer in (None, trainer)]
+
+
+def hook_status(trainer: Optional[str] = None, load: bool = True) -> dict[str, str]:
+    """Each hook of ``trainer``'s runs: ``in place``, ``not needed`` (verl's metrics channel is used),
+    ``not loaded`` (its module not imported; load=False) or why it is missing.
+
+    load: import the hooks' verl modules first (what the trainer process does before training).
+    """
+    status = {}
+    for hook in hooks_for(trainer):
+        module = sys.modules.get(hook.module)
+        if module is None and load:
+            try:
+                module = importlib.import_module(hook.module)
+            except ImportError as err:
+                status[hook.name] = f"its module does not import: {err!r}"
+                continue
+        if module is None:
+            status[hook.name] = "not loaded"
+        elif hook.steps_aside():
+            status[hook.name] = "not needed (verl's estimator metrics channel is used)"
+        elif hook.name in HOOK_PROBLEMS:
+            status[hook.name] = HOOK_PROBLEMS[hook.name]
+        else:
+            owner = hook.target(module)
+            placed = owner is not None and is_patched(getattr(owner, hook.attribute, None))
+            status[hook.name] = "in place" if placed else hook.problem(module) or "not placed"
+    return status
+
+
+def require_hooks(trainer: str) -> None:
+    """Raise HookError unless every hook a run of ``trainer`` needs is in place (imports their modules)."""
+    missing = {
+        name: state for name, state in hook_status(trainer).items() if state != "in place" and not state.startswith("not needed")
+    }
+    if missing:
+        details = "; ".join(f"{name}: {state}" for name, state in missing.items())
+        raise HookError(
+            f"algorithm.adv_estimator=avspo cannot run on verl {verl_version()} with the {trainer} trainer: "
+            f"{len(missing)} verl function(s) the plugin must wrap are missing or changed ({details}). Without "
+            f"them the run would silently differ from what avspo promises. Known to work: verl "
+            f"{', '.join(KNOWN_GOOD_VERL)}; run `avspo doctor` for the full report."
+        )
 
 
 def _use_metrics_channel(module) -> None:
@@ -288,23 +488,15 @@ def install() -> None:
         after_import(module_name, functools.partial(_run_patch, callback))
 
 
-def installed_hooks() -> dict[str, bool]:
-    """For each hook whose verl module is imported in this process: whether it is in place."""
-    found = {}
-    for hook in HOOKS:
-        module = sys.modules.get(hook.module)
-        if module is None or (hook.needs_no_channel and verl_metrics_channel() is not None):
-            continue
-        found[hook.name] = is_patched(getattr(hook.target(module), hook.attribute, None))
-    return found
-
-
 def _run_patch(callback: Callable, module) -> None:
-    # A patch that fails must not break verl's import; it is reported, and `avspo doctor` shows
-    # which hooks are missing.
+    # A patch that fails must not break verl's import; it is reported, `avspo doctor` shows which
+    # hooks are missing, and an avspo run refuses to start without them.
     try:
         callback(module)
-    except Exception:
+    except Exception as err:
+        for hook in HOOKS:
+            if hook.module == module.__name__ and getattr(callback, "__self__", None) is hook:
+                HOOK_PROBLEMS[hook.name] = f"patching raised {err!r}"
         logger.warning("avspo_plugin could not patch %s; its hook is missing", module.__name__, exc_info=True)
 
 

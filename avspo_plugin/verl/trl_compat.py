@@ -12,6 +12,14 @@ only concerns that class, so it is skipped when trl does not provide it. Install
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import logging
+import sys
+
+TRL_PATCH_NAME = "verl.models.transformers.monkey_patch.is_trl_available"
+_MONKEY_PATCH_MODULE = "verl.models.transformers.monkey_patch"
+
+logger = logging.getLogger("avspo_plugin.verl")
 
 
 def trl_value_head_available() -> bool:
@@ -26,6 +34,34 @@ def trl_value_head_available() -> bool:
     return False
 
 
+def trl_patch_needed() -> bool:
+    """Whether verl's model build would fail here: trl importable but without the value-head class."""
+    return importlib.util.find_spec("trl") is not None and not trl_value_head_available()
+
+
 def skip_missing_trl_value_head(monkey_patch_module) -> None:
-    """Make ``verl.models.transformers.monkey_patch`` see trl only where trl has the class it patches."""
+    """Make ``verl.models.transformers.monkey_patch`` see trl only where trl has the class it patches.
+
+    Applied only where it is needed (trl installed without the class); a verl whose module has no
+    ``is_trl_available`` is reported, since its model build may then fail beside trl 1.x.
+    """
+    if not trl_patch_needed():
+        return
+    if not hasattr(monkey_patch_module, "is_trl_available"):
+        logger.warning(
+            "avspo_plugin: %s does not exist in this verl, so the fix for trl >= 1.0 (which lacks "
+            "AutoModelForCausalLMWithValueHead) is not applied; verl's FSDP model build may fail beside this trl",
+            TRL_PATCH_NAME,
+        )
+        return
     monkey_patch_module.is_trl_available = trl_value_head_available
+
+
+def trl_patch_status() -> str:
+    """The patch in this process: applied, not needed, or why it is missing (for ``avspo doctor``)."""
+    if not trl_patch_needed():
+        return "not needed (trl absent, or trl has AutoModelForCausalLMWithValueHead)"
+    module = sys.modules.get(_MONKEY_PATCH_MODULE) or importlib.import_module(_MONKEY_PATCH_MODULE)
+    if getattr(module, "is_trl_available", None) is trl_value_head_available:
+        return "in place (trl lacks AutoModelForCausalLMWithValueHead, which verl's model build patches)"
+    return f"missing: {TRL_PATCH_NAME} is not the plugin's; verl's FSDP model build will fail beside this trl"

@@ -35,10 +35,19 @@ def by_hand(config, batches, state=None):
     return results
 
 
+def run_steps(session, config, batches):
+    """One call and one close per batch, as a host with one estimator call per step."""
+    results = []
+    for scores, labels in batches:
+        results.append(session.step(scores, labels, config))
+        session.close_step()
+    return results
+
+
 def test_threshold_state_is_carried_across_steps():
     config = AVSPOConfig(threshold_lr=0.5)
     session = AVSPOSession()
-    results = [session.step(scores, labels, config) for scores, labels in BATCHES]
+    results = run_steps(session, config, BATCHES)
     expected = by_hand(config, BATCHES)
     assert [r.metrics["threshold"] for r in results] == [0.5, 0.5, 0.375]
     assert session.state == expected[-1].state and session.state.step == 3
@@ -53,20 +62,21 @@ def test_token_steps_share_the_state_with_score_steps():
     session = AVSPOSession()
     scores, labels = BATCHES[0]
     session.step(scores, labels, config)
+    session.close_step()
     mask = torch.ones(len(scores), 3)
     rewards = torch.zeros(len(scores), 3)
     rewards[:, -1] = BATCHES[1][0]
     result = session.step_tokens(rewards, mask, BATCHES[1][1], config)
     expected = compute_token_advantages(rewards, mask, BATCHES[1][1], config, by_hand(config, BATCHES[:1])[0].state)
     assert torch.equal(result.advantages, expected.advantages)
+    session.close_step()
     assert session.state == expected.state and session.state.step == 2
 
 
 def test_threshold_restarts_only_when_its_own_settings_change():
     config = AVSPOConfig(threshold_lr=0.5)
     session = AVSPOSession()
-    for scores, labels in BATCHES:
-        session.step(scores, labels, config)
+    run_steps(session, config, BATCHES)
     carried = session.state
     assert carried != ThresholdState.initial(config)
 
@@ -90,18 +100,72 @@ def test_restored_state_is_kept_by_the_first_config():
     assert session.state == saved
 
 
+def test_calls_of_one_step_are_one_step_of_eq_12():
+    # A step split into two calls (verl's parameter_sync_step=2) moves the threshold as one call over
+    # the whole step: the same tau for both calls, one update with the step's pooled ACR and reward.
+    # (Each call's trigger and K follow its own ACR, the only one known when it runs.)
+    config = AVSPOConfig(threshold_lr=0.5, stagnation_acr=0.0)  # no warnings: the metrics alone
+    split, whole = AVSPOSession(), AVSPOSession()
+    steps = [BATCHES[:2], BATCHES[2:], BATCHES[1:]]
+    for calls in steps:
+        halves = [split.step(scores, labels, config) for scores, labels in calls]
+        scores = torch.cat([scores for scores, _ in calls])
+        labels = np.concatenate([[f"call{i}-{label}" for label in labels] for i, (_, labels) in enumerate(calls)])
+        one = whole.step(scores, labels, config)
+        assert {half.metrics["threshold"] for half in halves} == {one.metrics["threshold"]}
+        split_metrics, whole_metrics = split.pop_metrics(), whole.pop_metrics()
+        pooled = ("acr", "acr_all_fail", "acr_all_pass", "near_collapse", "groups", "samples", "reward_mean")
+        assert {k: split_metrics[k] for k in pooled} == pytest.approx({k: whole_metrics[k] for k in pooled}, abs=1e-15)
+        assert split.state == whole.state
+    assert split.state.step == 3 and split.state.tau != config.threshold_init
+
+
 def test_pending_metrics_are_folded_into_one_step_and_cleared():
     config = AVSPOConfig(threshold_lr=0.5, stagnation_acr=0.0)  # no warnings: the metrics alone
     session = AVSPOSession()
     for scores, labels in BATCHES[:2]:
         session.step(scores, labels, config)
-    expected = aggregate_metrics([r.metrics for r in by_hand(config, BATCHES[:2])])
+    initial = ThresholdState.initial(config)
+    expected = aggregate_metrics([compute_group_advantages(s, l, config, initial).metrics for s, l in BATCHES[:2]])
     assert session.pop_metrics() == expected
-    assert expected["groups"] == 8.0 and expected["acr"] == pytest.approx(0.5)
+    assert expected["groups"] == 8.0 and expected["acr"] == pytest.approx(0.5) and expected["samples"] == 32.0
     assert session.pop_metrics() == {}
+    assert session.state == ThresholdState(tau=0.5, prev_reward_mean=0.25, step=1)
     session.step(*BATCHES[2], config)
-    assert session.pop_metrics()["threshold"] == 0.375
+    session.close_step()  # the threshold moves at the second step's close
+    assert session.pop_metrics()["threshold"] == 0.5
+    assert session.state.tau == pytest.approx(0.5 + 0.5 * (0.75 - 0.5))
     assert session.state_dict()["logged_steps"] == 2
+
+
+def test_a_step_closed_before_it_is_logged_takes_its_entropy_once(caplog):
+    # verl saves a checkpoint before it logs the step: the step closes (threshold, ACR streak) at the
+    # save, and its entropy, known only when the step is logged, still counts once for that step.
+    config = AVSPOConfig(stagnation_acr=0.35, stagnation_steps=1, entropy_floor=0.5)
+    session = AVSPOSession(log=logging.getLogger(LOGGER))
+    collapsed = batch_with(2, 0, False)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        for step in (1, 2):
+            session.step(*collapsed, config)
+            session.close_step(step=step)
+            saved = session.state_dict()
+            metrics = session.pop_metrics(step=step, entropy=0.1)
+    assert metrics["stagnation"] == 1.0 and metrics["entropy_collapse"] == 1.0
+    assert saved["monitor"]["stagnation"]["streak"] == 2 and saved["logged_steps"] == 2
+    assert session.state_dict()["monitor"]["entropy_collapse"]["streak"] == 2
+    assert [r.getMessage()[:27] for r in caplog.records] == ["AVSPO stagnation at step 2:", "Entropy collapse at step 2:"]
+
+
+def test_a_restored_tau_outside_a_narrowed_range_is_clipped(caplog):
+    saved = ThresholdState(tau=0.8, prev_reward_mean=0.25, step=4)
+    session = AVSPOSession(log=logging.getLogger(LOGGER))
+    session.configure(AVSPOConfig(threshold_max=0.6))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        session.load_state_dict({"format": 1, "threshold": saved.state_dict(), "monitor": session.monitor.state_dict(),
+                                 "logged_steps": 4})  # fmt: skip
+    assert session.state == ThresholdState(tau=0.6, prev_reward_mean=0.25, step=4)
+    assert "tau=0.8 lies outside [threshold_min, threshold_max] = [0.1, 0.6]" in caplog.text
+    assert session.step(*BATCHES[0], session.config).metrics["threshold"] == 0.6
 
 
 def test_warnings_fire_once_and_flags_stay_up(caplog):

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core import METRIC_REDUCTIONS, ThresholdState, aggregate_metrics, compute_token_advantages
+from avspo_plugin.core.threshold import advance
 from avspo_plugin.verl import pop_metrics, session
 
 ALGORITHM = {"adv_estimator": "avspo", "norm_adv_by_std_in_grpo": True, "use_kl_in_reward": False}
@@ -38,17 +39,19 @@ def algorithm(**avspo):
 
 
 def expected_steps(config):
-    """The core's own metrics of each call, folded per step: the oracle of what must be logged."""
+    """The core's own metrics of each call, the calls of a step under one threshold state, Eq. 12 applied
+    once per step with the step's pooled ACR and reward: the oracle of what must be logged."""
     state = ThresholdState.initial(config)
     expected = []
     for calls in STEPS:
         per_call = []
-        for scores, letters in calls:
+        for call, (scores, letters) in enumerate(calls):
             rewards = torch.zeros(len(scores), 4)
             rewards[:, -1] = torch.tensor(scores, dtype=torch.float32)
-            result = compute_token_advantages(rewards, torch.ones(len(scores), 4), np.array(uid_list(letters), dtype=object), config, state)
-            state = result.state
-            per_call.append(result.metrics)
+            uids = np.array(uid_list(letters), dtype=object)
+            per_call.append(compute_token_advantages(rewards, torch.ones(len(scores), 4), uids, config, state, call).metrics)
+        step = aggregate_metrics(per_call)
+        state = advance(config, state, step["acr"], step["reward_mean"])
         expected.append(per_call)
     return expected
 
@@ -119,12 +122,13 @@ def test_calls_within_a_step_fold_by_the_core_rules(make_batch, verl_compute_adv
     calls = expected_steps(AVSPOConfig(threshold_init=0.3, stagnation_steps=0))
     for (step, data), per_call in zip(received, calls):
         first, second = per_call
-        assert data["avspo/groups"] == first["groups"] + second["groups"]  # counts summed
-        assert data["avspo/threshold"] == second["threshold"]  # state: the latest call
-        assert data["avspo/acr"] == pytest.approx((first["acr"] + second["acr"]) / 2)  # rates averaged
+        groups = first["groups"] + second["groups"]
+        assert data["avspo/groups"] == groups  # counts summed
+        assert data["avspo/threshold"] == second["threshold"] == first["threshold"]  # one tau per step
+        # rates pooled over the step's groups
+        assert data["avspo/acr"] == pytest.approx((first["acr"] * first["groups"] + second["acr"] * second["groups"]) / groups)
         assert data["avspo/adv_abs_max"] == max(first["adv_abs_max"], second["adv_abs_max"])
-    # The threshold moved between calls, so "latest" differs from "mean" here.
-    assert any(c[0]["threshold"] != c[1]["threshold"] for c in calls)
+
 
 
 def test_every_backend_verl_offers_receives_the_metrics(make_batch, verl_compute_advantage):
@@ -173,7 +177,8 @@ def test_padding_rows_from_verls_padding_helper_never_form_a_group(make_batch):
     padded_lengths = [4] * 8 + [int(template["response_mask"].sum())] * 3
     pad_uid = "pad0123456789abcdef"
     padded = make_batch(scores + [0, 0, 0], uids + [pad_uid] * 3, response_lengths=padded_lengths)
-    keys = [f"{u}_0_0" for u in uids] + [f"{pad_uid}_{i}_0" for i in range(3)]
+    # Keys as verl's agent loop writes them: {uid}_{session}_{output}, one session per sample of a group.
+    keys = [f"{u}_{i % 2}_0" for i, u in enumerate(uids)] + [f"{pad_uid}_{i}_0" for i in range(3)]
 
     algo = algorithm()
     padded = compute_advantage_for_multi_trajectories(padded, keys, adv_estimator="avspo", config=algo)

@@ -62,7 +62,7 @@ class ProbeTaskRunner:
                        "modules": os.environ.get("VERL_USE_EXTERNAL_MODULES")}, f)
 
 with initialize_config_module("avspo_plugin.verl.config", version_base=None):
-    config = compose("avspo_trainer", overrides=["+ray_kwargs.ray_init.num_cpus=1",
+    config = compose("avspo_trainer", overrides=["+ray_kwargs.ray_init.num_cpus=1", "+ray_kwargs.ray_init.address=local",
                                                  "+ray_kwargs.ray_init.include_dashboard=false"])
 try:
     run_ppo(config, task_runner_class=ProbeTaskRunner)
@@ -84,7 +84,8 @@ def test_run_ppo_gives_the_trainer_process_the_plugin_through_rays_runtime_env(t
 @pytest.fixture(scope="module")
 def ray_session():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    # A private instance: a test never attaches to a cluster it did not start.
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 
@@ -106,7 +107,9 @@ def test_registered_in_ray_actors_by_entry_point_and_by_the_env_var_route(ray_se
     assert ray.is_initialized()
 
     assert reports["entry point"]["registered"] and reports["entry point"]["hooks"]
-    assert all(reports["entry point"]["hooks"].values())
+    assert set(reports["entry point"]["hooks"].values()) <= {"in place", "not needed"} | {
+        state for state in reports["entry point"]["hooks"].values() if state.startswith("not needed")
+    }
     # With entry points off, only the env var can have registered it.
     assert reports["env var"]["registered"]
     assert reports["env var"]["env"]["VERL_USE_EXTERNAL_PLUGINS"] == "none"
