@@ -96,13 +96,16 @@ def group_stats(
 def host_group_mean_std(
     scores: torch.Tensor, group_ids: torch.Tensor, count: torch.Tensor, valid: torch.Tensor, ddof: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Group mean and std in the dtype of scores, rounded exactly as the hosts round them.
+    """Group mean and std in the dtype of scores, rounded exactly as verl's GRPO rounds them on CPU.
 
-    mu_j = torch.mean(R_j);  sigma_j = torch.std(R_j, correction=ddof), over each group's valid scores
-    in batch order. verl's GRPO reduces each group's stacked scores, TRL and OpenRLHF the rows of a
-    (N, G) view; a row of a matrix reduces to the same bits as the row alone, so groups of equal size
-    are reduced together, as the rows of one (N_s, s) matrix per distinct size s (a loop over sizes,
-    not over groups). scores: (B,); group_ids, valid: (B,); count: (N,) G_j.
+    verl's GRPO calls torch.mean and torch.std on each group's stacked scores (batch order) in the
+    trainer process, on CPU. Groups of equal size are reduced together here, as the rows of one
+    (N_s, s) matrix per distinct size s (a loop over sizes, not over groups):
+      mu_j = torch.mean(R_j): a row's mean has the same bits as the row's own;
+      sigma_j = fl(sqrt(sum_i (r_i - mu_j)^2 / (G_j - ddof))) for float32, with mu_j the float32 mean and
+      the sum in float64, which is what torch.std of a 1-D float32 CPU tensor computes (a row-wise
+      torch.std rounds differently about once in 10^4 groups); row-wise torch.std for other dtypes.
+    scores: (B,); group_ids, valid: (B,); count: (N,) G_j.
     Returns (mean (N,), std (N,)) in scores' dtype; 0 where G_j = 0, std 0 where G_j <= ddof.
     """
     num_groups = count.shape[0]
@@ -116,7 +119,14 @@ def host_group_mean_std(
         rows = order.index_select(0, (row_sizes == size).nonzero().squeeze(1))
         matrix = scores.index_select(0, rows).view(-1, size)
         ids = group_ids.index_select(0, rows[::size])
-        mean.index_copy_(0, ids, matrix.mean(dim=1))
-        if size > ddof:
-            std.index_copy_(0, ids, matrix.std(dim=1, correction=ddof))
+        row_mean = matrix.mean(dim=1)
+        mean.index_copy_(0, ids, row_mean)
+        if size <= ddof:
+            continue
+        if matrix.dtype == torch.float32:
+            deviation = matrix.to(torch.float64) - row_mean.to(torch.float64).unsqueeze(1)
+            row_std = torch.sqrt((deviation * deviation).sum(dim=1) / (size - ddof)).to(matrix.dtype)
+        else:
+            row_std = matrix.std(dim=1, correction=ddof)
+        std.index_copy_(0, ids, row_std)
     return mean, std

@@ -167,3 +167,132 @@ def test_state_dict_round_trips_through_json(make_batch):
     assert session().state_dict() == state
     with pytest.raises(ValueError, match="format 99"):
         session().load_state_dict({**state, "format": 99})
+
+
+# ----------------------------------------------------------------------------------------------
+# A step of the v1 trainer split into mini-batch updates, its checkpoint saved before it is logged.
+
+ENTROPY = 0.2  # below entropy_floor: the entropy streak grows every step
+MINI_BATCHES = [  # per global step, the two mini-batches of parameter_sync_step=2 (rewards of prompts a, b)
+    ([1, 1, 1, 1, 0, 0, 0, 0], [0, 1, 0, 1, 1, 1, 1, 1]),
+    ([0, 0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 0, 1, 1, 1]),
+    ([1, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]),
+    ([1, 1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 0, 0, 0, 0]),
+]
+WARNINGS = {"stagnation_acr": 0.3, "stagnation_steps": 2, "entropy_floor": 0.5}
+
+
+def v1_stand_in(base_config, checkpoint_dir, make_batch, **trainer_keys):
+    """verl's PPOTrainer.step and checkpoint methods run on a stand-in whose local update computes the
+    mini-batch's advantages with verl's compute_advantage and reports actor/entropy, as _step_once does."""
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+    from verl.utils.tracking import Tracking
+
+    trainer = trainer_for(base_config, checkpoint_dir, **trainer_keys)
+    trainer.config.algorithm.avspo.update(WARNINGS)
+    trainer.parameter_sync_step = 2
+    trainer.config.data.train_batch_size = 4
+    trainer.prepare_step = lambda: {}
+    trainer.logged = []
+    trainer.logger = Tracking("avspo-test", "v1-steps", default_backend=[])
+    trainer.logger.logger = {"recorder": SimpleNamespace(log=lambda data, step: trainer.logged.append((step, data)), finish=lambda: None)}
+
+    def step_once(metrics, timing_raw, sample_batch_size):
+        scores = MINI_BATCHES[trainer.global_steps - 1][trainer.local_trigger_step]
+        uids = [f"{u}{trainer.global_steps}-{trainer.local_trigger_step}" for u in UIDS]
+        compute_advantage(make_batch(scores, uids), adv_estimator="avspo", config=trainer.config.algorithm)
+        metrics["actor/entropy"] = ENTROPY
+        keys = [f"{uid}_{row % 4}_0" for row, uid in enumerate(uids)]
+        return SimpleNamespace(keys=keys, tags=[{}] * len(keys), partition_id="train")
+
+    trainer._step_once = step_once
+    return trainer
+
+
+def fit_v1(trainer, steps, save_at=None):
+    """verl's v1 fit loop for ``steps``: step, checkpoint (before the log, as verl does), log."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    for step in steps:
+        trainer.global_steps = step
+        metrics = {}
+        PPOTrainer.step(trainer, metrics, {})
+        if step == save_at:
+            PPOTrainer._save_checkpoint(trainer)
+        trainer.logger.log(data=metrics, step=step)
+
+
+def test_v1_step_of_two_mini_batches_is_one_step_of_eq_12_and_resume_loses_no_streak_step(
+    tmp_path, base_config, make_batch, caplog
+):
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
+        uninterrupted = v1_stand_in(base_config, tmp_path / "whole", make_batch)
+        fit_v1(uninterrupted, range(1, 5))
+    whole_state = session().state_dict()
+    whole_warnings = [r.getMessage()[:40] for r in caplog.records]
+    assert session().state.step == 4  # four global steps, eight estimator calls
+    # Every call of a step ran under the same tau: Eq. 12 moved it once per step.
+    thresholds = [data["avspo/threshold"] for _, data in uninterrupted.logged]
+    assert len(set(thresholds)) >= 2 and [step for step, _ in uninterrupted.logged] == [1, 2, 3, 4]
+    assert [data["avspo/groups"] for _, data in uninterrupted.logged] == [4.0] * 4
+    assert whole_warnings == ["AVSPO stagnation at step 3: ACR (fractio", "Entropy collapse at step 3: the policy's"]
+
+    caplog.clear()
+    session().reset()
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
+        first = v1_stand_in(base_config, tmp_path / "ckpt", make_batch)
+        fit_v1(first, (1, 2), save_at=2)
+        session().reset()  # the process ends; a new trainer resumes from step 2
+        resumed = v1_stand_in(base_config, tmp_path / "ckpt", make_batch)
+        PPOTrainer._load_checkpoint(resumed)
+        fit_v1(resumed, (3, 4))
+    assert session().state_dict() == whole_state
+    assert [data["avspo/threshold"] for _, data in first.logged + resumed.logged] == thresholds
+    assert [r.getMessage()[:40] for r in caplog.records if r.levelno == logging.WARNING] == whole_warnings
+
+
+def test_legacy_checkpoint_holds_the_step_before_the_marker_and_its_entropy_after_the_log(
+    tmp_path, trainers, base_config, make_batch
+):
+    # The legacy trainer saves before it logs and reports actor/entropy only in the log: the state is
+    # written before verl's latest-checkpoint marker, and again once the step's entropy is known.
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+    from verl.utils.tracking import Tracking
+
+    trainer = trainer_for(base_config, tmp_path / "ckpt", global_steps=1)
+    trainer.config.algorithm.avspo.update(WARNINGS)
+    state_file = tmp_path / "ckpt" / "global_step_1" / STATE_FILE
+    marker = tmp_path / "ckpt" / "latest_checkpointed_iteration.txt"
+    seen_at_actor_save = []
+    save_actor = trainer.actor_rollout_wg.save_checkpoint
+    trainer.actor_rollout_wg.save_checkpoint = lambda *a, **k: (seen_at_actor_save.append(state_file.exists()), save_actor(*a, **k))
+
+    compute_advantage(make_batch(STEP_SCORES[1], UIDS), adv_estimator="avspo", config=trainer.config.algorithm)
+    trainers["legacy"]._save_checkpoint(trainer)
+    assert seen_at_actor_save == [True] and marker.read_text().strip() == "1"
+    saved = json.loads(state_file.read_text())
+    assert saved["threshold"]["step"] == 1 and saved["monitor"]["stagnation"]["streak"] == 1
+    assert saved["monitor"]["entropy_collapse"]["streak"] == 0
+
+    tracking = Tracking("avspo-test", "legacy", default_backend=[])
+    tracking.log(data={"actor/entropy": ENTROPY}, step=1)
+    logged = json.loads(state_file.read_text())
+    assert logged["monitor"]["entropy_collapse"]["streak"] == 1 and logged["threshold"] == saved["threshold"]
+
+
+def test_restored_state_is_reported_at_verls_default_level(tmp_path, trainers, base_config, make_batch, caplog):
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    trainer = trainer_for(base_config, tmp_path / "ckpt", global_steps=1)
+    compute_advantage(make_batch(STEP_SCORES[0], UIDS), adv_estimator="avspo", config=trainer.config.algorithm)
+    trainers["v1"]._save_checkpoint(trainer)
+    session().reset()
+    adapter_logger = logging.getLogger("avspo_plugin.verl")
+    # verl's modules log at VERL_LOGGING_LEVEL (INFO by default) through the root handler verl sets up.
+    assert adapter_logger.getEffectiveLevel() == logging.getLevelName(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+    with caplog.at_level(logging.INFO):
+        trainers["v1"]._load_checkpoint(trainer_for(base_config, tmp_path / "ckpt"))
+    restored = [r.getMessage() for r in caplog.records if r.getMessage().startswith("AVSPO state restored from")]
+    assert len(restored) == 1 and "tau=0.2" in restored[0] and "stagnation streak" in restored[0]
