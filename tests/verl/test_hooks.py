@@ -1,0 +1,98 @@
+"""The verl functions the plugin wraps: all in place on the installed verl; a missing or changed one
+is a warning naming it and verl's version, and a run that selects avspo refuses to start."""
+
+import logging
+import sys
+import types
+
+import pytest
+from hydra import compose, initialize_config_module
+
+from avspo_plugin.verl import hooks
+
+
+@pytest.fixture(scope="module")
+def avspo_run_config():
+    with initialize_config_module("avspo_plugin.verl.config", version_base=None):
+        return compose("avspo_trainer")
+
+
+def test_every_hook_is_in_place_on_the_installed_verl():
+    status = hooks.hook_status(load=True)
+    assert len(status) == len(hooks.HOOKS) == 12
+    assert set(status.values()) == {"in place"}, status
+    for trainer in ("v1", "legacy"):
+        hooks.require_hooks(trainer)
+
+
+def changed_verl_module(name):
+    """A stand-in for a verl module whose function was renamed / re-shaped by a verl release."""
+    module = types.ModuleType(name)
+
+    def step(self, batch, timing_raw):  # verl's PPOTrainer.step takes (self, metrics, timing_raw)
+        return batch
+
+    module.Trainer = type("Trainer", (), {"step": step})
+    return module
+
+
+def test_a_changed_target_warns_naming_it_and_refuses_avspo_runs(monkeypatch, caplog, avspo_run_config):
+    name = "verl_release_with_a_changed_trainer"
+    module = changed_verl_module(name)
+    monkeypatch.setitem(sys.modules, name, module)
+    changed = hooks.Hook(name, "Trainer", "step", hooks._v1_step, "one step of Eq. 12 per global step",
+                         ("self", "metrics"), trainer="v1")  # fmt: skip
+    absent = hooks.Hook(name, "Trainer", "_save_checkpoint", hooks._trainer_save_checkpoint, "saves the AVSPO state",
+                        ("self",), trainer="legacy")  # fmt: skip
+    monkeypatch.setattr(hooks, "HOOKS", (*hooks.HOOKS, changed, absent))
+    monkeypatch.setattr(hooks, "HOOK_PROBLEMS", {})
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
+        changed.apply(module)
+        absent.apply(module)
+    messages = [record.getMessage() for record in caplog.records]
+    assert f"cannot hook {name}.Trainer.step (one step of Eq. 12 per global step) in verl 0.9.1" in messages[0]
+    assert "takes ('self', 'batch', 'timing_raw'), not the ('self', 'metrics')" in messages[0]
+    assert f"{name}.Trainer._save_checkpoint does not exist" in messages[1]
+    assert not hasattr(module.Trainer.step, "__avspo_patch__")  # a changed function is left as it is
+
+    with pytest.raises(hooks.HookError, match=rf"verl 0.9.1 with the v1 trainer: 1 verl function\(s\).*{name}.Trainer.step"):
+        hooks.check_launch_config(avspo_run_config)
+    legacy = avspo_run_config.copy()
+    legacy.trainer.use_v1 = False
+    with pytest.raises(hooks.HookError, match=rf"legacy trainer.*{name}.Trainer._save_checkpoint does not exist"):
+        hooks.prepare_trainer(legacy)
+    # Runs of other estimators are not checked.
+    grpo = avspo_run_config.copy()
+    grpo.algorithm.adv_estimator = "grpo"
+    hooks.check_launch_config(grpo)
+
+
+def test_verls_experimental_fully_async_trainer_is_refused_before_ray_starts():
+    from hydra import initialize_config_dir
+    from verl.experimental import fully_async_policy
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    # verl's own config of that trainer, as its fully_async_main composes it.
+    config_dir = f"{fully_async_policy.__path__[0]}/config"
+    with initialize_config_dir(config_dir, version_base=None):
+        config = compose("fully_async_ppo_trainer", overrides=["algorithm.adv_estimator=avspo"])
+    assert "async_training" in config
+    with pytest.raises(hooks.HookError, match="does not run in verl's experimental fully-async trainer"):
+        get_ppo_ray_runtime_env(config)
+    with pytest.raises(hooks.HookError, match="trainer.v1.trainer_mode=separate_async"):
+        hooks.check_launch_config(config)
+    config.algorithm.adv_estimator = "grpo"
+    get_ppo_ray_runtime_env(config)
+
+
+def test_trl_patch_applies_only_where_trl_lacks_the_value_head(monkeypatch):
+    from avspo_plugin.verl import trl_compat
+
+    stand_in = types.ModuleType("monkey_patch")
+    stand_in.is_trl_available = lambda: True
+    monkeypatch.setattr(trl_compat, "trl_patch_needed", lambda: False)
+    trl_compat.skip_missing_trl_value_head(stand_in)
+    assert stand_in.is_trl_available() is True  # trl absent or complete: verl's own check stays
+    monkeypatch.setattr(trl_compat, "trl_patch_needed", lambda: True)
+    trl_compat.skip_missing_trl_value_head(stand_in)
+    assert stand_in.is_trl_available is trl_compat.trl_value_head_available
