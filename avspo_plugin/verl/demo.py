@@ -288,14 +288,16 @@ def run_main_ppo(
     run_name: str = "train",
     echo: bool = True,
     timeout: Optional[float] = None,
+    extra_env: Optional[dict[str, str]] = None,
 ) -> TrainingRun:
     """Run main_ppo as a subprocess; its output goes to ``out/<run_name>.log`` (lines prefixed with
     seconds since launch) and its file-backend metrics to ``out/<run_name>.metrics.jsonl``. With
-    ``echo``, phases and finished steps are printed. The Ray cluster it starts is stopped whatever happens."""
+    ``echo``, phases and finished steps are printed; ``extra_env`` overrides the CPU environment.
+    The Ray cluster it starts is stopped whatever happens."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     log_file, metrics_file = out / f"{run_name}.log", out / f"{run_name}.metrics.jsonl"
-    env = cpu_environment()
+    env = {**cpu_environment(), **(extra_env or {})}
     # verl's file backend truncates its file when it opens it: one file per run keeps a resumed
     # run from erasing the steps of the run it continues.
     env["VERL_FILE_LOGGER_PATH"] = str(metrics_file)

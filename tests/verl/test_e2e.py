@@ -13,7 +13,9 @@ Cost on 2 cores: four main_ppo launches of about 1.5 to 2 minutes each.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -162,6 +164,8 @@ def test_run_resumed_from_step_2_logs_the_uninterrupted_threshold_sequence(train
     files = request.getfixturevalue("demo_run").files
     resumed_run = train(files, tmp_path, "resumed", use_v1=trainer == "v1", resume=True)
     resumed = avspo_metrics_by_step(resumed_run.metrics_file)
+    # The restore is reported at verl's default log level, in the trainer process.
+    assert f"AVSPO state restored from {checkpoints / saved.name}" in resumed_run.log_file.read_text()
     later_steps = list(range(CHECKPOINT_STEP + 1, STEPS + 1))
     assert sorted(resumed) == later_steps, f"the resumed run logged steps {sorted(resumed)}, not {later_steps}"
     # Same rewards first (the run is deterministic), then the same thresholds.
@@ -172,3 +176,40 @@ def test_run_resumed_from_step_2_logs_the_uninterrupted_threshold_sequence(train
     assert [resumed[step]["avspo/threshold"] for step in later_steps] == pytest.approx(
         thresholds[CHECKPOINT_STEP:], abs=1e-12
     ), f"uninterrupted thresholds {thresholds}, resumed {[resumed[s]['avspo/threshold'] for s in later_steps]}"
+
+
+def test_v1_multi_output_sessions_in_mini_batches_are_verls_grpo_end_to_end(demo_run: DemoRun, tmp_path: Path):
+    """verl's default trainer with an agent loop that returns two outputs per session, each step split
+    into two mini-batch updates (parameter_sync_step=2), avspo in monitor mode: a probe in the trainer
+    process compares every advantage step with verl's own GRPO route on the same rows."""
+    support = Path(__file__).parent / "support"
+    agent_loops = tmp_path / "agent_loops.yaml"
+    agent_loops.write_text("- name: multi_output\n  _target_: multi_output_agent_loop.MultiOutputAgentLoop\n")
+    probe = tmp_path / "advantage_steps.jsonl"
+    command = main_ppo_command(demo_run.files, tmp_path, 2, extra_overrides=(
+        "algorithm.avspo.threshold_mode=never",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={agent_loops}",
+        "actor_rollout_ref.rollout.agent.default_agent_loop=multi_output",
+        "+trainer.v1.sync.parameter_sync_step=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+    ))  # fmt: skip
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(support), os.environ.get("PYTHONPATH", "")]),
+        "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl.cpu,advantage_probe",
+        "AVSPO_PROBE_OUT": str(probe),
+    }
+    run = run_main_ppo(command, tmp_path, run_name="paths", echo=False, timeout=RUN_TIMEOUT_S, extra_env=env)
+    assert run.returncode == 0, f"main_ppo exited with {run.returncode}; end of {run.log_file}:\n{log_tail(run.log_file)}"
+
+    calls = [json.loads(line) for line in probe.read_text().splitlines()]
+    # 2 steps x 2 mini-batches of 2 prompts x 4 sessions x 2 outputs.
+    assert [(c["rows"], c["sessions"], c["prompts"]) for c in calls] == [(16, 8, 2)] * 4, calls
+    assert all(c["equal"] for c in calls), calls
+    assert any(c["nonzero"] for c in calls), "no advantage step had a non-collapsed group: nothing was compared"
+    logged = avspo_metrics_by_step(run.metrics_file)
+    assert sorted(logged) == [1, 2]
+    for metrics in logged.values():
+        # One group per prompt of the step, one sample per session: as GRPO groups them.
+        assert metrics["avspo/groups"] == 4.0 and metrics["avspo/samples"] == 16.0
+    assert "avspo estimator registered in process" in run.log_file.read_text()

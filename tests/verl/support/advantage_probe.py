@@ -1,0 +1,44 @@
+"""Loaded in every process of the e2e run (``VERL_USE_EXTERNAL_MODULES``): in the trainer process it
+records, at each v1 advantage step, whether avspo's advantages equal verl's own GRPO route on the
+same rows, bit for bit, and what the step held (rows, sessions, prompts), as JSON lines in
+``$AVSPO_PROBE_OUT``. verl's GRPO route is its ``compute_advantage_for_multi_trajectories`` as
+released (the plugin's wrapper removed with ``inspect.unwrap``)."""
+
+import copy
+import functools
+import inspect
+import json
+import os
+import sys
+
+from avspo_plugin.import_hooks import after_import
+
+
+def _probe(trainer_base):
+    plugin_route = trainer_base.compute_advantage_for_multi_trajectories
+    verl_route = inspect.unwrap(sys.modules["verl.trainer.ppo.v1.utils"].compute_advantage_for_multi_trajectories)
+
+    # wraps: the plugin's check of its hooks sees its own wrapper, which this one only observes.
+    @functools.wraps(plugin_route)
+    def compute_advantage_for_multi_trajectories(data, batch_keys, adv_estimator, **kwargs):
+        import torch
+
+        grpo = verl_route(copy.deepcopy(data), batch_keys, adv_estimator="grpo", **kwargs).batch["advantages"]
+        out = plugin_route(data, batch_keys, adv_estimator, **kwargs)
+        uids = [key.rsplit("_", 2)[0] for key in batch_keys]
+        record = {
+            "equal": bool(torch.equal(out.batch["advantages"], grpo)),
+            "rows": len(batch_keys),
+            "sessions": len({key.rsplit("_", 1)[0] for key in batch_keys}),
+            "prompts": len({uid for uid in uids if not uid.startswith("pad")}),
+            "nonzero": int(torch.count_nonzero(grpo)),
+        }
+        with open(os.environ["AVSPO_PROBE_OUT"], "a") as f:
+            f.write(json.dumps(record) + "\n")
+        return out
+
+    trainer_base.compute_advantage_for_multi_trajectories = compute_advantage_for_multi_trajectories
+
+
+# The sync trainer's module loads after trainer_base, once the plugin's own hooks are in place there.
+after_import("verl.trainer.ppo.v1.trainer_sync", lambda _: _probe(sys.modules["verl.trainer.ppo.v1.trainer_base"]))
