@@ -56,7 +56,11 @@ class AVSPOConfig:
     reward_high: float = _key(1.0, "Highest achievable sequence reward (the all-pass value); must exceed reward_low.")
     partial: float = _key(0.5, "fixed_partial: fraction of the reward range at which virtual rewards sit; in [0, 1].")
     decay: float = _key(0.5, "exp_decay: ratio between consecutive virtual rewards; in (0, 1].")
-    seed: int = _key(0, "uniform: seed of the generator; call t draws from a generator seeded with (seed, t).")
+    seed: int = _key(
+        0,
+        "uniform: seed of the generator; step t draws from a generator seeded with (seed, t) (the k-th call "
+        "of a step the host splits into several: (seed, t, k)).",
+    )
     threshold_mode: str = _key(
         "adaptive",
         "When virtual samples are added. adaptive: ACR_t > tau_t, tau updated by Eq. 12 after each step; "

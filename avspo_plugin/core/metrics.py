@@ -24,6 +24,16 @@ METRIC_REDUCTIONS: dict[str, str] = {
     "adv_abs_max": "max",
 }
 
+# How each reduction reads in docs/metrics.md.
+REDUCTION_HELP = {
+    "per_group": "pooled over the step's groups",
+    "per_sample": "pooled over the step's samples",
+    "per_augmented_group": "pooled over the step's augmented groups",
+    "last": "the latest call's (one value per step)",
+    "sum": "summed",
+    "max": "maximum",
+}
+
 # The count that weighs each call's value of a pooled metric.
 _WEIGHTS = {
     "per_group": lambda call: call.get("groups", 1.0),

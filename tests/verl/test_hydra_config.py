@@ -75,3 +75,31 @@ def test_a_recipe_composes_on_the_packaged_config(tmp_path):
     assert config.algorithm.adv_estimator == "avspo"
     assert avspo_config_from_algorithm(config.algorithm) == AVSPOConfig(threshold_init=0.4, strategy="opposite")
     assert config.trainer.total_epochs is not None  # verl's ppo_trainer underneath
+
+
+@pytest.mark.parametrize(
+    "config_name, override, outcome",
+    [
+        # verl's stock ppo_trainer has no algorithm.avspo block: a key is added with + (or ++).
+        ("ppo_trainer", "algorithm.avspo.alpha=0.25", "fails"),
+        ("ppo_trainer", "+algorithm.avspo.alpha=0.25", 0.25),
+        ("ppo_trainer", "++algorithm.avspo.alpha=0.25", 0.25),
+        # The packaged avspo_trainer (and recipes composing avspo_algorithm) list every key: no prefix.
+        ("avspo_trainer", "algorithm.avspo.alpha=0.25", 0.25),
+        ("avspo_trainer", "+algorithm.avspo.alpha=0.25", "fails"),
+        ("avspo_trainer", "++algorithm.avspo.alpha=0.25", 0.25),
+    ],
+)
+def test_which_override_prefix_each_config_takes(config_name, override, outcome):
+    """The table in docs/verl.md: when algorithm.avspo.* needs +, ++ or nothing."""
+    from hydra import compose, initialize_config_module
+    from hydra.errors import ConfigCompositionException
+
+    module = "verl.trainer.config" if config_name == "ppo_trainer" else "avspo_plugin.verl.config"
+    with initialize_config_module(module, version_base=None):
+        if outcome == "fails":
+            with pytest.raises(ConfigCompositionException):
+                compose(config_name, overrides=["algorithm.adv_estimator=avspo", override])
+            return
+        config = compose(config_name, overrides=["algorithm.adv_estimator=avspo", override])
+    assert avspo_config_from_algorithm(config.algorithm).alpha == outcome
