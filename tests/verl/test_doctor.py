@@ -30,6 +30,11 @@ def test_healthy_install_and_valid_config(capsys):
     assert "verl 0.9.1" in out and "entry point: verl.plugins avspo = avspo_plugin.verl" in out
     assert "[ok] avspo registered in this process: avspo_plugin.verl.estimator.compute_avspo_outcome_advantage" in out
     assert "metrics via the Tracking.log hook" in out
+    # The trainer modules were imported: every hook listed, the trl patch too, none missing.
+    assert "[ok] hooks in this process: 13 of 13 in place, 0 not needed, 0 missing" in out
+    assert "- verl.trainer.ppo.v1.trainer_base.PPOTrainer.step: in place" in out
+    assert "- verl.models.transformers.monkey_patch.is_trl_available: in place" in out
+    assert "is not a version the plugin was checked with" not in out
     assert "[ok] algorithm.avspo is valid; not default: alpha=0.3" in out
     assert "[warn] algorithm.use_kl_in_reward=True" in out
 
