@@ -9,7 +9,7 @@ the last bit, for any reward values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import numpy as np
@@ -27,7 +27,7 @@ from .collapse import (
 )
 from .groups import GroupStats, factorize_labels, group_stats, host_group_mean_std, label_array, segment_sum
 from .metrics import METRIC_REDUCTIONS
-from .threshold import ThresholdState, advance, is_triggered, threshold_in_force
+from .threshold import ThresholdState, advance, groups_to_augment, threshold_in_force
 
 # A reward this far outside [reward_low, reward_high] is an error for bounded strategies.
 BOUNDS_TOL = 1e-6
@@ -35,11 +35,23 @@ BOUNDS_TOL = 1e-6
 
 @dataclass(frozen=True)
 class AVSPOResult:
-    """advantages: (B,) for :func:`compute_group_advantages`, (B, L) for :func:`compute_token_advantages`."""
+    """advantages: (B,) for :func:`compute_group_advantages`, (B, L) for :func:`compute_token_advantages`.
+
+    num_virtual: (N,) int64 K_j of each group (0: not augmented), groups in sorted label order;
+    virtual_rewards: (N, K_max) float64 V_j, 0 past K_j. Empty when the batch had no valid row.
+    """
 
     advantages: torch.Tensor
     state: ThresholdState
     metrics: dict[str, float]
+    num_virtual: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.int64))
+    virtual_rewards: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.float64))
+
+    @property
+    def added_virtual_rewards(self) -> torch.Tensor:
+        """Every virtual reward of the call, group by group, flattened: (sum_j K_j,) float64."""
+        _, in_group = vr.virtual_slots(self.num_virtual)
+        return self.virtual_rewards[in_group]
 
 
 def virtual_rewards(
@@ -178,16 +190,16 @@ def compute_group_advantages(
         all_fail, all_pass = collapse_regimes(collapsed, stats, config.reward_low, config.reward_high)
         acr = group_rate(collapsed, multi)
 
-        triggered = is_triggered(config, acr, threshold)
-        eligible = {"all": collapsed, "all_fail": all_fail, "all_pass": all_pass}[config.apply_to]
-        augmented = eligible & triggered
+        triggered, augmented = groups_to_augment(config, acr, threshold, collapsed, all_fail, all_pass)
         if config.num_virtual == "auto":
             num_virtual = vr.num_virtual_auto(stats.count, acr, config.alpha)
         else:
             num_virtual = torch.full_like(stats.count, config.num_virtual, dtype=torch.int64)
         num_virtual = num_virtual * augmented
 
-        virtual = virtual_rewards(config, num_virtual, stats, state.step, call_in_step)
+        _, in_group = vr.virtual_slots(num_virtual)
+        # Slots past K_j hold undefined values (K_j = 0 divides by zero in Eq. 10).
+        virtual = torch.where(in_group, virtual_rewards(config, num_virtual, stats, state.step, call_in_step), 0.0)
         exact_mean, exact_std = augmented_group_stats(stats, num_virtual, virtual, ddof)
         # Groups without virtual samples take the host's own rounding of their statistics.
         host_mean, host_std = host_group_mean_std(scores.detach(), group_ids, stats.count, valid, ddof)
@@ -226,7 +238,7 @@ def compute_group_advantages(
             "reward_mean": reward_mean,
             "adv_abs_max": float(advantages.abs().max()),  # padding rows hold 0
         }
-    return AVSPOResult(advantages, advance(config, state, acr, reward_mean), metrics)
+    return AVSPOResult(advantages, advance(config, state, acr, reward_mean), metrics, num_virtual, virtual)
 
 
 def nonempty_rows(response_mask: torch.Tensor) -> torch.Tensor:
@@ -265,5 +277,4 @@ def compute_token_advantages(
     result = compute_group_advantages(
         scores, index, config, state, responded=nonempty_rows(response_mask), call_in_step=call_in_step
     )
-    advantages = result.advantages.unsqueeze(-1) * response_mask
-    return AVSPOResult(advantages, result.state, result.metrics)
+    return replace(result, advantages=result.advantages.unsqueeze(-1) * response_mask)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Optional
 
+import torch
+
 from ..config import AVSPOConfig
 
 
@@ -72,6 +74,25 @@ def is_triggered(config: AVSPOConfig, acr: float, threshold: float) -> bool:
     if config.threshold_mode == "never":
         return False
     return acr > threshold
+
+
+def groups_to_augment(
+    config: AVSPOConfig,
+    acr: float,
+    threshold: float,
+    collapsed: torch.Tensor,
+    all_fail: torch.Tensor,
+    all_pass: torch.Tensor,
+) -> tuple[bool, torch.Tensor]:
+    """Eq. 13: R'_j = R_j U V_j  iff  ACR_t > tau_t  and  sigma_{R_j} < tau (group j collapsed).
+
+    The batch condition comes from the threshold mode (:func:`is_triggered`); the group condition
+    is narrowed to one regime by ``apply_to`` (all, all_fail, all_pass).
+    collapsed, all_fail, all_pass: (N,) bool. Returns (triggered, augmented (N,) bool).
+    """
+    triggered = is_triggered(config, acr, threshold)
+    eligible = {"all": collapsed, "all_fail": all_fail, "all_pass": all_pass}[config.apply_to]
+    return triggered, eligible & triggered
 
 
 def advance(config: AVSPOConfig, state: ThresholdState, acr: float, reward_mean: float) -> ThresholdState:

@@ -2,10 +2,12 @@
 
 import math
 
+import numpy as np
+
 import pytest
 import torch
 
-from avspo_plugin import AVSPOConfig, ThresholdState
+from avspo_plugin import AVSPOConfig, ThresholdState, compute_group_advantages
 from avspo_plugin.core.virtual import num_virtual_auto
 
 from core_reference import reference_advantages, run
@@ -169,3 +171,18 @@ def test_near_collapse_counts_odd_one_out_groups():
 def test_nearly_equal_rewards_count_as_collapsed():
     result = run([0.5, 0.5 + 1e-8, 0.5, 0.5], ["a"] * 4, threshold_mode="never")
     assert result.metrics["acr"] == 1
+
+
+def test_result_carries_each_groups_k_and_virtual_rewards():
+    # Eq. 13 on a batch of three groups: all-fail, all-pass, mixed; ACR = 2/3 > tau, K = ceil(4 * (2/3)**0.5) = 4.
+    scores = torch.tensor([0.0] * 4 + [1.0] * 4 + [0.0, 1.0, 0.0, 1.0])
+    labels = np.repeat(["fail", "pass", "mixed"], 4).astype(object)
+    config = AVSPOConfig(threshold_mode="fixed", threshold_init=0.5)
+    result = compute_group_advantages(scores, labels, config, ThresholdState.initial(config))
+    # Groups in sorted label order: fail, mixed, pass.
+    assert result.num_virtual.tolist() == [4, 0, 4]
+    stratified = [1.0, 0.75, 0.5, 0.25]  # r_vk = 1 - (k-1)/K
+    assert result.virtual_rewards.tolist() == [stratified, [0.0] * 4, stratified]
+    assert result.added_virtual_rewards.tolist() == stratified * 2
+    untriggered = compute_group_advantages(scores, labels, config.replace(threshold_mode="never"), ThresholdState.initial(config))
+    assert untriggered.num_virtual.tolist() == [0, 0, 0] and untriggered.added_virtual_rewards.numel() == 0
