@@ -88,10 +88,25 @@ def _braced(text: str, open_at: int) -> Optional[tuple[str, int]]:
     return None
 
 
+def _matching_braces(text: str) -> dict[int, int]:
+    """Index of each ``{`` that is closed -> index of its ``}``, in one pass (a degenerate output with
+    thousands of unclosed boxes stays linear)."""
+    matches: dict[int, int] = {}
+    open_at: list[int] = []
+    for position, char in enumerate(text):
+        if char == "{":
+            open_at.append(position)
+        elif char == "}" and open_at:
+            matches[open_at.pop()] = position
+    return matches
+
+
 def _boxed_occurrences(text: str) -> list[Optional[str]]:
-    """Every ``\\boxed`` / ``\\fbox`` in order of appearance: its content, or None when it is unclosed
-    or has no argument (the output was cut off inside it). ``\\boxed 5`` counts as ``\\boxed{5}``."""
-    found: list[tuple[int, Optional[str]]] = []
+    """Every ``\\boxed`` / ``\\fbox`` not inside another one, in order of appearance: its content (a box
+    that holds only a box is unwrapped), or None when it is unclosed or has no argument (the output was
+    cut off inside it). ``\\boxed 5`` counts as ``\\boxed{5}``."""
+    found: list[tuple[int, int, Optional[str]]] = []  # start, end, content
+    closing: Optional[dict[int, int]] = None
     for command in _BOXED_COMMANDS:
         start = text.find(command)
         while start != -1:
@@ -100,15 +115,42 @@ def _boxed_occurrences(text: str) -> list[Optional[str]]:
             stripped = rest.lstrip()
             content: Optional[str] = None
             if stripped.startswith("{"):
-                group = _braced(text, after + (len(rest) - len(stripped)))
-                content = group[0] if group is not None else None
+                if closing is None:
+                    closing = _matching_braces(text)
+                brace = after + (len(rest) - len(stripped))
+                content = text[brace + 1 : closing[brace]] if brace in closing else None
+                end = closing.get(brace, len(text))
             elif rest[:1] == " " and stripped:
                 # "\boxed 5": the argument runs to the next space or math delimiter.
                 content = re.split(r"[\s$]", stripped, maxsplit=1)[0]
-            if not (rest[:1].isalpha()):  # \boxedsomething is another command
-                found.append((start, content))
+                end = after
+            else:
+                end = after
+            if not rest[:1].isalpha():  # \boxedsomething is another command
+                found.append((start, end, content))
             start = text.find(command, after)
-    return [content for _, content in sorted(found, key=lambda item: item[0])]
+    outer: list[Optional[str]] = []
+    covered_to = -1
+    for start, end, content in sorted(found, key=lambda item: item[0]):
+        if start < covered_to:
+            continue  # inside the previous box
+        covered_to = end
+        while content is not None:
+            inner = _boxed_occurrences(content) if content.strip().startswith(_BOXED_COMMANDS) else []
+            if len(inner) != 1 or _boxed_span(content.strip()) != len(content.strip()):
+                break
+            content = inner[0]
+        outer.append(content)
+    return outer
+
+
+def _boxed_span(text: str) -> int:
+    """Length of the box that opens ``text`` (``\\boxed{...}``), or -1 when it is not one closed box."""
+    for command in _BOXED_COMMANDS:
+        if text.startswith(command + "{"):
+            end = _matching_braces(text).get(len(command))
+            return -1 if end is None else end + 1
+    return -1
 
 
 def boxed_contents(text: str) -> list[str]:

@@ -192,6 +192,21 @@ def test_extraction_rules():
         compute_score("math", "\\boxed{5}", "5", answer_sources=["boxed", "guess"])
 
 
+def test_degenerate_outputs_are_scored_quickly():
+    # Repetition loops are common in RL rollouts: thousands of unclosed boxes or words must not make
+    # extraction quadratic (3,000 unclosed boxes took seconds when each box was matched on its own).
+    unclosed = "\\boxed{" * 3000 + "1"
+    words = "The answer is 5 " + "ab " * 5000 + "."
+    started = time.perf_counter()
+    assert compute_score("math", unclosed, "1")["reason"] == reward.NO_ANSWER
+    assert extract_answer(unclosed, EVALUATION_SOURCES).source == "last_number"
+    assert grading_form(words[14:]) and extract_answer(words, TRAINING_SOURCES).source == "answer_sentence"
+    assert time.perf_counter() - started < 1.0
+    # Nested boxes are one box; a box that holds only a box is unwrapped.
+    assert last_boxed("\\boxed{\\boxed{\\boxed{7}}}") == "7"
+    assert last_boxed("\\boxed{3} and \\boxed{\\boxed{-2}}", parts=2) == "3, -2"
+
+
 def test_truncated_output_earns_nothing_in_training():
     # The last-number fallback rewards an output cut off at the length limit; the training rule does not.
     truncated = "Let me compute: 7 + 7 = 14, then Step 3: 14-"
