@@ -23,9 +23,11 @@ import netrc
 import os
 import socket
 import sys
+from importlib import metadata
 from typing import Any, Optional, Sequence
 
-REQUIRED_MODULES = ("avspo_plugin", "avspo_plugin.math.reward", "math_verify", "verl")
+# module -> its distribution (for the version shown), None for a submodule
+REQUIRED_MODULES = {"avspo_plugin": "avspo-plugin", "avspo_plugin.math.reward": None, "math_verify": "math-verify", "verl": "verl"}
 ESTIMATOR = "avspo"
 WANDB_HOST = "api.wandb.ai"
 INSTALL_HINT = "install the same environment on every node: pip install 'avspo-plugin[verl,math]'"
@@ -49,13 +51,19 @@ def wandb_login_problem() -> Optional[str]:
 def node_report(check_wandb: bool) -> dict[str, Any]:
     """This node's view: host, each required module's version or import error, registration, wandb."""
     report: dict[str, Any] = {"host": socket.gethostname(), "python": sys.executable, "modules": {}, "problems": []}
-    for name in REQUIRED_MODULES:
+    for name, distribution in REQUIRED_MODULES.items():
         try:
             module = importlib.import_module(name)
         except Exception as err:  # any import failure is this node's problem to report
             report["problems"].append(f"cannot import {name}: {type(err).__name__}: {err}")
             continue
-        report["modules"][name] = getattr(module, "__version__", "(no version)")
+        version = getattr(module, "__version__", None)
+        if version is None and distribution is not None:
+            try:
+                version = metadata.version(distribution)
+            except metadata.PackageNotFoundError:
+                pass
+        report["modules"][name] = version or "ok"
     if "verl" in report["modules"]:
         try:
             from verl.trainer.ppo import core_algos

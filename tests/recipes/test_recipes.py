@@ -549,7 +549,7 @@ def test_check_cluster_names_each_nodes_problem(monkeypatch, tmp_path):
     assert check.cluster_problems(nodes, 1, 8) == ["gpu-b (10.0.0.8): cannot import avspo_plugin: ModuleNotFoundError"]
     assert check.cluster_problems(nodes, 2, 8)[0].startswith("1 node(s) with at least 8 GPUs, 2 needed")
     # A module that does not import is this node's problem, with the error.
-    monkeypatch.setattr(check, "REQUIRED_MODULES", ("avspo_plugin", "avspo_plugin_no_such_module"))
+    monkeypatch.setattr(check, "REQUIRED_MODULES", {"avspo_plugin": "avspo-plugin", "avspo_plugin_no_such_module": None})
     report = check.node_report(check_wandb=False)
     assert report["problems"] == [
         "cannot import avspo_plugin_no_such_module: ModuleNotFoundError: No module named 'avspo_plugin_no_such_module'"
@@ -571,7 +571,7 @@ def test_check_cluster_on_a_local_ray_cluster(tmp_path):
         env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "avspo_plugin 0.1.0" in run.stdout and "verl 0.9.1" in run.stdout and "math_verify" in run.stdout
+    assert "avspo_plugin 0.1.0, avspo_plugin.math.reward ok, math_verify 0.9.0, verl 0.9.1;" in run.stdout
     assert "not ready: 0 node(s) with at least 1 GPUs, 1 needed" in run.stdout
     # Imports, registration and the wandb login are fine: the GPUs are the one problem.
     assert [line for line in run.stdout.splitlines() if line.startswith("not ready:")] == [
