@@ -1,7 +1,8 @@
 """The recipes against verl 0.9.1, without GPUs: every run script composes its YAML through
 `python -m verl.trainer.main_ppo --cfg job`, the composed configs say what the recipes claim and pass
-verl's own config validation, the shell scripts pass bash -n and shellcheck, and missing paths fail
-with a clear message."""
+verl's own config validation, the Megatron sizing holds, the shell scripts pass bash -n and shellcheck,
+bad settings fail with a clear message, the Slurm and Ray-job scripts run against recording stand-ins,
+and the node check (check_cluster.py) runs on a local Ray cluster of its own."""
 
 import os
 import shutil
