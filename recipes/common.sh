@@ -13,9 +13,13 @@
 #                    package's verl.plugins entry point by itself) or env (verl 0.6.1 - 0.8: the
 #                    VERL_USE_EXTERNAL_MODULES variable through the Ray runtime env)  [entry-point]
 #   CHECK_PATHS=0    skip the file and model checks (a submitting machine that does not see the
-#                    cluster's files); paths are then passed as given                  [1]
-#   DRY_RUN=1        print the command, one argument per line, instead of running it
-# Arguments after the script's own are passed to verl as hydra overrides.
+#                    cluster's files); paths are then passed as given, and must be absolute  [1]
+#   CHECK_NODES=0    submit_ray_job.sh / run_slurm.sh: skip the check job that looks at every node
+#                    (plugin, math-verify, verl, the avspo estimator, GPUs, wandb login)   [1]
+#   DRY_RUN=1        print each command, one argument per line and a blank line after it, instead of
+#                    running it
+# Arguments after the script's own are passed to verl as hydra overrides. The recipes log to
+# [console,tensorboard]; an override trainer.logger=[...,wandb] is checked for a wandb login first.
 
 RECIPES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PLUGIN_MODULE="avspo_plugin.verl"
@@ -71,6 +75,46 @@ check_count() {
   [[ -z "$value" || "$value" =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer, got '$value'"
 }
 
+# no_tilde VARIABLE PATH...: verl does not expand "~"; a path passed on as given must not start with it.
+no_tilde() {
+  local variable="$1" path
+  shift
+  for path in "$@"; do
+    if [[ "$path" == "~"* ]]; then
+      die "$variable: '$path' starts with ~, which verl does not expand: give an absolute path"
+    fi
+  done
+}
+
+# has_override REGEX OVERRIDE...: whether an override matches REGEX (anchored at its start).
+has_override() {
+  local pattern="$1" arg
+  shift
+  for arg in "$@"; do
+    if [[ "$arg" =~ ^$pattern ]]; then return 0; fi
+  done
+  return 1
+}
+
+# uses_wandb OVERRIDE...: whether a trainer.logger override names wandb (the recipes' own logger,
+# console + tensorboard, does not).
+uses_wandb() {
+  has_override '\+*trainer\.logger=.*wandb' "$@"
+}
+
+# check_wandb_login: wandb needs a login where the trainer logs; without one, verl's wandb.init fails
+# (or waits for a key) only after the cluster has started. Say so before anything starts.
+check_wandb_login() {
+  local host="${WANDB_BASE_URL:-api.wandb.ai}" netrc="${NETRC:-$HOME/.netrc}"
+  host="${host#*://}"
+  host="${host%%/*}"
+  [[ -n "${WANDB_API_KEY:-}" ]] && return 0
+  case "${WANDB_MODE:-}" in offline | disabled | dryrun) return 0 ;; esac
+  if [[ -f "$netrc" ]] && grep -q "$host" "$netrc"; then return 0; fi
+  die "trainer.logger includes wandb, but wandb has no login here (WANDB_API_KEY unset, no $host in $netrc):
+  run \`wandb login\` or set WANDB_API_KEY, or WANDB_MODE=offline, or log to trainer.logger=[console,tensorboard]"
+}
+
 # hydra_list FILE...: ['a','b'] as verl's data.train_files / data.val_files take it.
 hydra_list() {
   local joined="" file
@@ -99,11 +143,19 @@ verl_command() {
     for file in "${train[@]}"; do train_abs+=("$(absolute_path "$file")"); done
     for file in "${val[@]}"; do val_abs+=("$(absolute_path "$file")"); done
   else
+    no_tilde TRAIN_FILES "${train[@]}"
+    no_tilde VAL_FILES "${val[@]}"
+    no_tilde MODEL_PATH "${MODEL_PATH:-}"
     train_abs=("${train[@]}")
     val_abs=("${val[@]}")
   fi
   check_count N_GPUS_PER_NODE
   check_count NNODES
+  if [[ "${NNODES:-1}" -gt 1 ]] && ! has_override '\+*data\.train_batch_size=' "$@"; then
+    echo "note: NNODES=$NNODES with the recipe's prompts per step: more nodes split the same sequences over more
+  GPUs, so each does less per step; scale data.train_batch_size and actor_rollout_ref.actor.ppo_mini_batch_size
+  with the nodes (docs/recipes.md, \"Sizing\")" >&2
+  fi
   VERL_CMD=(
     "$PYTHON" -m verl.trainer.main_ppo
     --config-path "$RECIPES_DIR"
@@ -119,17 +171,20 @@ verl_command() {
 
 launch() {
   if [[ "${DRY_RUN:-0}" == 1 ]]; then
-    printf '%s\n' "$@"
+    printf '%s\n' "$@" ""
     return 0
   fi
-  set -x
-  "$@"
+  (
+    set -x
+    "$@"
+  )
 }
 
 # run_recipe RECIPE [OVERRIDE...]: run verl here. On one node Ray starts inside this process; on the
 # head node of a running Ray cluster it connects to that cluster.
 run_recipe() {
   verl_command "$@"
+  if uses_wandb "$@"; then check_wandb_login; fi
   if [[ "$PLUGIN_LOAD" == env ]]; then
     # This process imports it through the variable, the Ray processes through the runtime env.
     export VERL_USE_EXTERNAL_MODULES="$PLUGIN_MODULE"
@@ -139,7 +194,9 @@ run_recipe() {
 }
 
 # submit_recipe RECIPE [OVERRIDE...]: submit the run as a Ray job to the cluster at RAY_ADDRESS
-# (its dashboard, e.g. http://head:8265); the job's driver runs on the head node.
+# (its dashboard, e.g. http://head:8265); the job's driver runs on the head node. First a check job
+# (check_cluster.py) looks at every node: the plugin, its math reward, math-verify and verl import,
+# verl has the avspo estimator, the nodes have their GPUs, and wandb can log in when the run logs there.
 submit_recipe() {
   [[ -n "${RAY_ADDRESS:-}" ]] ||
     die "RAY_ADDRESS is not set: give the cluster's dashboard address, e.g. http://head-node:8265"
@@ -150,7 +207,18 @@ submit_recipe() {
   if [[ "$PLUGIN_LOAD" == env ]]; then
     env_vars+=", \"VERL_USE_EXTERNAL_MODULES\": \"$PLUGIN_MODULE\""
   fi
-  launch "${RAY:-ray}" job submit --address "$RAY_ADDRESS" \
-    --runtime-env-json "{\"env_vars\": {$env_vars}}" \
-    -- "${VERL_CMD[@]}"
+  if [[ -n "${TENSORBOARD_DIR:-}" ]]; then
+    env_vars+=", \"TENSORBOARD_DIR\": \"$TENSORBOARD_DIR\""
+  fi
+  local runtime_env="{\"env_vars\": {$env_vars}}"
+  if [[ "${CHECK_NODES:-1}" == 1 ]]; then
+    local -a check=("$PYTHON" "$RECIPES_DIR/check_cluster.py")
+    if [[ -n "${NNODES:-}" ]]; then check+=(--nodes "$NNODES"); fi
+    if [[ -n "${N_GPUS_PER_NODE:-}" ]]; then check+=(--gpus-per-node "$N_GPUS_PER_NODE"); fi
+    if uses_wandb "$@"; then check+=(--wandb); fi
+    launch "${RAY:-ray}" job submit --address "$RAY_ADDRESS" --runtime-env-json "$runtime_env" -- "${check[@]}" ||
+      die "the cluster at $RAY_ADDRESS is not ready for this run: the check job's output above names each node's problem
+  (CHECK_NODES=0 skips the check)"
+  fi
+  launch "${RAY:-ray}" job submit --address "$RAY_ADDRESS" --runtime-env-json "$runtime_env" -- "${VERL_CMD[@]}"
 }

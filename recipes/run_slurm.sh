@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 #SBATCH --job-name=avspo
-#SBATCH --nodes=2
+#SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=8
 #SBATCH --cpus-per-task=64
@@ -8,13 +8,18 @@
 #SBATCH --exclusive
 #SBATCH --time=24:00:00
 #SBATCH --output=avspo_%j.out
-# Multi-node AVSPO on Slurm: a Ray head on the first node of the allocation, a Ray worker on each other
-# node, then the recipe submitted as a Ray job (submit_ray_job.sh's submit_recipe); Ray stops with the job.
+# AVSPO on Slurm: a Ray head on the first node of the allocation, a Ray worker on each other node, then
+# the recipe submitted as a Ray job (common.sh's submit_recipe, after its check job); Ray stops with the job.
 # Usage (from the repository root, so that recipes/ is found):
-#   RECIPE=avspo_megatron_14b sbatch --nodes=2 recipes/run_slurm.sh [hydra overrides]
-# NNODES is the allocation's node count; N_GPUS_PER_NODE defaults to Slurm's GPUs per node, else 8.
+#   RECIPE=avspo_megatron_14b sbatch recipes/run_slurm.sh [hydra overrides]
+#   RECIPE=avspo_megatron_14b sbatch --nodes=2 recipes/run_slurm.sh data.train_batch_size=2 \
+#       actor_rollout_ref.actor.ppo_mini_batch_size=2          # two nodes: twice the prompts per step
+# NNODES is the allocation's node count; N_GPUS_PER_NODE defaults to Slurm's GPUs per node, else 8;
+# CPUS_PER_NODE (CPUs of each node's Ray step) to SLURM_CPUS_PER_TASK, else SLURM_CPUS_ON_NODE.
 # Other settings (MODEL_PATH, DATA_DIR, PYTHON, PLUGIN_LOAD, ...): recipes/common.sh. RAY_PORT [6379],
 # DASHBOARD_PORT [8265], RAY (the ray command) [ray], RAY_START_TIMEOUT seconds [600].
+# Every srun step states its CPUs and GPUs: from Slurm 22.05 on, srun no longer takes --cpus-per-task
+# from sbatch, and a step without it would run Ray on one CPU.
 set -euo pipefail
 
 # sbatch runs a copy of this script from its spool folder: find recipes/ from the submit folder.
@@ -40,12 +45,43 @@ DASHBOARD_PORT="${DASHBOARD_PORT:-8265}"
 RAY_START_TIMEOUT="${RAY_START_TIMEOUT:-600}"
 NNODES="$SLURM_JOB_NUM_NODES"
 N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-${SLURM_GPUS_ON_NODE:-8}}"
+CPUS_PER_NODE="${CPUS_PER_NODE:-${SLURM_CPUS_PER_TASK:-${SLURM_CPUS_ON_NODE:-}}}"
+[[ -n "$CPUS_PER_NODE" ]] || die "CPUS_PER_NODE is not set and Slurm gave neither SLURM_CPUS_PER_TASK nor SLURM_CPUS_ON_NODE"
+check_count CPUS_PER_NODE
 # Check the recipe and paths before starting anything.
 verl_command "$RECIPE" "$@"
 
 mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+[[ ${#nodes[@]} -eq "$NNODES" ]] || die "scontrol lists ${#nodes[@]} node(s) in $SLURM_JOB_NODELIST, Slurm says $NNODES"
 head_node="${nodes[0]}"
-head_ip="$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address | awk '{print $1}')"
+
+# The GPUs each node really has, before Ray is told how many: one task per node prints its Slurm node
+# name, its address and the GPUs `nvidia-smi -L` lists there.
+# shellcheck disable=SC2016  # expanded on each node, not here
+node_report='printf "%s %s %s\n" "$SLURMD_NODENAME" "$(hostname --ip-address | cut -d" " -f1)" "$(nvidia-smi -L 2>/dev/null | grep -c "^GPU ")"'
+mapfile -t reports < <(srun --nodes="$NNODES" --ntasks="$NNODES" --ntasks-per-node=1 --cpus-per-task=1 \
+  --gpus-per-node="$N_GPUS_PER_NODE" bash -c "$node_report")
+head_ip=""
+short=()
+for node in "${nodes[@]}"; do
+  report=""
+  for line in "${reports[@]}"; do
+    if [[ "${line%% *}" == "$node" ]]; then report="$line"; fi
+  done
+  read -r _ ip gpus <<<"$report"
+  if [[ -z "$report" ]]; then
+    short+=("$node: no report (the step did not run there)")
+  elif [[ "$gpus" -lt "$N_GPUS_PER_NODE" ]]; then
+    short+=("$node: nvidia-smi -L lists $gpus GPU(s), $N_GPUS_PER_NODE needed")
+  fi
+  if [[ "$node" == "$head_node" ]]; then head_ip="$ip"; fi
+done
+if [[ ${#short[@]} -gt 0 ]]; then
+  die "not every node has its GPUs (N_GPUS_PER_NODE=$N_GPUS_PER_NODE):
+$(printf '  %s\n' "${short[@]}")
+  Check the driver on those nodes, and that the allocation asked for the GPUs (--gpus-per-node)."
+fi
+[[ -n "$head_ip" ]] || die "no address for the head node $head_node"
 echo "Ray head: $head_node ($head_ip:$RAY_PORT), dashboard http://$head_ip:$DASHBOARD_PORT, ${#nodes[@]} nodes" >&2
 
 # The Ray processes live as long as these job steps; stop them when this script ends, however it ends.
@@ -55,31 +91,37 @@ stop_ray() {
 }
 trap stop_ray EXIT
 
-# wait_for_gpus N: until the cluster at the head has N GPUs, or RAY_START_TIMEOUT seconds have passed.
-wait_for_gpus() {
+# wait_for_nodes N: until N alive Ray nodes each advertise N_GPUS_PER_NODE GPUs, or RAY_START_TIMEOUT
+# seconds have passed.
+wait_for_nodes() {
   local deadline=$((SECONDS + RAY_START_TIMEOUT))
-  until "$PYTHON" - "$head_ip:$RAY_PORT" "$1" <<'PY'; do
+  until "$PYTHON" - "$head_ip:$RAY_PORT" "$1" "$N_GPUS_PER_NODE" <<'PY'; do
 import sys, ray
 ray.init(address=sys.argv[1], logging_level="ERROR")
-sys.exit(0 if ray.cluster_resources().get("GPU", 0) >= float(sys.argv[2]) else 1)
+ready = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("GPU", 0) >= float(sys.argv[3])]
+sys.exit(0 if len(ready) >= int(sys.argv[2]) else 1)
 PY
-    ((SECONDS < deadline)) || die "the Ray cluster did not reach $1 GPUs within ${RAY_START_TIMEOUT}s"
+    ((SECONDS < deadline)) ||
+      die "the Ray cluster did not reach $1 node(s) with $N_GPUS_PER_NODE GPUs each within ${RAY_START_TIMEOUT}s"
     sleep 10
   done
 }
 
-srun --nodes=1 --ntasks=1 -w "$head_node" \
-  "$RAY" start --head --block --node-ip-address="$head_ip" --port="$RAY_PORT" \
-  --dashboard-host=0.0.0.0 --dashboard-port="$DASHBOARD_PORT" \
-  --num-cpus="${SLURM_CPUS_PER_TASK:-16}" --num-gpus="$N_GPUS_PER_NODE" --disable-usage-stats &
-ray_steps+=($!)
-wait_for_gpus "$N_GPUS_PER_NODE"
-for node in "${nodes[@]:1}"; do
-  srun --nodes=1 --ntasks=1 -w "$node" \
-    "$RAY" start --block --address="$head_ip:$RAY_PORT" \
-    --num-cpus="${SLURM_CPUS_PER_TASK:-16}" --num-gpus="$N_GPUS_PER_NODE" --disable-usage-stats &
+# ray_step NODE RAY-START-ARGS...: a Ray node as a job step on NODE, with the node's CPUs and GPUs.
+ray_step() {
+  local node="$1"
+  shift
+  srun --nodes=1 --ntasks=1 --cpus-per-task="$CPUS_PER_NODE" --gpus-per-node="$N_GPUS_PER_NODE" -w "$node" \
+    "$RAY" start --block "$@" --num-cpus="$CPUS_PER_NODE" --num-gpus="$N_GPUS_PER_NODE" --disable-usage-stats &
   ray_steps+=($!)
+}
+
+ray_step "$head_node" --head --node-ip-address="$head_ip" --port="$RAY_PORT" \
+  --dashboard-host=0.0.0.0 --dashboard-port="$DASHBOARD_PORT"
+wait_for_nodes 1
+for node in "${nodes[@]:1}"; do
+  ray_step "$node" --address="$head_ip:$RAY_PORT"
 done
-wait_for_gpus $((NNODES * N_GPUS_PER_NODE))
+wait_for_nodes "$NNODES"
 
 RAY_ADDRESS="http://$head_ip:$DASHBOARD_PORT" submit_recipe "$RECIPE" "$@"

@@ -1,9 +1,25 @@
-"""Final-answer extraction from model output, and the normalised form used for string matching.
+"""Final-answer extraction from model output, and the normalised forms used for grading.
 
-The paper's evaluation takes the answer from ``\\boxed{}``, else from "The answer is ...", else the
-last number in the text. :func:`extract_answer` applies those sources in that order (a caller may
-restrict them, e.g. to ``("boxed",)`` for a strict training reward) and says which one matched.
-Pure Python: no math-verify, no sympy.
+Where the final answer may come from (each an entry of :data:`ANSWER_SOURCES`):
+
+- ``boxed``: the last ``\\boxed{}`` / ``\\fbox{}``. If the last one is unclosed (a truncated output)
+  there is no boxed answer: an earlier box is not the model's last word. When the reference has
+  several parts and the last box fewer, the last boxes are joined until they have as many parts
+  ("x = \\boxed{3} or x = \\boxed{-2}" against "3, -2").
+- ``answer_sentence``: a finished "The answer is X." sentence (a period, or a line break, after X).
+- ``answer_is``: "The answer is X" to the end of its line, finished or not (the paper's evaluation).
+- ``last_number``: the last number anywhere in the text (the paper's evaluation fallback).
+
+Two rules are built from them. :data:`TRAINING_SOURCES` (boxed, answer_sentence) is the training
+reward: it only takes an answer the model marked as final, so an output cut off at the length limit
+("... Step 3: 14-") cannot earn a reward from a number that happens to sit at its end, and a policy
+gains nothing by running into the limit. :data:`EVALUATION_SOURCES` (boxed, answer_is, last_number)
+is the paper's evaluation rule, kept to reproduce its numbers.
+
+:func:`grading_form` normalises an answer as a MATH grader does (Hendrycks' ``strip_string``,
+Minerva's ``normalize_final_answer``) before math-verify and the string comparison see it: no
+currency signs, math delimiters, unit words, percent or degree signs, thousands separators; "and"
+between parts becomes a comma. Pure Python: no math-verify, no sympy.
 """
 
 from __future__ import annotations
@@ -12,14 +28,42 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-ANSWER_SOURCES = ("boxed", "answer_is", "last_number")
+ANSWER_SOURCES = ("boxed", "answer_sentence", "answer_is", "last_number")
+TRAINING_SOURCES = ("boxed", "answer_sentence")
+EVALUATION_SOURCES = ("boxed", "answer_is", "last_number")
 
 _BOXED_COMMANDS = ("\\boxed", "\\fbox")
-_ANSWER_IS = re.compile(r"the\s+(?:final\s+)?answer\s+is\s*:?\s*(?P<rest>[^\n]*)", re.IGNORECASE)
+_ANSWER_PHRASE = re.compile(r"the\s+(?:final\s+)?answer\s+is\s*:?\s*", re.IGNORECASE)
+# A finished answer sentence: X, then a period that ends the sentence (not a decimal point), or a line break.
+_SENTENCE_END = re.compile(r"\.(?=\$?(?:\s|$))|\n")
 # 1,234.5 / -3 / 0.25 / 7/8 ; thousands separators only in groups of three.
 _NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])-?\d+(?:\.\d+)?(?:\s*/\s*\d+)?")
-_TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+_TEXT_COMMANDS = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
 _SPACING = re.compile(r"\\[,;:! ]|\\quad|\\qquad")
+
+# --- grading_form: what a MATH grader strips -------------------------------------------------------
+# Thousands separators written in LaTeX: 10{,}000, 10,\!000, 10\,000, 10~000.
+_LATEX_THOUSANDS = re.compile(r"(?<=\d)(?:\{,\}|,\\!|\\,|\\!|~|\\ )(?=\d{3}(?!\d))")
+_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d|,\d)")
+_LEFT_RIGHT = re.compile(r"\\(?:left|right)(?![A-Za-z])")
+# "3 and 5", "3 \text{ or } 5", "3,\ \text{and}\ 5": separators between the parts of an answer.
+_PART_WORDS = re.compile(r"\s*,?\s*(?:\\[ ,;]\s*)*\\(?:text|mbox|textrm)\s*\{\s*(?:and|or)\s*\}(?:\s*\\[ ,;])*\s*|\s+(?:and|or)\s+")
+_PERCENT_DEGREES = re.compile(r"\\\\%|\\%|%|\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree")
+# A unit written as text after a value: 54 \text{ square centimeters}, 5\,\mathrm{~cm}^2, 3 \mbox{ inches}.
+_UNIT_TEXT = re.compile(
+    r"\s*(?:\\[,;! ]\s*)*\\(?:text|textrm|mbox|mathrm)\s*\{(?P<unit>[~\s]*[A-Za-z][A-Za-z~\s./-]*)\}"
+    r"(?:\s*\^\s*\{?[23]\}?)?\s*$"
+)
+# A unit as plain words after a number: 10 dollars, 54 square centimeters, 60 km/h.
+_UNIT_WORDS = re.compile(r"(?<=[\d}])\s+(?P<unit>[A-Za-z]{2,}(?:[\s/-]+[A-Za-z]+)*)\.?(?:\s*\^\s*\{?[23]\}?)?\s*$")
+# Words after a number that are mathematics, not units ("2 pi", "3 and 4" is handled before).
+_NOT_UNITS = frozenset(
+    "pi sqrt sin cos tan cot sec csc arcsin arccos arctan log ln exp mod and or infinity inf".split()
+)
+# Single letters that are constants, not units, in \mathrm{e} / \text{i}.
+_CONSTANT_LETTERS = frozenset({"e", "i"})
+# "x = 5", "k=2": a left side of at most two characters is dropped, as in Hendrycks' strip_string.
+_SHORT_LEFT_SIDE = re.compile(r"^\s*[^=<>]{1,2}?\s*=(?!=)\s*")
 
 
 @dataclass(frozen=True)
@@ -44,31 +88,96 @@ def _braced(text: str, open_at: int) -> Optional[tuple[str, int]]:
     return None
 
 
-def boxed_contents(text: str) -> list[str]:
-    """Contents of every complete ``\\boxed{...}`` / ``\\fbox{...}`` (and ``\\boxed 5``) in order of appearance."""
-    found: list[tuple[int, str]] = []
+def _matching_braces(text: str) -> dict[int, int]:
+    """Index of each ``{`` that is closed -> index of its ``}``, in one pass (a degenerate output with
+    thousands of unclosed boxes stays linear)."""
+    matches: dict[int, int] = {}
+    open_at: list[int] = []
+    for position, char in enumerate(text):
+        if char == "{":
+            open_at.append(position)
+        elif char == "}" and open_at:
+            matches[open_at.pop()] = position
+    return matches
+
+
+def _boxed_occurrences(text: str) -> list[Optional[str]]:
+    """Every ``\\boxed`` / ``\\fbox`` not inside another one, in order of appearance: its content (a box
+    that holds only a box is unwrapped), or None when it is unclosed or has no argument (the output was
+    cut off inside it). ``\\boxed 5`` counts as ``\\boxed{5}``."""
+    found: list[tuple[int, int, Optional[str]]] = []  # start, end, content
+    closing: Optional[dict[int, int]] = None
     for command in _BOXED_COMMANDS:
         start = text.find(command)
         while start != -1:
             after = start + len(command)
             rest = text[after:]
             stripped = rest.lstrip()
+            content: Optional[str] = None
             if stripped.startswith("{"):
-                group = _braced(text, after + (len(rest) - len(stripped)))
-                if group is not None:
-                    found.append((start, group[0]))
+                if closing is None:
+                    closing = _matching_braces(text)
+                brace = after + (len(rest) - len(stripped))
+                content = text[brace + 1 : closing[brace]] if brace in closing else None
+                end = closing.get(brace, len(text))
             elif rest[:1] == " " and stripped:
                 # "\boxed 5": the argument runs to the next space or math delimiter.
-                found.append((start, re.split(r"[\s$]", stripped, maxsplit=1)[0]))
+                content = re.split(r"[\s$]", stripped, maxsplit=1)[0]
+                end = after
+            else:
+                end = after
+            if not rest[:1].isalpha():  # \boxedsomething is another command
+                found.append((start, end, content))
             start = text.find(command, after)
-    return [content for _, content in sorted(found)]
+    outer: list[Optional[str]] = []
+    covered_to = -1
+    for start, end, content in sorted(found, key=lambda item: item[0]):
+        if start < covered_to:
+            continue  # inside the previous box
+        covered_to = end
+        while content is not None:
+            inner = _boxed_occurrences(content) if content.strip().startswith(_BOXED_COMMANDS) else []
+            if len(inner) != 1 or _boxed_span(content.strip()) != len(content.strip()):
+                break
+            content = inner[0]
+        outer.append(content)
+    return outer
 
 
-def last_boxed(text: str) -> Optional[str]:
-    """The last complete boxed answer in ``text`` (an unclosed, truncated one is skipped), or None."""
-    contents = [content.strip() for content in boxed_contents(text)]
-    contents = [content for content in contents if content]
-    return contents[-1] if contents else None
+def _boxed_span(text: str) -> int:
+    """Length of the box that opens ``text`` (``\\boxed{...}``), or -1 when it is not one closed box."""
+    for command in _BOXED_COMMANDS:
+        if text.startswith(command + "{"):
+            end = _matching_braces(text).get(len(command))
+            return -1 if end is None else end + 1
+    return -1
+
+
+def boxed_contents(text: str) -> list[str]:
+    """Contents of every complete ``\\boxed{...}`` / ``\\fbox{...}`` (and ``\\boxed 5``) in order of appearance."""
+    return [content for content in _boxed_occurrences(text) if content is not None]
+
+
+def last_boxed(text: str, parts: int = 1) -> Optional[str]:
+    """The final boxed answer: the last box, if it is closed and not empty, else None. With
+    ``parts`` > 1 and a last box of fewer parts, the last boxes joined (", ") until they have
+    ``parts`` parts, when they add up exactly."""
+    occurrences = _boxed_occurrences(text)
+    if not occurrences or occurrences[-1] is None or not occurrences[-1].strip():
+        return None
+    last = occurrences[-1].strip()
+    if parts <= 1 or len(answer_parts(grading_form(last))) >= parts:
+        return last
+    joined: list[str] = []
+    count = 0
+    for content in reversed(occurrences):
+        if content is None or not content.strip():
+            break
+        joined.insert(0, content.strip())
+        count += len(answer_parts(grading_form(content)))
+        if count >= parts:
+            break
+    return ", ".join(joined) if count == parts else last
 
 
 def _strip_math_delimiters(answer: str) -> str:
@@ -79,14 +188,39 @@ def _strip_math_delimiters(answer: str) -> str:
     return answer
 
 
-def _answer_is(text: str) -> Optional[str]:
-    matches = list(_ANSWER_IS.finditer(text))
-    if not matches:
-        return None
-    answer = matches[-1].group("rest").strip()
-    answer = re.sub(r"[.\s]+$", "", answer)
+def without_math_delimiters(text: str) -> str:
+    """``text`` with every math delimiter removed (``$``, ``$$``, ``\\(``, ``\\)``, ``\\[``, ``\\]``);
+    an escaped ``\\$`` (a currency sign) stays. ``$3$, $-2$`` becomes ``3, -2``."""
+    text = re.sub(r"(?<!\\)\$", "", text)
+    return re.sub(r"(?<!\\)\\[()\[\]]", "", text).strip()
+
+
+def _last_answer_phrase(text: str) -> Optional[re.Match]:
+    matches = list(_ANSWER_PHRASE.finditer(text))
+    return matches[-1] if matches else None
+
+
+def _clean_sentence_answer(answer: str) -> Optional[str]:
+    answer = re.sub(r"[.\s]+$", "", answer.strip())
     answer = _strip_math_delimiters(answer).rstrip(".").strip()
     return answer or None
+
+
+def _answer_is(text: str) -> Optional[str]:
+    phrase = _last_answer_phrase(text)
+    if phrase is None:
+        return None
+    return _clean_sentence_answer(text[phrase.end() :].split("\n", 1)[0])
+
+
+def _answer_sentence(text: str) -> Optional[str]:
+    """The answer of the last "The answer is ..." when that sentence is finished, else None."""
+    phrase = _last_answer_phrase(text)
+    if phrase is None:
+        return None
+    rest = text[phrase.end() :]
+    end = _SENTENCE_END.search(rest)
+    return _clean_sentence_answer(rest[: end.start()]) if end is not None else None
 
 
 def _last_number(text: str) -> Optional[str]:
@@ -96,38 +230,132 @@ def _last_number(text: str) -> Optional[str]:
     return re.sub(r"\s+", "", numbers[-1]).replace(",", "")
 
 
-_EXTRACTORS = {"boxed": last_boxed, "answer_is": _answer_is, "last_number": _last_number}
-
-
-def extract_answer(text: str, sources: Sequence[str] = ANSWER_SOURCES) -> Extraction:
-    """The final answer of a model output, trying ``sources`` in order (names from ANSWER_SOURCES)."""
-    unknown = [source for source in sources if source not in _EXTRACTORS]
+def extract_answer(text: str, sources: Sequence[str] = EVALUATION_SOURCES, parts: int = 1) -> Extraction:
+    """The final answer of a model output, trying ``sources`` in order (names from ANSWER_SOURCES).
+    ``parts`` is the number of parts of the reference answer (see :func:`last_boxed`)."""
+    unknown = [source for source in sources if source not in ANSWER_SOURCES]
     if unknown:
         raise ValueError(f"unknown answer source(s) {unknown}; valid: {', '.join(ANSWER_SOURCES)}")
     for source in sources:
-        answer = _EXTRACTORS[source](text)
+        if source == "boxed":
+            answer = last_boxed(text, parts)
+        elif source == "answer_sentence":
+            answer = _answer_sentence(text)
+        elif source == "answer_is":
+            answer = _answer_is(text)
+        else:
+            answer = _last_number(text)
         if answer:
             return Extraction(answer, source)
     return Extraction(None, "none")
 
 
-def normalize_answer(answer: str) -> str:
-    """A canonical string for the fallback comparison: no delimiters, spacing, text wrappers, degrees,
-    percent signs or trailing period; ``\\dfrac``/``\\tfrac`` as ``\\frac``; lower case."""
-    text = _strip_math_delimiters(answer.strip().rstrip("."))
-    text = text.replace("\\left", "").replace("\\right", "")
-    text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+def _depth_at(text: str, position: int) -> int:
+    depth = 0
+    for char in text[:position]:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+    return depth
+
+
+def _join_thousands(text: str) -> str:
+    """Plain thousands separators dropped outside brackets: 1,000 / 12,345.5 / "1,000, 2,000". A
+    comma followed by exactly three digits continues a number of 1-3 leading digits (so "1,2,3" stays
+    a list, and "100,200" reads as 100200, as MATH graders read it); inside brackets "(1,000)" stays."""
+
+    def join(match: re.Match) -> str:
+        return match.group(0).replace(",", "") if _depth_at(text, match.start()) == 0 else match.group(0)
+
+    return _THOUSANDS.sub(join, text)
+
+
+def _top_level_split(text: str) -> list[str]:
+    """``text`` split at commas and semicolons outside brackets and braces."""
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in text:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+        if char in ",;" and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current))
+    return [part.strip() for part in parts]
+
+
+def _strip_units(part: str) -> str:
+    """A part without a trailing unit (as text or plain words), percent or degree signs."""
+    part = _PERCENT_DEGREES.sub("", part).strip()
+    while True:
+        match = _UNIT_TEXT.search(part)
+        if not match or not part[: match.start()].strip():
+            break
+        unit = match.group("unit").replace("~", " ").strip()
+        if unit.lower() in _CONSTANT_LETTERS or unit.lower() in _NOT_UNITS:
+            break
+        part = part[: match.start()].rstrip()
+    match = _UNIT_WORDS.search(part)
+    if match and part[: match.start()].strip():
+        words = re.split(r"[\s/-]+", match.group("unit").lower())
+        if not any(word in _NOT_UNITS for word in words):
+            part = part[: match.start()].rstrip()
+    return part
+
+
+def grading_form(answer: str) -> str:
+    """``answer`` as a MATH grader compares it (see the module docstring): currency ``\\$`` and math
+    delimiters removed, trailing period dropped, LaTeX thousands separators joined, "and"/"or"
+    between parts as commas, and in each part: units, percent and degree signs removed and a short
+    "x =" left side dropped. Parts are re-joined with ", " (thousands commas are gone by then)."""
+    text = answer.replace("\\$", "")
+    text = without_math_delimiters(text)
+    text = _LEFT_RIGHT.sub("", text)
+    text = _LATEX_THOUSANDS.sub("", text)
+    text = text.replace("\\!", "")
+    text = _join_thousands(text)
+    text = _PART_WORDS.sub(", ", text)
+    text = text.strip().rstrip(".").strip()
+    parts = []
+    for part in _top_level_split(text):
+        part = _strip_units(part)
+        part = _SHORT_LEFT_SIDE.sub("", part) if part.count("=") == 1 else part
+        if part:
+            parts.append(part.strip())
+    return ", ".join(parts)
+
+
+def answer_parts(form: str) -> list[str]:
+    """The parts of an answer in grading form: "3, -2" has two, "(1, 2)" and "[1, 3)" one."""
+    return [part for part in _top_level_split(form) if part]
+
+
+def _normalize_part(part: str) -> str:
+    text = part.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     text = _SPACING.sub("", text)
     previous = None
     while previous != text:
         previous, text = text, _TEXT_COMMANDS.sub(r"\1", text)
-    for token in ("^{\\circ}", "^\\circ", "\\circ", "\\%", "%", "\\$"):
-        text = text.replace(token, "")
+    text = text.replace("\\circ", "")
     text = re.sub(r"\s+", "", text).rstrip(".")
     # One pair of braces around the whole answer: "{12}" is "12".
     while len(text) > 2 and text[0] == "{" and _braced(text, 0) == (text[1:-1], len(text)):
         text = text[1:-1]
     return text.lower()
+
+
+def normalize_answer(answer: str) -> str:
+    """A canonical string for the fallback comparison: the grading form, then without spacing or
+    text wrappers, ``\\dfrac``/``\\tfrac`` as ``\\frac``, lower case; several parts in sorted order
+    (an answer of several values is a set; a tuple is one part)."""
+    parts = sorted(_normalize_part(part) for part in answer_parts(grading_form(answer)))
+    return ",".join(parts)
 
 
 def gold_from_boxed_solution(solution: str) -> str:

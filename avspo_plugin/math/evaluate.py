@@ -6,7 +6,8 @@ overall (total correct over total problems), plus avg@k / pass@k when sampling k
 
 (also ``avspo math-eval ...``). The first samples with vLLM (GPU) and writes ``generations.jsonl``
 with its sampling settings beside it (``generation_settings.json``); both score with the math reward
-and write ``results.json`` and ``results.md``.
+under the paper's evaluation rule (answer from ``\\boxed{}``, else "The answer is", else the last
+number: ``answer.EVALUATION_SOURCES``) and write ``results.json`` and ``results.md``.
 
 avg@k is the mean over problems of the fraction of a problem's k samples that are correct (with
 k = 1 it is pass@1); pass@k is the fraction of problems with at least one correct sample. The
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .answer import EVALUATION_SOURCES
 from .reward import score_many
 from .sources import BENCHMARKS, read_verl_parquet
 
@@ -142,7 +144,7 @@ def score_generations(
                 f"other problems of {record['data_source']} have {k}"
             )
     pairs = [(text, record["ground_truth"]) for record in records for text in record["responses"]]
-    scores = iter(score_many(pairs, workers=workers))
+    scores = iter(score_many(pairs, answer_sources=EVALUATION_SOURCES, workers=workers))
     results: dict[str, BenchmarkResult] = {}
     for record in records:
         name = record["data_source"]
@@ -225,7 +227,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--max-model-len", type=int, help="vLLM context length (default: the model's)")
-    parser.add_argument("--workers", type=int, help="scoring processes (default: all CPUs)")
+    parser.add_argument("--workers", type=int, help="scoring processes (default: the CPUs this process may use)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,13 +8,19 @@ In a verl config::
         name: compute_score
 
 (``reward.custom_reward_function``; a top-level ``custom_reward_function`` is ignored by verl 0.9.)
-Optional ``reward.custom_reward_function.reward_kwargs.answer_sources: [boxed]`` restricts where the
-answer may come from (default: boxed, "The answer is", last number, as the paper's evaluation).
 
-The score is 1.0 when the extracted answer equals the reference by math-verify, or, when
-math-verify says no or cannot decide, by normalised string comparison; otherwise 0.0. Malformed
-output never raises: it scores 0.0 and ``reason`` says why. Every call returns the same keys, which
-verl keeps per sample as reward extra info (strings are not averaged).
+Where the answer may come from is a rule (``answer.py``): :func:`compute_score`, the training
+reward, takes the last ``\\boxed{}`` or a finished "The answer is X." sentence and nothing else
+(:data:`TRAINING_SOURCES`), so a truncated output cannot score through a number at its end;
+``reward.custom_reward_function.reward_kwargs.answer_sources`` changes it. The evaluation
+(``evaluate.py``) uses the paper's rule with its last-number fallback (:data:`EVALUATION_SOURCES`).
+
+Answer and reference are both brought to their grading form (currency, units, percent, thousands
+separators, several parts: ``answer.grading_form``). The score is 1.0 when the answer equals the
+reference by math-verify, or, when math-verify says no or cannot decide, by normalised string
+comparison; otherwise 0.0. Malformed output never raises: it scores 0.0 and ``reason`` says why.
+Every call returns the same keys, which verl keeps per sample as reward extra info (strings are
+not averaged).
 """
 
 from __future__ import annotations
@@ -26,7 +32,14 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any, Optional, Sequence
 
-from .answer import ANSWER_SOURCES, extract_answer, normalize_answer
+from .answer import (
+    ANSWER_SOURCES,
+    TRAINING_SOURCES,
+    answer_parts,
+    extract_answer,
+    grading_form,
+    normalize_answer,
+)
 from .verify import DEFAULT_TIMEOUT_S, math_verify_equal
 
 # reason values: a small fixed vocabulary, so they can be counted over a run.
@@ -45,7 +58,7 @@ class MathScore:
     score: float
     acc: bool
     pred: str  # the extracted answer ("" when none); verl uses "pred" for majority-vote metrics
-    answer_source: str  # boxed | answer_is | last_number | none
+    answer_source: str  # boxed | answer_sentence | answer_is | last_number | none
     reason: str
     detail: str  # what math-verify said, or the error
 
@@ -93,10 +106,12 @@ def check_answer_sources(answer_sources: Sequence[str]) -> tuple[str, ...]:
 def score_answer(
     solution_str: Any,
     ground_truth: Any,
-    answer_sources: Sequence[str] = ANSWER_SOURCES,
+    *,
+    answer_sources: Sequence[str],
     timeout_s: int = DEFAULT_TIMEOUT_S,
 ) -> MathScore:
-    """Score one model output against one reference (see the module docstring)."""
+    """Score one model output against one reference with the answer rule ``answer_sources``
+    (TRAINING_SOURCES or EVALUATION_SOURCES; see the module docstring)."""
     if not isinstance(solution_str, str):
         return _result(False, "", "none", MALFORMED_OUTPUT, f"output is {type(solution_str).__name__}, not text")
     gold = reference_text(ground_truth)
@@ -104,11 +119,12 @@ def score_answer(
         return _result(False, "", "none", BAD_REFERENCE, f"reference {ground_truth!r} is not a usable answer")
     if not solution_str.strip():
         return _result(False, "", "none", EMPTY_OUTPUT)
-    extraction = extract_answer(solution_str, tuple(answer_sources))
+    gold_form = grading_form(gold) or gold
+    extraction = extract_answer(solution_str, tuple(answer_sources), parts=len(answer_parts(gold_form)))
     if extraction.answer is None:
         return _result(False, "", "none", NO_ANSWER)
     pred, source = extraction.answer, extraction.source
-    verdict = math_verify_equal(gold, pred, timeout_s)
+    verdict = math_verify_equal(gold_form, grading_form(pred) or pred, timeout_s)
     if verdict.equal:
         return _result(True, pred, source, CORRECT_MATH_VERIFY, verdict.note)
     if normalize_answer(pred) == normalize_answer(gold):
@@ -121,37 +137,54 @@ def compute_score(
     solution_str: Any,
     ground_truth: Any,
     extra_info: Any = None,
-    answer_sources: Sequence[str] = ANSWER_SOURCES,
+    answer_sources: Sequence[str] = TRAINING_SOURCES,
     timeout_s: int = DEFAULT_TIMEOUT_S,
     **_host_kwargs: Any,
 ) -> dict[str, Any]:
-    """verl's reward-function signature. Returns ``{"score", "acc", "pred", "answer_source", "reason",
+    """verl's reward-function signature, the training reward (answer rule TRAINING_SOURCES unless
+    ``answer_sources`` says otherwise). Returns ``{"score", "acc", "pred", "answer_source", "reason",
     "detail"}``; never raises. ``data_source`` and ``extra_info`` are accepted and not needed: every
     benchmark is scored the same way. Extra keyword arguments verl passes (e.g. a reward-router
     address) are ignored. An unknown name in ``answer_sources`` is a configuration error and raises."""
     sources = check_answer_sources(answer_sources)
     try:
-        return score_answer(solution_str, ground_truth, sources, timeout_s).as_dict()
+        return score_answer(solution_str, ground_truth, answer_sources=sources, timeout_s=timeout_s).as_dict()
     except Exception as err:  # a reward must not take a training run down over one sample
         return _result(False, "", "none", INTERNAL_ERROR, f"{type(err).__name__}: {err}").as_dict()
 
 
 def _score_pair(pair: tuple[Any, Any], answer_sources: tuple[str, ...], timeout_s: int) -> MathScore:
     solution_str, ground_truth = pair
-    return score_answer(solution_str, ground_truth, answer_sources, timeout_s)
+    return score_answer(solution_str, ground_truth, answer_sources=answer_sources, timeout_s=timeout_s)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on: its CPU affinity (what a Slurm step, taskset or a
+    container's cpuset allows), capped by ``SLURM_CPUS_PER_TASK`` when set; ``os.cpu_count()``
+    counts the whole machine, which overloads a shared node."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows: no affinity API
+        cpus = os.cpu_count() or 1
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if slurm.isdigit() and int(slurm) > 0:
+        cpus = min(cpus, int(slurm))
+    return max(1, cpus)
 
 
 def score_many(
     pairs: Sequence[tuple[Any, Any]],
+    *,
+    answer_sources: Sequence[str],
     workers: Optional[int] = None,
-    answer_sources: Sequence[str] = ANSWER_SOURCES,
     timeout_s: int = DEFAULT_TIMEOUT_S,
 ) -> list[MathScore]:
-    """Scores of many (output, reference) pairs, in order, on ``workers`` processes (default: all CPUs;
-    1 scores here). Each worker scores in its main thread, where math-verify's timeouts work."""
+    """Scores of many (output, reference) pairs with the answer rule ``answer_sources``, in order, on
+    ``workers`` processes (default: :func:`available_cpus`; 1 scores here). Each worker scores in its
+    main thread, where math-verify's timeouts work."""
     sources = check_answer_sources(answer_sources)
     if workers is None:
-        workers = os.cpu_count() or 1
+        workers = available_cpus()
     if workers <= 1 or len(pairs) < 2:
         return [_score_pair(pair, sources, timeout_s) for pair in pairs]
     chunk = max(1, len(pairs) // (workers * 8))

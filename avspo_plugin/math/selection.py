@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from .answer import TRAINING_SOURCES
 from .generation import Engine, Sampling, generate_chat
 from .reward import score_many
 
@@ -82,12 +83,13 @@ def read_pass_rates(path: str | Path) -> list[PassRate]:
 def measure_pass_rates(
     rows: Sequence[dict[str, Any]], engine: Engine, sampling: Sampling, score_workers: Optional[int] = None
 ) -> list[PassRate]:
-    """Sample every row's prompt ``sampling.n`` times and count correct answers (GPU, vLLM)."""
+    """Sample every row's prompt ``sampling.n`` times and count correct answers (GPU, vLLM), scored
+    with the training reward's answer rule: the pass rate is how often training will see reward 1."""
     completions = generate_chat(engine, [row["prompt"] for row in rows], sampling)
     pairs = [
         (text, row["reward_model"]["ground_truth"]) for row, texts in zip(rows, completions) for text in texts
     ]
-    scores = iter(score_many(pairs, workers=score_workers))
+    scores = iter(score_many(pairs, answer_sources=TRAINING_SOURCES, workers=score_workers))
     rates = []
     for row, texts in zip(rows, completions):
         correct = sum(int(next(scores).acc) for _ in texts)

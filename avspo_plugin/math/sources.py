@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from .answer import gold_from_boxed_solution, gold_from_gsm8k
+from .answer import gold_from_boxed_solution, gold_from_gsm8k, without_math_delimiters
 from .reward import reference_text
 
 # The Qwen2.5-Math chain-of-thought instruction; the reward reads \boxed{} first.
@@ -161,13 +161,12 @@ def reference_of(spec: DatasetSpec, row: dict[str, Any], column: str) -> str:
     text = reference_text(value)
     if text is None:
         raise ValueError(f"reference answer {value!r} is empty or not text/number")
-    return _strip_outer_dollars(text)
-
-
-def _strip_outer_dollars(text: str) -> str:
-    # OlympiadBench writes final answers as "$\frac{1}{2}$"; keep the LaTeX inside.
-    match = re.fullmatch(r"\$+(.*?)\$+", text.strip(), flags=re.DOTALL)
-    return match.group(1).strip() if match else text
+    # OlympiadBench writes final answers as "$\frac{1}{2}$", and several parts as "$3$, $-2$" or as a
+    # list ["$3$", "$-2$"] (joined with ", " by reference_text): keep the LaTeX inside the delimiters.
+    stripped = without_math_delimiters(text)
+    if not stripped:
+        raise ValueError(f"reference answer {value!r} is empty once its math delimiters are removed")
+    return stripped
 
 
 def parse_level(value: Any) -> Optional[int]:

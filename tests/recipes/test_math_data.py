@@ -9,7 +9,9 @@ import pytest
 
 from avspo_plugin import cli
 from avspo_plugin.math import evaluate, prepare, selection, sources
-from avspo_plugin.math.answer import gold_from_gsm8k
+from avspo_plugin.math.answer import EVALUATION_SOURCES, gold_from_gsm8k
+from avspo_plugin.math.generation import Engine, Sampling
+from avspo_plugin.math.reward import compute_score, score_many
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LOCAL = {
@@ -25,7 +27,8 @@ REFERENCES = {
     "math500": ["\\left( 3, \\frac{\\pi}{2} \\right)", "3", "5"],
     "gsm8k": ["26", "800", "5000"],
     "minerva": ["100", "1.0"],
-    "olympiadbench": ["4", "\\frac{\\pi}{4}"],
+    # several parts, as OlympiadBench writes them: ["$3$, $-2$"] and ["$1$", "$-1$"]
+    "olympiadbench": ["4", "\\frac{\\pi}{4}", "3, -2", "1, -1"],
     "amc": ["23", "9"],
     "aime2024": ["130", "841"],
 }
@@ -55,6 +58,16 @@ def test_eval_sets_in_verl_format(prepared):
             assert user["role"] == "user" and user["content"].strip()
     olympiad = sources.read_verl_parquet(prepared / "eval" / "olympiadbench.parquet")
     assert olympiad[1]["prompt"][1]["content"].startswith("A circle is inscribed in a square")
+
+
+def test_several_part_references_score_as_a_grader_would(prepared):
+    rows = sources.read_verl_parquet(prepared / "eval" / "olympiadbench.parquet")
+    roots, units = rows[2]["reward_model"]["ground_truth"], rows[3]["reward_model"]["ground_truth"]
+    for response in ("\\boxed{3, -2}", "\\boxed{-2, 3}", "$x = \\boxed{3}$ or $x = \\boxed{-2}$", "The answer is $3$ and $-2$."):
+        assert compute_score("olympiadbench", response, roots)["score"] == 1.0, response
+    for response in ("\\boxed{3}", "\\boxed{3, 2}", "\\boxed{3, -2, 1}"):
+        assert compute_score("olympiadbench", response, roots)["score"] == 0.0, response
+    assert compute_score("olympiadbench", "\\boxed{\\pm 1}", units)["score"] == 1.0
 
 
 def test_math_train_keeps_levels_and_subjects(prepared):
@@ -124,6 +137,35 @@ def test_selection_keeps_the_pass_rate_range_inclusive(prepared):
     assert chosen.summary() == {
         "selected": 4, "candidates": 6, "in_range": 4, "pass_rate_range": [0.3, 0.5], "seed": 0,
     }
+
+
+def _samples():
+    """Recorded selector samples per problem index (tests/recipes/fixtures/math_level3_samples.jsonl)."""
+    records = [json.loads(line) for line in (FIXTURES / "math_level3_samples.jsonl").read_text().splitlines()]
+    return {record["index"]: [text for text, count in record["responses"] for _ in range(count)] for record in records}
+
+
+def test_pass_rate_table_is_what_the_training_reward_gives_on_the_samples(prepared, monkeypatch):
+    """The selection re-run on recorded samples with the reward as it is now: the fixture table (and so
+    the selection tests above) is what the training reward gives. The samples hold answers with units,
+    equivalent forms and truncated working; the paper's last-number fallback would count the truncated
+    ones and move problems across the [0.3, 0.5] range."""
+    rows, samples = _rows(prepared), _samples()
+    monkeypatch.setattr(
+        selection, "generate_chat", lambda engine, prompts, sampling: [samples[r["extra_info"]["index"]] for r in rows]
+    )
+    rates = selection.measure_pass_rates(rows, Engine("recorded"), Sampling(16, 1.0, 1024), score_workers=1)
+    assert rates == selection.read_pass_rates(FIXTURES / "math_level3_pass_rates.jsonl")
+    chosen = selection.select(rows, rates, low=0.3, high=0.5, size=4, seed=0)
+    assert [row["extra_info"]["index"] for row in chosen.rows] == [2, 3, 4, 5]
+
+    def evaluation_rate(row):
+        texts = samples[row["extra_info"]["index"]]
+        scores = score_many([(t, row["reward_model"]["ground_truth"]) for t in texts], answer_sources=EVALUATION_SOURCES, workers=1)
+        return sum(score.acc for score in scores) / len(texts)
+
+    by_paper_rule = {row["extra_info"]["index"]: evaluation_rate(row) for row in rows}
+    assert sorted(index for index, rate in by_paper_rule.items() if 0.3 <= rate <= 0.5) == [2, 4]
 
 
 def test_selection_draw_is_fixed_by_the_seed(prepared):

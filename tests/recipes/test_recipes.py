@@ -1,7 +1,8 @@
 """The recipes against verl 0.9.1, without GPUs: every run script composes its YAML through
 `python -m verl.trainer.main_ppo --cfg job`, the composed configs say what the recipes claim and pass
-verl's own config validation, the shell scripts pass bash -n and shellcheck, and missing paths fail
-with a clear message."""
+verl's own config validation, the Megatron sizing holds, the shell scripts pass bash -n and shellcheck,
+bad settings fail with a clear message, the Slurm and Ray-job scripts run against recording stand-ins,
+and the node check (check_cluster.py) runs on a local Ray cluster of its own."""
 
 import os
 import shutil
@@ -114,7 +115,23 @@ def test_script_changes_only_the_data_paths(composed, data_dir, recipe):
     }
     assert by_script["data.train_files"] == [str(data_dir / "level3_500.parquet")]
     assert by_script["data.val_files"] == [str(data_dir / "eval" / "math500.parquet")]
-    assert alone["data.train_files"] == "~/data/avspo/level3_500.parquet"
+    # Alone, the YAML's data paths are where `prepare` writes, as the scripts' DATA_DIR: no "~", which verl does not expand.
+    assert alone["data.train_files"] == "${oc.env:HOME}/data/avspo/level3_500.parquet"
+    resolved = OmegaConf.to_container(recipe_defaults(recipe).data, resolve=True)
+    assert resolved["val_files"] == os.path.join(os.environ["HOME"], "data/avspo/eval/math500.parquet")
+
+
+@pytest.mark.parametrize("recipe", list(RUN_SCRIPTS))
+def test_no_tilde_path_reaches_verl(recipe):
+    """verl does not expand "~": a recipe's config holds such a path only where verl's own defaults put one
+    in a part the recipe does not use (the critic, the disabled rollout-skip dumps)."""
+    from verl.trainer.ppo.utils import need_critic
+
+    config = recipe_defaults(recipe)
+    tilde = {key for key, value in flat(config).items() if isinstance(value, str) and value.startswith("~")}
+    assert tilde <= {"critic.model.path", "skip.rollout.dump_dir", "skip.rollout_tq.dump_dir", "skip.async_rollout.dump_dir"}
+    assert not need_critic(config)
+    assert not any(config.skip[part].enable for part in ("rollout", "rollout_tq", "async_rollout"))
 
 
 def test_paper_setting(composed):
@@ -134,6 +151,7 @@ def test_paper_setting(composed):
     assert (config.trainer.total_training_steps, config.trainer.n_gpus_per_node, config.trainer.nnodes) == (500, 8, 1)
     assert (actor.strategy, rollout.name) == ("fsdp", "vllm")
     assert (rollout.val_kwargs.temperature, rollout.val_kwargs.do_sample) == (0.1, True)
+    assert list(config.trainer.logger) == ["console", "tensorboard"]  # no account needed
 
 
 def test_reward_function_is_loaded_by_verl(composed):
@@ -173,14 +191,17 @@ def test_reward_through_verls_reward_loop(composed):
         )
 
     manager = load_reward_manager(composed["avspo_paper"], ByteTokenizer())
-    cases = [("so $\\boxed{\\frac{1}{2}}$", "0.5"), ("The answer is 1<x<2", "(1,2)"), ("\\boxed{3}", "4"), ("", "1")]
+    cases = [
+        ("so $\\boxed{\\frac{1}{2}}$", "0.5"), ("The answer is 1<x<2.", "(1,2)"), ("\\boxed{3}", "4"), ("", "1"),
+        ("... Step 3: 14-", "14"),  # cut off: the training rule finds no answer
+    ]
 
     async def score_all():
         return await asyncio.gather(*(manager.run_single(sample(text, truth)) for text, truth in cases))
 
     results = manager.loop.run_until_complete(score_all())
     assert [(r["reward_score"], r["reward_extra_info"]["reason"]) for r in results] == [
-        (1.0, "correct: math-verify"), (0.0, "wrong"), (0.0, "wrong"), (0.0, "empty output"),
+        (1.0, "correct: math-verify"), (0.0, "wrong"), (0.0, "wrong"), (0.0, "empty output"), (0.0, "no answer found"),
     ]
 
 
@@ -216,7 +237,7 @@ def test_dapo_variant(composed):
 
 @pytest.mark.parametrize(
     "recipe, model, tp, pp, rollout_tp, nodes",
-    [("avspo_megatron_7b", "Qwen/Qwen2.5-Math-7B", 2, 1, 2, 1), ("avspo_megatron_14b", "Qwen/Qwen2.5-14B", 4, 2, 4, 2)],
+    [("avspo_megatron_7b", "Qwen/Qwen2.5-Math-7B", 2, 1, 2, 1), ("avspo_megatron_14b", "Qwen/Qwen2.5-14B", 4, 2, 4, 1)],
 )
 def test_megatron_recipes(composed, recipe, model, tp, pp, rollout_tp, nodes):
     config = composed[recipe]
@@ -228,10 +249,63 @@ def test_megatron_recipes(composed, recipe, model, tp, pp, rollout_tp, nodes):
     assert actor.megatron.use_distributed_optimizer is True
     assert rollout.tensor_model_parallel_size == rollout_tp
     assert (config.trainer.nnodes, config.trainer.n_gpus_per_node) == (nodes, 8)
-    assert (nodes * 8) % (tp * pp) == 0 and (nodes * 8) % rollout_tp == 0
     # The paper's training setting otherwise.
     assert (config.algorithm.adv_estimator, config.data.train_batch_size, rollout.n) == ("avspo", 1, 8)
     assert (actor.optim.lr, actor.clip_ratio, config.trainer.total_training_steps) == (1e-6, 0.2, 500)
+
+
+def sizing(config):
+    """What each GPU gets per step (docs/recipes.md, "Sizing"): the Megatron layout and the work per rank."""
+    actor, rollout = config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
+    gpus = config.trainer.nnodes * config.trainer.n_gpus_per_node
+    model_parallel = actor.megatron.tensor_model_parallel_size * actor.megatron.pipeline_model_parallel_size
+    model_parallel *= actor.megatron.context_parallel_size
+    assert gpus % model_parallel == 0 and gpus % rollout.tensor_model_parallel_size == 0
+    dp = gpus // model_parallel
+    sequences = config.data.train_batch_size * rollout.n
+    assert sequences % dp == 0 and (sequences // dp) % actor.ppo_micro_batch_size_per_gpu == 0
+    micro_batches = sequences // dp // actor.ppo_micro_batch_size_per_gpu
+    pp = actor.megatron.pipeline_model_parallel_size
+    return {
+        "gpus": gpus,
+        "dp": dp,
+        "sequences per rank": sequences // dp,
+        "micro-batches per rank": micro_batches,
+        "pipeline bubble": (pp - 1) / (micro_batches + pp - 1),
+        "vllm replicas": gpus // rollout.tensor_model_parallel_size,
+        "sequences per replica": sequences / (gpus // rollout.tensor_model_parallel_size),
+    }
+
+
+TWO_NODE_14B = ["trainer.nnodes=2", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]
+
+
+def test_megatron_sizing(composed, data_dir):
+    """The arithmetic of docs/recipes.md: with one prompt (8 sequences) per step the 14B recipe fills one
+    node (every GPU in the one TP 4 x PP 2 replica, 8 micro-batches, 2 vLLM replicas of 4 sequences);
+    its two-node form doubles the prompts so each GPU keeps that work; two nodes with one prompt would
+    halve it."""
+    import avspo_plugin.verl  # noqa: F401
+    from hydra import compose, initialize_config_dir
+    from verl.utils.config import validate_config
+
+    assert sizing(composed["avspo_megatron_7b"]) == {
+        "gpus": 8, "dp": 4, "sequences per rank": 2, "micro-batches per rank": 1, "pipeline bubble": 0.0,
+        "vllm replicas": 4, "sequences per replica": 2.0,
+    }
+    one_node = sizing(composed["avspo_megatron_14b"])
+    assert one_node == {
+        "gpus": 8, "dp": 1, "sequences per rank": 8, "micro-batches per rank": 8, "pipeline bubble": 1 / 9,
+        "vllm replicas": 2, "sequences per replica": 4.0,
+    }
+    paths = [f"data.train_files=[{data_dir / 'level3_500.parquet'}]", f"data.val_files=[{data_dir / 'eval' / 'math500.parquet'}]"]
+    with initialize_config_dir(config_dir=str(RECIPES), version_base=None):
+        two_nodes = compose(config_name="avspo_megatron_14b", overrides=paths + TWO_NODE_14B)
+        one_prompt_on_two_nodes = compose(config_name="avspo_megatron_14b", overrides=paths + ["trainer.nnodes=2"])
+    validate_config(two_nodes, use_reference_policy=False, use_critic=False)
+    assert sizing(two_nodes) == {**one_node, "gpus": 16, "dp": 2, "vllm replicas": 4}
+    halved = sizing(one_prompt_on_two_nodes)
+    assert (halved["sequences per rank"], halved["sequences per replica"]) == (4, 2.0)
 
 
 # ---------------------------------------------------------------- shell scripts
@@ -260,6 +334,12 @@ def dry_run(script, data_dir, *args, **env):
     )
 
 
+def commands(stdout):
+    """The commands a DRY_RUN printed: one argument per line, a blank line after each command."""
+    assert stdout.endswith("\n\n"), stdout
+    return [block.split("\n") for block in stdout[:-2].split("\n\n")]
+
+
 @pytest.mark.parametrize(
     "env, message",
     [
@@ -270,6 +350,9 @@ def dry_run(script, data_dir, *args, **env):
         ({"MODEL_PATH": "not a model"}, "neither an existing folder nor a hub id"),
         ({"N_GPUS_PER_NODE": "eight"}, "N_GPUS_PER_NODE must be a positive integer"),
         ({"PLUGIN_LOAD": "magic"}, "PLUGIN_LOAD must be entry-point or env"),
+        # Passed on as given, a path with ~ would reach verl unexpanded.
+        ({"CHECK_PATHS": "0", "TRAIN_FILES": "~/data/l3.parquet"}, "TRAIN_FILES: '~/data/l3.parquet' starts with ~"),
+        ({"CHECK_PATHS": "0", "MODEL_PATH": "~/models/q"}, "MODEL_PATH: '~/models/q' starts with ~"),
     ],
 )
 def test_missing_or_bad_settings_fail_clearly(data_dir, env, message):
@@ -287,7 +370,7 @@ def test_settings_reach_the_command(data_dir, tmp_path):
         MODEL_PATH=str(model), N_GPUS_PER_NODE="4", NNODES="2", PLUGIN_LOAD="env",
     )
     assert run.returncode == 0, run.stderr
-    argv = run.stdout.splitlines()
+    [argv] = commands(run.stdout)
     assert argv[:7] == [
         sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(RECIPES), "--config-name", "avspo_megatron_7b",
     ]
@@ -300,6 +383,26 @@ def test_settings_reach_the_command(data_dir, tmp_path):
         "trainer.logger=[console]",
         "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=avspo_plugin.verl",
     ]
+    # Two nodes with the recipe's one prompt per step: a note on sizing, not an error.
+    assert "note: NNODES=2" in run.stderr and "data.train_batch_size" in run.stderr
+    scaled = dry_run("run_avspo_megatron_7b.sh", data_dir, "data.train_batch_size=2", NNODES="2")
+    assert scaled.returncode == 0 and "note: NNODES" not in scaled.stderr
+
+
+def test_wandb_logger_needs_a_login(data_dir, tmp_path):
+    """The recipes log to console + tensorboard; asking for wandb without a login stops before anything starts."""
+    home = tmp_path / "home"
+    home.mkdir()
+    no_login = {"HOME": str(home), "WANDB_API_KEY": "", "WANDB_MODE": "", "NETRC": ""}
+    run = dry_run("run_avspo_paper.sh", data_dir, "trainer.logger=[console,wandb]", **no_login)
+    assert run.returncode != 0 and run.stdout == ""
+    assert "trainer.logger includes wandb, but wandb has no login here" in run.stderr
+    assert "wandb login" in run.stderr and "trainer.logger=[console,tensorboard]" in run.stderr
+    assert dry_run("run_avspo_paper.sh", data_dir, **no_login).returncode == 0  # the default logger needs none
+    (home / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password 0123\n")
+    assert dry_run("run_avspo_paper.sh", data_dir, "trainer.logger=[console,wandb]", **no_login).returncode == 0
+    offline = {**no_login, "WANDB_MODE": "offline", "HOME": str(tmp_path)}
+    assert dry_run("run_avspo_paper.sh", data_dir, "trainer.logger=[console,wandb]", **offline).returncode == 0
 
 
 def test_ray_job_submission(data_dir):
@@ -307,55 +410,175 @@ def test_ray_job_submission(data_dir):
     assert run.returncode != 0 and "RAY_ADDRESS is not set" in run.stderr
     run = dry_run("submit_ray_job.sh", data_dir, "trainer.total_training_steps=5", RAY_ADDRESS="http://head:8265", PLUGIN_LOAD="env")
     assert run.returncode == 0, run.stderr
-    argv = run.stdout.splitlines()
-    split = argv.index("--")
-    assert argv[:split] == [
-        "ray", "job", "submit", "--address", "http://head:8265", "--runtime-env-json",
-        '{"env_vars": {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1", "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl"}}',
-    ]
-    entrypoint = argv[split + 1 :]
+    check, train = commands(run.stdout)
+    runtime_env = '{"env_vars": {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1", "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl"}}'
+    submit = ["ray", "job", "submit", "--address", "http://head:8265", "--runtime-env-json", runtime_env, "--"]
+    # First the check job, with the run's runtime env, on every node of the cluster.
+    assert check == [*submit, sys.executable, str(RECIPES / "check_cluster.py")]
+    assert train[: len(submit)] == submit
+    entrypoint = train[len(submit) :]
     assert entrypoint[entrypoint.index("--config-name") + 1] == "avspo_megatron_14b"
     assert entrypoint[-1] == "trainer.total_training_steps=5"
     # MODEL_PATH / NNODES / N_GPUS_PER_NODE unset: the recipe's own values stay.
     assert not [arg for arg in entrypoint if arg.startswith(("actor_rollout_ref.model.path=", "trainer.nnodes="))]
+    # Node counts, a wandb logger and TENSORBOARD_DIR reach the check and the job.
+    run = dry_run(
+        "submit_ray_job.sh", data_dir, "trainer.logger=[console,wandb]", RAY_ADDRESS="http://head:8265",
+        NNODES="2", N_GPUS_PER_NODE="8", TENSORBOARD_DIR="/shared/tb",
+    )
+    check, train = commands(run.stdout)
+    assert check[-5:] == ["--nodes", "2", "--gpus-per-node", "8", "--wandb"]
+    assert '"TENSORBOARD_DIR": "/shared/tb"' in check[check.index("--runtime-env-json") + 1]
+    assert commands(dry_run("submit_ray_job.sh", data_dir, RAY_ADDRESS="http://h:8265", CHECK_NODES="0").stdout)[0][-1] != str(
+        RECIPES / "check_cluster.py"
+    )
+
+
+def test_ray_job_stops_when_a_node_is_not_ready(data_dir, tmp_path):
+    """The check job fails (a node lacks the plugin): the run is not submitted, and the message says why."""
+    ray = tmp_path / "ray"
+    ray.write_text(
+        '#!/usr/bin/env bash\necho "ray $*" >>"$CALLS"\n'
+        'if [[ "${*: -1}" == *check_cluster.py ]]; then echo "not ready: gpu-b: cannot import avspo_plugin"; exit 1; fi\n'
+    )
+    ray.chmod(0o755)
+    calls = tmp_path / "calls.log"
+    run = subprocess.run(
+        ["bash", str(RECIPES / "submit_ray_job.sh")],
+        env=script_env(DATA_DIR=str(data_dir), RAY_ADDRESS="http://head:8265", RAY=str(ray), CALLS=str(calls)),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode != 0
+    assert "not ready: gpu-b: cannot import avspo_plugin" in run.stdout
+    assert "the cluster at http://head:8265 is not ready for this run" in run.stderr
+    assert len(calls.read_text().splitlines()) == 1  # the training job was never submitted
+
+
+SLURM_FAKES = {
+    "scontrol": 'printf "gpu-a\\ngpu-b\\ngpu-c\\n"',
+    # Records each step with its options; runs the per-node report once per node, as Slurm would.
+    "srun": 'node=""; opts=()\nwhile [[ $1 == -* ]]; do opts+=("$1"); if [[ $1 == -w ]]; then node=$2; shift; fi; shift; done\n'
+    'echo "srun@${node:-all} ${opts[*]} :: $*" >>"$CALLS"\n'
+    'if [[ $1 == bash ]]; then for n in gpu-a gpu-b gpu-c; do SLURMD_NODENAME=$n "$@"; done; fi',
+    "hostname": 'case $SLURMD_NODENAME in gpu-a) echo "10.0.0.7 fe80::1";; gpu-b) echo 10.0.0.8;; *) echo 10.0.0.9;; esac',
+    "nvidia-smi": 'echo "nvidia-smi@$SLURMD_NODENAME $*" >>"$CALLS"\n'
+    'n=4; if [[ $SLURMD_NODENAME == "${SHORT_NODE:-}" ]]; then n=2; fi\n'
+    'for ((i = 0; i < n; i++)); do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; done',
+    "ray": 'echo "ray $*" >>"$CALLS"',
+    "fakepython": "exit 0",  # the cluster-ready probe
+}
+
+
+def run_slurm(data_dir, tmp_path, **env):
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    for name, body in SLURM_FAKES.items():
+        (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    base = dict(
+        DATA_DIR=str(data_dir), DRY_RUN="1", CALLS=str(log), PATH=f"{bin_dir}:{os.environ['PATH']}",
+        PYTHON=str(bin_dir / "fakepython"), SLURM_JOB_ID="42", SLURM_JOB_NUM_NODES="3", SLURM_JOB_NODELIST="gpu-[a-c]",
+        SLURM_GPUS_ON_NODE="4", SLURM_CPUS_PER_TASK="64", SLURM_SUBMIT_DIR=str(ROOT), RECIPE="avspo_megatron_14b",
+    )
+    run = subprocess.run(
+        ["bash", str(RECIPES / "run_slurm.sh"), "data.train_batch_size=3"], env=script_env(**{**base, **env}),
+        capture_output=True, text=True, timeout=120,
+    )
+    return run, (log.read_text().splitlines() if log.exists() else [])
 
 
 def test_slurm_script_starts_ray_and_submits(data_dir, tmp_path):
-    """run_slurm.sh with scontrol, srun and ray replaced by recorders: head and workers start on the
-    right nodes with the right GPU counts, and the job goes to the head's dashboard."""
-    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
-    bin_dir.mkdir()
-    fakes = {
-        "scontrol": 'printf "gpu-a\\ngpu-b\\ngpu-c\\n"',
-        "srun": 'node=""; while [[ $1 == -* ]]; do if [[ $1 == -w ]]; then node=$2; shift; fi; shift; done\n'
-        'echo "srun@$node $*" >>"$CALLS"\nif [[ $1 == hostname ]]; then echo "10.0.0.7 fe80::1"; fi',
-        "ray": 'echo "ray $*" >>"$CALLS"',
-        "fakepython": "exit 0",  # the cluster-ready probe
-    }
-    for name, body in fakes.items():
-        (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    env = script_env(
-        DATA_DIR=str(data_dir), DRY_RUN="1", CALLS=str(log), PATH=f"{bin_dir}:{os.environ['PATH']}",
-        PYTHON=str(bin_dir / "fakepython"), SLURM_JOB_ID="42", SLURM_JOB_NUM_NODES="3",
-        SLURM_JOB_NODELIST="gpu-[a-c]", SLURM_GPUS_ON_NODE="4", SLURM_SUBMIT_DIR=str(ROOT), RECIPE="avspo_megatron_14b",
-    )
-    run = subprocess.run(["bash", str(RECIPES / "run_slurm.sh")], env=env, capture_output=True, text=True, timeout=120)
+    """run_slurm.sh with scontrol, srun, nvidia-smi and ray replaced by recorders: every step states its CPUs
+    and GPUs, every node's GPUs are counted with nvidia-smi before Ray starts, head and workers start on
+    the right nodes with the right counts, and the job goes to the head's dashboard after the check job."""
+    run, calls = run_slurm(data_dir, tmp_path)
     assert run.returncode == 0, run.stderr
-    calls = log.read_text().splitlines()
-    assert "srun@gpu-a hostname --ip-address" in calls
-    head = [c for c in calls if c.startswith("srun@gpu-a ray start --head")]
-    assert head and "--port=6379" in head[0] and "--num-gpus=4" in head[0] and "--block" in head[0]
+    steps = [call for call in calls if call.startswith("srun@")]
+    assert len(steps) == 4  # the per-node report, the head, two workers
+    for step in steps:
+        options = step.split(" :: ")[0]
+        assert "--cpus-per-task=" in options and "--gpus-per-node=4" in options, step
+    assert steps[0].startswith("srun@all --nodes=3 --ntasks=3 --ntasks-per-node=1 --cpus-per-task=1 --gpus-per-node=4")
+    assert [call for call in calls if call.startswith("nvidia-smi@")] == [f"nvidia-smi@gpu-{n} -L" for n in "abc"]
+    head = [call for call in steps if call.startswith("srun@gpu-a") and "--head" in call]
+    assert head and "--cpus-per-task=64" in head[0]
+    assert "ray start --block --head --node-ip-address=10.0.0.7 --port=6379" in head[0]
+    assert "--num-cpus=64 --num-gpus=4" in head[0]
     for worker in ("gpu-b", "gpu-c"):
-        assert any(c.startswith(f"srun@{worker} ray start --block --address=10.0.0.7:6379") for c in calls), calls
-    argv = run.stdout.splitlines()
-    assert argv[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.7:8265"]
-    assert "trainer.nnodes=3" in argv and "trainer.n_gpus_per_node=4" in argv
+        assert any(
+            c.startswith(f"srun@{worker} ") and "ray start --block --address=10.0.0.7:6379" in c and "--num-gpus=4" in c
+            for c in steps
+        ), calls
+    check, train = commands(run.stdout)
+    assert check[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.7:8265"]
+    assert check[-4:] == ["--nodes", "3", "--gpus-per-node", "4"]
+    assert train[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.7:8265"]
+    assert "trainer.nnodes=3" in train and "trainer.n_gpus_per_node=4" in train
+
+
+def test_slurm_script_stops_when_a_node_lacks_gpus(data_dir, tmp_path):
+    run, calls = run_slurm(data_dir, tmp_path, SHORT_NODE="gpu-b")
+    assert run.returncode != 0
+    assert "not every node has its GPUs (N_GPUS_PER_NODE=4)" in run.stderr
+    assert "gpu-b: nvidia-smi -L lists 2 GPU(s), 4 needed" in run.stderr and "gpu-a:" not in run.stderr
+    assert not [call for call in calls if "ray start" in call]  # nothing started
 
 
 def test_slurm_script_outside_slurm(data_dir):
     run = dry_run("run_slurm.sh", data_dir)
     assert run.returncode != 0 and "not inside a Slurm allocation" in run.stderr
+
+
+# ---------------------------------------------------------------- check_cluster.py
+
+
+def load_check_cluster():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_cluster", RECIPES / "check_cluster.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_check_cluster_names_each_nodes_problem(monkeypatch, tmp_path):
+    check = load_check_cluster()
+    nodes = [
+        {"host": "gpu-a (10.0.0.7)", "gpus": 8.0, "problems": []},
+        {"host": "gpu-b (10.0.0.8)", "gpus": 4.0, "problems": ["cannot import avspo_plugin: ModuleNotFoundError"]},
+    ]
+    assert check.cluster_problems(nodes, 1, 8) == ["gpu-b (10.0.0.8): cannot import avspo_plugin: ModuleNotFoundError"]
+    assert check.cluster_problems(nodes, 2, 8)[0].startswith("1 node(s) with at least 8 GPUs, 2 needed")
+    # A module that does not import is this node's problem, with the error.
+    monkeypatch.setattr(check, "REQUIRED_MODULES", {"avspo_plugin": "avspo-plugin", "avspo_plugin_no_such_module": None})
+    report = check.node_report(check_wandb=False)
+    assert report["problems"] == [
+        "cannot import avspo_plugin_no_such_module: ModuleNotFoundError: No module named 'avspo_plugin_no_such_module'"
+    ]
+    for key in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    assert "no wandb login" in check.wandb_login_problem()
+    (tmp_path / "netrc").write_text("machine api.wandb.ai login user password 0123\n")
+    assert check.wandb_login_problem() is None
+
+
+def test_check_cluster_on_a_local_ray_cluster(tmp_path):
+    """The check as a driver on a Ray cluster of its own (one node, no GPU): the node's task imports the
+    plugin, math-verify and verl and finds avspo registered; asking for a GPU per node fails, naming the count."""
+    env = script_env(WANDB_MODE="offline", RAY_ADDRESS="", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    run = subprocess.run(
+        [sys.executable, str(RECIPES / "check_cluster.py"), "--address", "local", "--gpus-per-node", "1", "--wandb"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "avspo_plugin 0.1.0, avspo_plugin.math.reward ok, math_verify 0.9.0, verl 0.9.1;" in run.stdout
+    assert "not ready: 0 node(s) with at least 1 GPUs, 1 needed" in run.stdout
+    # Imports, registration and the wandb login are fine: the GPUs are the one problem.
+    assert [line for line in run.stdout.splitlines() if line.startswith("not ready:")] == [
+        line for line in run.stdout.splitlines() if line.startswith("not ready: 0 node(s)")
+    ]
+    assert "cluster not ready: 1 problem(s)" in run.stdout
 
 
 def test_recipe_yaml_files_are_plain_yaml():
