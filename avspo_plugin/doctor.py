@@ -294,7 +294,9 @@ def _print_hooks(where: str, report: dict[str, Any]) -> bool:
         print(f"      {'MISSING' if name in missing else '-'} {name}: {state}")
     verl_version = report["versions"]["verl"]
     known = report["known_good_verl"]
-    if verl_version not in known:
+    if verl_version in known:
+        _line("ok", f"verl {verl_version}: the hooks are checked with verl {', '.join(known)}")
+    else:
         _line("warn", f"verl {verl_version} is not a version the plugin was checked with ({', '.join(known)})")
     return bool(missing)
 

@@ -34,7 +34,7 @@ def test_healthy_install_and_valid_config(capsys):
     assert "[ok] hooks in this process: 13 of 13 in place, 0 not needed, 0 missing" in out
     assert "- verl.trainer.ppo.v1.trainer_base.PPOTrainer.step: in place" in out
     assert "- verl.models.transformers.monkey_patch.is_trl_available: in place" in out
-    assert "is not a version the plugin was checked with" not in out
+    assert "[ok] verl 0.9.1: the hooks are checked with verl 0.6.1, 0.7.1, 0.8.0, 0.9.1" in out
     assert "[ok] algorithm.avspo is valid; not default: alpha=0.3" in out
     assert "[warn] algorithm.use_kl_in_reward=True" in out
 
