@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 
@@ -81,6 +81,17 @@ class AVSPOSession:
         with self._lock:
             self.configure(config)
             return self._keep(compute_token_advantages(token_level_rewards, response_mask, index, config, self.state))
+
+    def step_with(
+        self, config: AVSPOConfig, compute: Callable[[AVSPOConfig, ThresholdState], AVSPOResult]
+    ) -> AVSPOResult:
+        """``compute(config, state)`` from the state in force, kept and advanced as :meth:`step` keeps its result.
+
+        For hosts whose conventions wrap the core call (TRL: ``scale_rewards``, unscorable completions).
+        """
+        with self._lock:
+            self.configure(config)
+            return self._keep(compute(config, self.state))
 
     def _keep(self, result: AVSPOResult) -> AVSPOResult:
         self.state = result.state
