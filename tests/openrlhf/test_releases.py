@@ -7,6 +7,7 @@ trees, so comments and formatting do not count); 0.11.2 and 0.10.1 also run end 
 
 from __future__ import annotations
 
+import configparser
 import os
 import subprocess
 import sys
@@ -36,6 +37,9 @@ def wheels(request):
 def test_the_declared_range_is_the_checked_releases():
     assert (OPENRLHF.oldest, OPENRLHF.newest) == (RELEASES[0], RELEASES[-1])
     assert all(OPENRLHF.supports(version) for version in RELEASES) and not OPENRLHF.supports(BELOW)
+    setup = configparser.ConfigParser()
+    setup.read(Path(__file__).resolve().parents[2] / "setup.cfg")
+    assert setup["options.extras_require"]["openrlhf"].split() == [f"openrlhf>={OPENRLHF.oldest},<={OPENRLHF.newest}"]
 
 
 @pytest.mark.parametrize("version", RELEASES)

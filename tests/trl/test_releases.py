@@ -8,10 +8,12 @@ comments and formatting do not count), and the release below the range is checke
 """
 
 import ast
+import configparser
 import inspect
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import trl.trainer.grpo_trainer
@@ -75,6 +77,9 @@ def installed() -> dict:
 def test_the_declared_range_is_the_checked_releases_and_holds_the_installed_one():
     assert (TRL.oldest, TRL.newest) == (RELEASES[0], RELEASES[-1])
     assert installed_trl() in RELEASES  # the release the rest of tests/trl runs
+    setup = configparser.ConfigParser()
+    setup.read(Path(__file__).resolve().parents[2] / "setup.cfg")
+    assert setup["options.extras_require"]["trl"].split() == [f"trl>={TRL.oldest},<={TRL.newest}"]
 
 
 @pytest.mark.parametrize("version", RELEASES)
