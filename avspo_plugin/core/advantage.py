@@ -129,8 +129,8 @@ def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray,
             f"reward {float(scores[first])!r} of uid {labels[first]!r} (row {first}; {int(outside.sum())} in all) "
             f"lies outside [reward_low, reward_high] = [{config.reward_low}, {config.reward_high}], which strategy "
             f"{config.strategy!r} uses to place virtual rewards: set reward_low/reward_high to your reward range "
-            "(for a sum of rewards, the sum of their lowest and of their highest values), or threshold_mode=never "
-            "to monitor ACR only"
+            "(for a sum of rewards, the sum of their lowest and of their highest values); monitor-only runs "
+            "(threshold_mode never) accept any range"
         )
 
 
