@@ -29,10 +29,10 @@ PROCESSES, PER_PROCESS, NUM_GENERATIONS = 2, 6, 4
 def reports(tmp_path_factory):
     """Each process's report (rank order), from one torchrun launch of distributed_run.py."""
     out = tmp_path_factory.mktemp("distributed")
-    torchrun = Path(sys.executable).with_name("torchrun")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    run = subprocess.run(
-        [str(torchrun), "--standalone", f"--nproc_per_node={PROCESSES}", str(RUN), str(out)],
+    run = subprocess.run(  # torchrun
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={PROCESSES}", str(RUN),
+         str(out)],
         capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
