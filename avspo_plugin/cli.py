@@ -19,7 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("avspo_plugin.analyze.command", "ACR diagnostics of finished GRPO runs from their dumps and logs."),
     "math-prepare": ("avspo_plugin.math.prepare", "verl parquet files of MATH, the six eval benchmarks, the Level3-500 selection."),
     "math-eval": ("avspo_plugin.math.evaluate", "pass@1 / avg@k per benchmark and overall, from a model (vLLM) or generations."),
-    "doctor": ("avspo_plugin.doctor", "Check that verl registers the avspo estimator here and in a Ray actor, and the run's config."),
+    "doctor": ("avspo_plugin.doctor", "Check that verl registers the avspo estimator here and in a Ray actor, and the run's config; --host trl|openrlhf checks those adapters."),
     "openrlhf": ("avspo_plugin.openrlhf.launch", "Run OpenRLHF's train_ppo_ray with the avspo estimator."),
     "verl-demo": ("avspo_plugin.verl.demo", "Train a tiny Qwen2 with stock verl main_ppo and the avspo estimator on CPU."),
 }

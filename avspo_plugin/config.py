@@ -76,8 +76,8 @@ class AVSPOConfig:
     )
     apply_to: str = _key(
         "all",
-        "Which collapsed groups get virtual samples: all, all_fail (value <= reward_low + 1e-6) "
-        "or all_pass (value >= reward_high - 1e-6).",
+        "Which collapsed groups get virtual samples: all, all_fail (value within 1e-6 of reward_low) "
+        "or all_pass (value within 1e-6 of reward_high).",
         choices=APPLY_TO,
     )
     epsilon: float = _key(1e-6, "Added to the std in the advantage denominator (Eq. 14); >= 0.")

@@ -13,6 +13,7 @@ before checking: that import itself registers the estimator.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
@@ -28,7 +29,16 @@ ENTRY_POINTS_SINCE = (0, 9)
 PACKAGED_CONFIG = "pkg://avspo_plugin.verl.config"
 
 
+# Hosts with their own checks, in avspo_plugin.<host>.doctor (run(args) -> exit code).
+OTHER_HOSTS = ("trl", "openrlhf")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host", choices=("verl", *OTHER_HOSTS), default="verl",
+        help="the framework to check (default: verl). trl and openrlhf: installed versions, supported or not, "
+        "whether the adapter applies; exit 0 applies, 1 does not, 2 not installed (docs/trl.md, docs/openrlhf.md)",
+    )
     parser.add_argument(
         "overrides", nargs="*", help="hydra overrides of the run to check, as given to main_ppo (e.g. algorithm.avspo.alpha=0.3)"
     )
@@ -225,6 +235,8 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.host in OTHER_HOSTS:
+        return importlib.import_module(f"avspo_plugin.{args.host}.doctor").run(args)
     failed = False
     local = probe()
     print("avspo doctor")

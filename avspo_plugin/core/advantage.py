@@ -113,8 +113,22 @@ def normalized_advantages(
     return (scores - mean) / (std.to(scores.dtype).index_select(0, group_ids) + epsilon)
 
 
+def places_virtual_rewards_in_bounds(config: AVSPOConfig) -> bool:
+    """Whether this config may place virtual rewards between reward_low and reward_high.
+
+    Only then must every reward lie in those bounds; in monitor-only mode (threshold_mode never) no
+    virtual reward is ever placed, and the bounds only name the all-fail / all-pass regimes.
+    """
+    return config.bounded and config.threshold_mode != "never"
+
+
+def rewards_outside_bounds(scores: torch.Tensor, valid: torch.Tensor, config: AVSPOConfig) -> torch.Tensor:
+    """(B,) bool: valid rewards farther than BOUNDS_TOL outside [reward_low, reward_high]."""
+    return valid & ((scores < config.reward_low - BOUNDS_TOL) | (scores > config.reward_high + BOUNDS_TOL))
+
+
 def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray, config: AVSPOConfig) -> None:
-    """Reject non-finite rewards anywhere, and rewards outside the bounds that a bounded strategy relies on."""
+    """Reject non-finite rewards anywhere, and rewards outside the bounds where virtual rewards are placed."""
     bad = ~torch.isfinite(scores)
     if bool(bad.any()):
         first = int(bad.nonzero()[0])
@@ -122,15 +136,17 @@ def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray,
             f"{int(bad.sum())} non-finite reward(s) (NaN or inf); the first is {float(scores[first])} "
             f"at row {first}, uid {labels[first]!r}"
         )
-    if not config.bounded:
+    if not places_virtual_rewards_in_bounds(config):
         return
-    outside = valid & ((scores < config.reward_low - BOUNDS_TOL) | (scores > config.reward_high + BOUNDS_TOL))
+    outside = rewards_outside_bounds(scores, valid, config)
     if bool(outside.any()):
         first = int(outside.nonzero()[0])
         raise ValueError(
             f"reward {float(scores[first])!r} of uid {labels[first]!r} (row {first}; {int(outside.sum())} in all) "
             f"lies outside [reward_low, reward_high] = [{config.reward_low}, {config.reward_high}], which strategy "
-            f"{config.strategy!r} uses to place virtual rewards: set reward_low/reward_high to your reward range"
+            f"{config.strategy!r} uses to place virtual rewards: set reward_low/reward_high to your reward range "
+            "(for a sum of rewards, the sum of their lowest and of their highest values); monitor-only runs "
+            "(threshold_mode never) accept any range"
         )
 
 

@@ -28,12 +28,13 @@ def collapsed_groups(stats: GroupStats, collapse_tol: float) -> torch.Tensor:
 def collapse_regimes(
     collapsed: torch.Tensor, stats: GroupStats, reward_low: float, reward_high: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """All-fail and all-pass collapsed groups: value c_j <= low + 1e-6, resp. c_j >= high - 1e-6.
+    """All-fail and all-pass collapsed groups: value c_j within 1e-6 of reward_low, resp. of reward_high.
 
-    collapsed: (N,) bool -> (all_fail (N,) bool, all_pass (N,) bool).
+    A group collapsed at any other value (possible when rewards leave the bounds, as in monitor-only
+    runs of summed rewards) is in neither regime. collapsed: (N,) bool -> (all_fail (N,) bool, all_pass (N,) bool).
     """
-    all_fail = collapsed & (stats.mean <= reward_low + REGIME_TOL)
-    all_pass = collapsed & (stats.mean >= reward_high - REGIME_TOL)
+    all_fail = collapsed & ((stats.mean - reward_low).abs() <= REGIME_TOL)
+    all_pass = collapsed & ((stats.mean - reward_high).abs() <= REGIME_TOL)
     return all_fail, all_pass
 
 

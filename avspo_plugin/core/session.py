@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import replace
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 
@@ -113,6 +113,17 @@ class AVSPOSession:
                     token_level_rewards, response_mask, index, config, self.state, call_in_step=len(self._pending)
                 )
             )
+
+    def step_with(
+        self, config: AVSPOConfig, compute: Callable[[AVSPOConfig, ThresholdState], AVSPOResult]
+    ) -> AVSPOResult:
+        """``compute(config, state)`` from the state in force, kept as one call of the open step, as :meth:`step`.
+
+        For hosts whose conventions wrap the core call (TRL: ``scale_rewards``, unscorable completions).
+        """
+        with self._lock:
+            self.configure(config)
+            return self._keep(compute(config, self.state))
 
     def _keep(self, result: AVSPOResult) -> AVSPOResult:
         self._pending.append(result.metrics)

@@ -20,8 +20,10 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import torch
 
+from ..config import AVSPOConfig
 from ..core import AVSPOSession
-from .args import avspo_config_from_args
+from ..core.advantage import places_virtual_rewards_in_bounds, rewards_outside_bounds
+from .args import ArgLayout, avspo_config_from_args, layout_of, read_arg
 
 # Prefix of the metrics in OpenRLHF's status dict; its loggers add ``train/``.
 METRIC_PREFIX = "avspo/"
@@ -49,10 +51,60 @@ def group_advantages(rewards: torch.Tensor, args: Any) -> torch.Tensor:
             f"got shape {tuple(rewards.shape)}"
         )
     config = avspo_config_from_args(args)
+    problem = reward_bounds_problem(rewards, args, config)
+    if problem is not None:
+        raise ValueError(problem)
     prompts, samples = rewards.shape
     # Group labels name the prompt's row in the rollout batch, as errors about a reward show them.
     index = np.array([f"prompt {row}" for row in range(prompts) for _ in range(samples)], dtype=object)
-    return SESSION.step(rewards.reshape(-1), index, config).advantages.reshape(prompts, samples)
+    advantages = SESSION.step(rewards.reshape(-1), index, config).advantages.reshape(prompts, samples)
+    # One rollout batch is one step of Eq. 12 (OpenRLHF computes its advantages in one call).
+    SESSION.close_step()
+    return advantages
+
+
+def reward_bounds_problem(rewards: torch.Tensor, args: Any, config: AVSPOConfig) -> Optional[str]:
+    """What is wrong when avspo places virtual rewards and a reward leaves [reward_low, reward_high]; else None.
+
+    rewards: (prompts, n_samples_per_prompt). The message names where OpenRLHF's reward came from (reward
+    function or model, length penalties) and how to set the bounds. Monitor-only runs accept any reward.
+    """
+    if not places_virtual_rewards_in_bounds(config):
+        return None
+    flat = rewards.detach().reshape(-1).to(torch.float64)
+    outside = rewards_outside_bounds(flat, torch.isfinite(flat), config)
+    if not bool(outside.any()):
+        return None
+    row = int(outside.nonzero()[0])
+    layout = layout_of(args)
+    low, high, mode = (layout.flag(layout.avspo_dest(key)) for key in ("reward_low", "reward_high", "threshold_mode"))
+    return (
+        f"reward {float(flat[row]):g} of prompt row {row // rewards.shape[1]} (sample {row % rewards.shape[1]}; "
+        f"{int(outside.sum())} in all) lies outside [reward_low, reward_high] = [{config.reward_low}, "
+        f"{config.reward_high}] ({low}, {high}), where strategy {config.strategy!r} places virtual rewards. "
+        f"The reward is {_reward_source(args, layout)}. Set {low} and {high} to its range: for a reward function "
+        f"that adds several scores, the sum of their lowest and of their highest values (accuracy + format, each "
+        f"in [0, 1]: {high} 2), and an overlong penalty lowers the lowest by up to its factor; or {mode} never to "
+        "monitor ACR only, with any reward range"
+    )
+
+
+def _reward_source(args: Any, layout: ArgLayout) -> str:
+    """Where OpenRLHF's reward comes from, in the run's own flags."""
+    remote = read_arg(args, layout.reward_remote_url, None)
+    model = read_arg(args, layout.reward_model, None)
+    if remote:
+        source = f"what {layout.flag(layout.reward_remote_url)} {remote} returned"
+    elif model:
+        source = f"the score of the reward model {layout.flag(layout.reward_model)} {model}"
+    else:
+        source = "OpenRLHF's reward"
+    shaping = [
+        f"{layout.flag(name)} {read_arg(args, name, None)}"
+        for name in (layout.overlong_buffer_len, layout.stop_properly_penalty_coef)
+        if read_arg(args, name, None) is not None
+    ]
+    return source + (f", after OpenRLHF's length penalties ({', '.join(shaping)})" if shaping else "")
 
 
 def rollout_stats() -> dict[str, float]:

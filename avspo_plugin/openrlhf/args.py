@@ -34,8 +34,10 @@ class ArgLayout:
     name: str
     estimator: str
     n_samples_per_prompt: str
-    gamma: str
-    reward_clip_range: str
+    reward_remote_url: str
+    reward_model: str
+    overlong_buffer_len: str
+    stop_properly_penalty_coef: str
     avspo_prefix: str
 
     def avspo_dest(self, key: str) -> str:
@@ -49,16 +51,20 @@ DOTTED = ArgLayout(
     name="dotted (OpenRLHF >= 0.10.2)",
     estimator="algo.advantage.estimator",
     n_samples_per_prompt="rollout.n_samples_per_prompt",
-    gamma="algo.advantage.gamma",
-    reward_clip_range="reward.clip_range",
+    reward_remote_url="reward.remote_url",
+    reward_model="reward.model_name_or_path",
+    overlong_buffer_len="reward.overlong_buffer_len",
+    stop_properly_penalty_coef="reward.stop_properly_penalty_coef",
     avspo_prefix="algo.advantage.avspo.",
 )
 FLAT = ArgLayout(
     name="flat (OpenRLHF <= 0.10.1)",
     estimator="advantage_estimator",
     n_samples_per_prompt="n_samples_per_prompt",
-    gamma="gamma",
-    reward_clip_range="reward_clip_range",
+    reward_remote_url="remote_rm_url",
+    reward_model="reward_pretrain",
+    overlong_buffer_len="overlong_buffer_len",
+    stop_properly_penalty_coef="stop_properly_penalty_coef",
     avspo_prefix="avspo_",
 )
 LAYOUTS = (DOTTED, FLAT)
@@ -76,6 +82,18 @@ def read_arg(args: Any, name: str, default: Any = _REQUIRED) -> Any:
             return default
         node = getattr(node, part)
     return node
+
+
+def write_arg(args: Any, name: str, value: Any) -> None:
+    """Set ``args.<name>`` where :func:`read_arg` reads it."""
+    if hasattr(args, name):
+        setattr(args, name, value)
+        return
+    *parents, last = name.split(".")
+    node = args
+    for part in parents:
+        node = getattr(node, part)
+    setattr(node, last, value)
 
 
 def layout_of(args: Any) -> ArgLayout:

@@ -12,7 +12,10 @@ The command installs the estimator in its own process (:func:`.hook.install`) an
   in a Ray actor; other parsers behave as before (:func:`avspo_argument_parser`);
 * ``ray.init`` puts ``worker_process_setup_hook`` (:func:`.hook.setup_worker`) into the
   runtime_env OpenRLHF passes, so every worker process of the job installs the estimator; the
-  rest of OpenRLHF's runtime_env is kept as it is.
+  rest of OpenRLHF's runtime_env is kept as it is. Once Ray is up, and before OpenRLHF creates
+  any actor, :func:`.preflight.check_nodes` checks every node.
+
+It first checks the installed OpenRLHF's version (:mod:`.versions`) and refuses unsupported releases.
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ import runpy
 import sys
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
+from ..host_versions import UnsupportedHostVersion
+from . import preflight
 from .args import ESTIMATOR, LAYOUTS, add_avspo_arguments, check_avspo_args
 from .hook import SETUP_HOOK, install
+from .versions import check_openrlhf
 
 TRAIN_MODULE = "openrlhf.cli.train_ppo_ray"
 SETUP_HOOK_FIELD = "worker_process_setup_hook"
@@ -51,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
             "or avspo-plugin[openrlhf]) with its GPU requirements (deepspeed, flash-attn, vllm)",
             file=sys.stderr,
         )
+        return 2
+    try:
+        check_openrlhf()
+    except UnsupportedHostVersion as err:
+        print(f"avspo openrlhf: {err}", file=sys.stderr)
         return 2
     launch(args.openrlhf_args)
     return 0
@@ -135,7 +146,9 @@ def ray_init_with_setup_hook() -> Iterator[None]:
     @functools.wraps(original)
     def init(*args: Any, **kwargs: Any) -> Any:
         kwargs["runtime_env"] = with_setup_hook(kwargs.get("runtime_env"))
-        return original(*args, **kwargs)
+        context = original(*args, **kwargs)
+        preflight.check_nodes()
+        return context
 
     ray.init = init
     try:

@@ -1,6 +1,19 @@
-"""TRL adapter: :class:`AVSPOGRPOTrainer` (a GRPOTrainer subclass) and :class:`AVSPOGRPOConfig`."""
+"""TRL adapter: :class:`AVSPOGRPOTrainer` (a GRPOTrainer subclass) and :class:`AVSPOGRPOConfig`.
 
-from .config import AVSPOGRPOConfig
-from .trainer import AVSPOGRPOTrainer
+Importing this package imports no TRL (``avspo doctor --host trl`` runs without it); the two classes
+load on first use, after the installed TRL's version is checked (:mod:`.versions`).
+"""
 
 __all__ = ["AVSPOGRPOConfig", "AVSPOGRPOTrainer"]
+
+
+def __getattr__(name: str):
+    if name == "AVSPOGRPOConfig":
+        from .config import AVSPOGRPOConfig
+
+        return AVSPOGRPOConfig
+    if name == "AVSPOGRPOTrainer":
+        from .trainer import AVSPOGRPOTrainer
+
+        return AVSPOGRPOTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

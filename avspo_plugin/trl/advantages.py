@@ -1,6 +1,6 @@
 """TRL's GRPO conventions translated to the core and back; no TRL import, so it is testable on its own.
 
-GRPOTrainer (TRL 1.16, ``_generate_and_score_completions``) forms advantages from the rewards
+GRPOTrainer (TRL 1.6 to 1.16, ``_generate_and_score_completions``) forms advantages from the rewards
 gathered over all processes:
 
 * groups are consecutive runs of ``num_generations`` rows (``rewards.view(-1, G)``);
@@ -23,18 +23,17 @@ AVSPO under each setting (R'_j = R_j U V_j, the real rewards of group j and its 
 
 from __future__ import annotations
 
+import math
 from collections import deque
-from typing import Sequence
+from dataclasses import replace
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
 from ..config import AVSPOConfig
 from ..core import AVSPOResult, ThresholdState, compute_group_advantages
-from ..core.advantage import virtual_rewards
-from ..core.collapse import collapse_regimes, collapsed_groups
-from ..core.groups import factorize_labels, group_stats
-from ..core.virtual import num_virtual_auto, virtual_slots
+from ..core.advantage import places_virtual_rewards_in_bounds, rewards_outside_bounds
 
 # GRPOTrainer adds this to the std in every advantage denominator (hard-coded, not a GRPOConfig field).
 TRL_EPSILON = 1e-4
@@ -59,6 +58,45 @@ def weighted_rewards(rewards_per_func: torch.Tensor, reward_weights: torch.Tenso
     unscorable = torch.isnan(rewards_per_func).all(dim=1)
     rewards = (rewards_per_func * reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
     return rewards.masked_fill(unscorable, torch.nan)
+
+
+def reward_bounds_problem(
+    rewards_per_func: torch.Tensor,
+    reward_weights: torch.Tensor,
+    reward_func_names: Sequence[str],
+    num_generations: int,
+    config: AVSPOConfig,
+) -> Optional[str]:
+    """What is wrong when AVSPO places virtual rewards and a summed reward leaves [reward_low, reward_high]; else None.
+
+    The message names each reward function with its weight and value for the first such completion, and
+    how to set the bounds of a weighted sum. In monitor-only mode (threshold_mode never) any range is fine.
+    rewards_per_func: (B, F) gathered, NaN where a function returned None; reward_weights: (F,).
+    """
+    if not places_virtual_rewards_in_bounds(config):
+        return None
+    rewards = weighted_rewards(rewards_per_func, reward_weights)
+    valid = ~torch.isnan(rewards)
+    scores = torch.where(valid, rewards, torch.zeros_like(rewards)).to(torch.float64)
+    outside = rewards_outside_bounds(scores, valid, config)
+    if not bool(outside.any()):
+        return None
+    row = int(outside.nonzero()[0])
+    weights = [float(w) for w in reward_weights]
+    values = ["None" if math.isnan(v) else f"{v:g}" for v in rewards_per_func[row].tolist()]
+    terms = " + ".join(f"{w:g} * {name} ({v})" for w, name, v in zip(weights, reward_func_names, values))
+    unit_low = sum(min(w, 0.0) for w in weights)
+    unit_high = sum(max(w, 0.0) for w in weights)
+    return (
+        f"reward {float(scores[row]):g} of completion {row} (group {row // num_generations}; "
+        f"{int(outside.sum())} in all) lies outside [avspo_reward_low, avspo_reward_high] = "
+        f"[{config.reward_low}, {config.reward_high}], where strategy {config.strategy!r} places virtual rewards. "
+        f"TRL's reward is the weighted sum of reward_funcs (reward_weights): {terms}. Set avspo_reward_low and "
+        "avspo_reward_high to the range of that sum, sum_k w_k * (lowest reward of function k) and "
+        "sum_k w_k * (highest), lowest and highest swapped for a negative weight (with every function in [0, 1]: "
+        f"avspo_reward_low={unit_low:g}, avspo_reward_high={unit_high:g}); or use_avspo=False "
+        "(avspo_threshold_mode='never') to monitor ACR only, with any reward range"
+    )
 
 
 def group_labels(num_rows: int, num_generations: int) -> np.ndarray:
@@ -100,43 +138,12 @@ def trl_advantages(
     scorable = valid.view(-1, num_generations).sum(dim=1).repeat_interleave(num_generations)
     advantages = torch.where(scorable >= 2, advantages, torch.zeros_like(advantages))
     if scale_rewards == "batch":
-        added = added_virtual_rewards(scores, valid, labels, config, state, result.metrics)
-        pooled = torch.cat([scores.detach().to(torch.float64)[valid], added])
+        pooled = torch.cat([scores.detach().to(torch.float64)[valid], result.added_virtual_rewards])
         batch_std = pooled.std() if pooled.numel() > 1 else pooled.new_zeros(())
         advantages = advantages / (batch_std.to(advantages.dtype) + TRL_EPSILON)
     metrics = dict(result.metrics)
     metrics["adv_abs_max"] = float(advantages[valid].abs().max()) if bool(valid.any()) else 0.0
-    return AVSPOResult(advantages, result.state, metrics)
-
-
-def added_virtual_rewards(
-    scores: torch.Tensor,
-    valid: torch.Tensor,
-    labels: np.ndarray,
-    config: AVSPOConfig,
-    state: ThresholdState,
-    metrics: dict[str, float],
-) -> torch.Tensor:
-    """Every virtual reward the core added in the call that returned ``metrics``, flattened, float64.
-
-    The core returns advantages and metrics, not the virtual rewards themselves; ``batch`` needs them for
-    its std, so they are rebuilt here with the core's own functions from the same inputs (state before
-    the call) and the call's ACR and trigger decision.
-    """
-    exact = scores.detach().to(torch.float64)
-    group_ids, num_groups = factorize_labels(labels, scores.device)
-    stats = group_stats(exact, group_ids, num_groups, valid, ddof=1 if config.std == "unbiased" else 0)
-    collapsed = collapsed_groups(stats, config.collapse_tol)
-    all_fail, all_pass = collapse_regimes(collapsed, stats, config.reward_low, config.reward_high)
-    eligible = {"all": collapsed, "all_fail": all_fail, "all_pass": all_pass}[config.apply_to]
-    augmented = eligible & bool(metrics["triggered"])
-    if config.num_virtual == "auto":
-        num_virtual = num_virtual_auto(stats.count, metrics["acr"], config.alpha)
-    else:
-        num_virtual = torch.full_like(stats.count, config.num_virtual, dtype=torch.int64)
-    num_virtual = num_virtual * augmented
-    _, in_group = virtual_slots(num_virtual)
-    return virtual_rewards(config, num_virtual, stats, state.step)[in_group]
+    return replace(result, advantages=advantages, metrics=metrics)
 
 
 def local_rows(gathered: torch.Tensor, process_index: int, num_processes: int) -> torch.Tensor:

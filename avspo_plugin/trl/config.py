@@ -20,10 +20,13 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from trl import GRPOConfig
-
 from ..config import AVSPOConfig, ConfigError
 from .advantages import host_settings
+from .versions import require_supported_trl
+
+require_supported_trl()  # before TRL's classes are touched: an unknown release fails here, by name
+
+from trl import GRPOConfig  # noqa: E402
 
 FIELD_PREFIX = "avspo_"
 # Set by TRL's GRPO conventions, not by the user.

@@ -7,35 +7,40 @@ the same computation on the same rewards, as TRL does for GRPO, so the threshold
 across processes) and keeps this process's rows. When no group received virtual samples the step is
 plain GRPO and the parent's advantages are kept untouched, bit for bit.
 
+The run's AVSPO state is the core's :class:`~avspo_plugin.core.AVSPOSession`, as in the verl and
+OpenRLHF adapters: the adaptive threshold (one step per training generation batch), the early
+warnings (one observation per logged training step: the step's mean ACR and TRL's ``entropy``), the
+metrics waiting for the next log. Evaluation batches are scored with the threshold in force and
+never move it. Every checkpoint gets the session's ``state_dict()`` as ``avspo_state.json``, the
+schema verl's checkpoints and OpenRLHF's client_states hold.
+
 The parent has already logged its completions table entries with its own advantages by then; they are
 replaced by the ones actually used. ``frac_reward_zero_std`` is left as TRL computes it (a fraction of
 samples, of the batch std under ``scale_rewards="batch"``); ``avspo/acr`` is the fraction of groups.
-
-The core's early warnings run here too: stagnation counts AVSPO steps (generation batches) whose ACR
-exceeds ``avspo_stagnation_acr``; entropy collapse counts logged steps whose mean token entropy (TRL's
-``entropy`` metric) is below ``avspo_entropy_floor``. Each warns once and sets ``avspo/stagnation`` or
-``avspo/entropy_collapse`` to 1 from then on. Threshold and warning state go into every checkpoint.
 """
 
+import functools
 import json
 import logging
 import math
 import os
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
-from ..core import ThresholdState, aggregate_metrics
-from ..core.warnings import RunMonitor
-from .advantages import local_rows, replace_latest, trl_advantages, weighted_rewards
+from ..core import AVSPOSession, aggregate_metrics
+from ..core.session import STATE_FORMAT
+from .advantages import local_rows, replace_latest, reward_bounds_problem, trl_advantages, weighted_rewards
 from .config import AVSPOGRPOConfig
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "avspo_state.json"
 METRIC_PREFIX = "avspo/"
+# What avspo_state.json held before the TRL adapter shared the core's session (no format number).
+EARLIER_TRL_STATE_KEYS = {"threshold", "monitor"}
 
 
 class AVSPOGRPOTrainer(GRPOTrainer):
@@ -56,9 +61,9 @@ class AVSPOGRPOTrainer(GRPOTrainer):
             )
         super().__init__(model, reward_funcs, args, *more, **kwargs)
         self.avspo_config = args.avspo_config()
-        self.avspo_state = ThresholdState.initial(self.avspo_config)
-        self.avspo_monitor = RunMonitor(self.avspo_config)
-        self._avspo_pending: dict[str, list[dict[str, float]]] = {"train": [], "eval": []}
+        self.avspo_session = AVSPOSession(log=logger)
+        self.avspo_session.configure(self.avspo_config)
+        self._avspo_eval_metrics: list[dict[str, float]] = []
         self._avspo_gathered_rewards: Optional[torch.Tensor] = None
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -69,24 +74,38 @@ class AVSPOGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
+        where = f"AVSPO ({mode}, global step {self.state.global_step})"
         rewards_per_func, self._avspo_gathered_rewards = self._avspo_gathered_rewards, None
         if rewards_per_func is None:
             raise RuntimeError("GRPOTrainer scored completions without calling _calculate_rewards; AVSPO has no rewards")
+        num_processes = self.accelerator.num_processes
+        if rewards_per_func.shape[0] != len(inputs) * num_processes:
+            raise RuntimeError(
+                f"{where}: GRPOTrainer's _calculate_rewards returned {rewards_per_func.shape[0]} rows for "
+                f"{len(inputs)} completions on each of {num_processes} process(es); ACR and AVSPO need the rewards "
+                f"gathered over all processes ({len(inputs) * num_processes} rows). This TRL release gathers "
+                "elsewhere: see avspo_plugin.trl.versions for the supported releases"
+            )
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
+        problem = reward_bounds_problem(
+            rewards_per_func, self.reward_weights, self.reward_func_names, num_generations, self.avspo_config
+        )
+        if problem is not None:
+            raise ValueError(f"{where}: {problem}")
         rewards = weighted_rewards(rewards_per_func, self.reward_weights)
+        compute = functools.partial(trl_advantages, rewards, num_generations, self.scale_rewards)
         try:
-            step = trl_advantages(rewards, num_generations, self.scale_rewards, self.avspo_config, self.avspo_state)
+            if mode == "train":
+                step = self.avspo_session.step_with(self.avspo_config, compute)
+                # One generation batch is one step of Eq. 12, however often the trainer logs.
+                self.avspo_session.close_step(step=self.state.global_step + 1)
+            else:
+                step = compute(self.avspo_config, self.avspo_session.state)
+                self._avspo_eval_metrics.append(step.metrics)
         except ValueError as err:
-            raise ValueError(f"AVSPO ({mode}, global step {self.state.global_step}): {err}") from None
-        if mode == "train":
-            self.avspo_state = step.state
-            # The generation batch feeds the training step about to run: name that step in a warning.
-            _, fired = self.avspo_monitor.observe(self.state.global_step + 1, acr=step.metrics["acr"])
-            for message in fired:
-                logger.warning(message)
-        self._avspo_pending[mode].append(step.metrics)
+            raise ValueError(f"{where}: {err}") from None
         if step.metrics["augmented_groups"] > 0:
-            local = local_rows(step.advantages, self.accelerator.process_index, self.accelerator.num_processes)
+            local = local_rows(step.advantages, self.accelerator.process_index, num_processes)
             if local.shape != output["advantages"].shape:
                 raise RuntimeError(
                     f"AVSPO advantages for this process have shape {tuple(local.shape)}, GRPOTrainer's have "
@@ -99,32 +118,27 @@ class AVSPOGRPOTrainer(GRPOTrainer):
     def log(self, logs: dict[str, float], start_time: Optional[float] = None) -> None:
         # The parent averages each list in self._metrics; one pre-aggregated value per metric makes that
         # average the core's own reduction (rates averaged, threshold the latest, group counts summed).
-        mode = "train" if self.model.training else "eval"
-        pending, self._avspo_pending[mode] = self._avspo_pending[mode], []
-        metrics = aggregate_metrics(pending)
-        if mode == "train" and (pending or "entropy" in self._metrics[mode]):
-            metrics.update(self._observe_entropy())
+        if self.model.training:
+            mode = "train"
+            metrics = self.avspo_session.pop_metrics(step=self.state.global_step, entropy=self._logged_entropy())
+        else:
+            mode = "eval"
+            metrics, self._avspo_eval_metrics = aggregate_metrics(self._avspo_eval_metrics), []
         for name, value in metrics.items():
             self._metrics[mode][METRIC_PREFIX + name] = [value]
         super().log(logs, start_time)
 
-    def _observe_entropy(self) -> dict[str, float]:
-        """Feed this logged step's mean token entropy to the monitor; the flags of both warnings."""
+    def _logged_entropy(self) -> Optional[float]:
+        """The mean token entropy TRL logs for this training step (its ``entropy`` metric); None when absent."""
         entropies = [value for value in self._metrics["train"].get("entropy", []) if not math.isnan(value)]
-        entropy = sum(entropies) / len(entropies) if entropies else None
-        flags, fired = self.avspo_monitor.observe(self.state.global_step, entropy=entropy)
-        for message in fired:
-            logger.warning(message)
-        if self.avspo_monitor.stagnation.enabled:
-            flags[self.avspo_monitor.stagnation.name] = self.avspo_monitor.stagnation.flag
-        return flags
+        return sum(entropies) / len(entropies) if entropies else None
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
         if self.args.should_save:
             folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
             with open(os.path.join(folder, STATE_FILE), "w") as f:
-                json.dump({"threshold": self.avspo_state.state_dict(), "monitor": self.avspo_monitor.state_dict()}, f)
+                json.dump(self.avspo_session.state_dict(), f, indent=1, sort_keys=True)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
@@ -139,5 +153,19 @@ class AVSPOGRPOTrainer(GRPOTrainer):
             return
         with open(path) as f:
             saved = json.load(f)
-        self.avspo_state = ThresholdState.from_state_dict(saved["threshold"])
-        self.avspo_monitor.load_state_dict(saved["monitor"])
+        try:
+            self.avspo_session.load_state_dict(self._current_schema(saved, path))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{path} cannot be resumed: {err}") from None
+
+    def _current_schema(self, saved: Mapping[str, Any], path: str) -> Mapping[str, Any]:
+        """``saved`` in the session's schema; a file of the TRL adapter's earlier schema is converted.
+
+        That schema held the threshold and the warning streaks only. The count of logged training steps
+        it lacks is the number of this checkpoint's training log entries that carry avspo metrics.
+        """
+        if "format" in saved or set(saved) != EARLIER_TRL_STATE_KEYS:
+            return saved
+        logged = [entry for entry in self.state.log_history if any(key.startswith(METRIC_PREFIX) for key in entry)]
+        logger.info("%s has the TRL adapter's earlier schema: read as format %d", path, STATE_FORMAT)
+        return {**saved, "format": STATE_FORMAT, "logged_steps": len(logged)}

@@ -53,7 +53,7 @@ from ..import_hooks import after_import, is_patched, wrap
 from . import checkpoint
 from .estimator import ESTIMATOR_NAME, compute_avspo_outcome_advantage, avspo_config_from_algorithm, session
 from .multi_output import session_advantages
-from .trl_compat import TRL_PATCH_NAME, skip_missing_trl_value_head
+from .trl_compat import skip_missing_trl_value_head
 
 PLUGIN_MODULE = "avspo_plugin.verl"
 METRIC_PREFIX = "avspo/"

@@ -25,7 +25,7 @@ FLAT_RELEASE = "0.10.1"
 
 
 def download_release(version: str, root: Path) -> Path:
-    """A folder holding the release's ``openrlhf`` package, from its wheel on PyPI."""
+    """A folder holding the release's ``openrlhf`` package and dist-info, from its wheel on PyPI."""
     wheels = root / f"wheel-{version}"
     # The wheels are tagged cp311-manylinux1_x86_64 but hold only Python source: asking for that tag
     # fetches them from any interpreter or platform.
@@ -43,8 +43,9 @@ def download_release(version: str, root: Path) -> Path:
     source = root / version
     with zipfile.ZipFile(wheel) as archive:
         for member in archive.namelist():
-            if member.startswith(package + "openrlhf/"):
-                target = source / member[len(package) :]
+            # The package, and its dist-info: on sys.path, importlib.metadata then finds the release's version.
+            if member.startswith((package + "openrlhf/", f"openrlhf-{version}.dist-info/")):
+                target = source / member.removeprefix(package)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(archive.read(member))
     return source

@@ -100,21 +100,28 @@ class _Parsed(Exception):
 
 @contextlib.contextmanager
 def _stop_at_strategy(release: SimpleNamespace, ray_init_calls: list):
-    """train() calls ray.init (recorded here, not run) and then get_strategy(args), which stops it."""
+    """train() calls ray.init (recorded here, not run) and then get_strategy(args), which stops it.
+
+    The runtime route's preflight, which runs right after ray.init, is recorded in the same list as
+    "preflight" (tests/openrlhf/test_preflight.py runs it on a real Ray cluster).
+    """
     import ray
 
-    saved = ray.init, ray.is_initialized, release.utils.get_strategy, sys.argv
+    from avspo_plugin.openrlhf import preflight
+
+    saved = ray.init, ray.is_initialized, release.utils.get_strategy, sys.argv, preflight.check_nodes
 
     def get_strategy(args):
         raise _Parsed(args)
 
     ray.is_initialized = lambda: False
     ray.init = lambda *args, **kwargs: ray_init_calls.append(kwargs)
+    preflight.check_nodes = lambda *args, **kwargs: ray_init_calls.append("preflight")
     release.utils.get_strategy = get_strategy
     try:
         yield
     finally:
-        ray.init, ray.is_initialized, release.utils.get_strategy, sys.argv = saved
+        ray.init, ray.is_initialized, release.utils.get_strategy, sys.argv, preflight.check_nodes = saved
 
 
 def parse_patched(release: SimpleNamespace, argv: list[str]):
@@ -343,7 +350,7 @@ class RuntimeRouteHost:
 
     def report(self, dotted_src: str, flat_src: str, tb_dir: str, doc: str) -> dict:
         from avspo_plugin.import_hooks import is_watched
-        from avspo_plugin.openrlhf import hook
+        from avspo_plugin.openrlhf import hook, versions
 
         hooked_before_import = "openrlhf" not in sys.modules and all(is_watched(name) for name in hook.PATCHES)
         stub_heavy_modules()
@@ -358,6 +365,8 @@ class RuntimeRouteHost:
             },
         }
         report = {"hooked_before_import": hooked_before_import, "installed": installed}
+        # The release's version, read from its dist-info as in an installed OpenRLHF.
+        report["checked_versions"] = [versions.check_openrlhf()]
         report["dotted"] = route_report(release, parse_with_cli, tb_dir)
         args, _ = parse_with_cli(release, documented_command(doc))
         report["documented_command"] = {
@@ -366,6 +375,7 @@ class RuntimeRouteHost:
             "threshold_mode": args.algo.advantage.avspo.threshold_mode,
         }
         report["flat"] = flat_report(load_release(flat_src))
+        report["checked_versions"].append(versions.check_openrlhf())
         return report
 
 

@@ -107,12 +107,51 @@ def test_group_step_needs_groups(shape):
         group_advantages(torch.zeros(shape), openrlhf_args())
 
 
-def test_bad_rewards_are_reported_with_their_row():
+def summed_rewards() -> torch.Tensor:
+    """A reward_func returning accuracy + format (each 0 or 1): rows collapsed at 2, 1 and 0, and a mixed one."""
+    return torch.tensor([[2.0] * 4, [1.0] * 4, [0.0] * 4, [0.0, 1.0, 2.0, 1.0]])
+
+
+def test_monitor_only_runs_summed_rewards_outside_the_bounds():
+    rewards = summed_rewards()
+    group_norm = (rewards - rewards.mean(-1, keepdim=True)) / (rewards.std(-1, keepdim=True) + 1e-9)
+    advantages = group_advantages(rewards, openrlhf_args(threshold_mode="never"))
+    torch.testing.assert_close(advantages, group_norm, atol=1e-6, rtol=0)
+    stats = rollout_stats()
+    assert stats["avspo/acr"] == 0.75
+    # Named by the bounds [0, 1]: the row at 0 all-fail, the row at 1 all-pass, the row at 2 in neither.
+    assert (stats["avspo/acr_all_fail"], stats["avspo/acr_all_pass"]) == (0.25, 0.25)
+
+
+def test_avspo_on_names_the_reward_source_and_how_to_bound_a_sum():
+    args = openrlhf_args()
+    args.reward = SimpleNamespace(remote_url="reward_func.py", model_name_or_path=None, overlong_buffer_len=64.0,
+                                  stop_properly_penalty_coef=None)  # fmt: skip
+    with pytest.raises(ValueError) as error:
+        group_advantages(summed_rewards(), args)
+    message = str(error.value)
+    assert message.startswith(
+        "reward 2 of prompt row 0 (sample 0; 5 in all) lies outside [reward_low, reward_high] = [0.0, 1.0] "
+        "(--algo.advantage.avspo.reward_low, --algo.advantage.avspo.reward_high), where strategy 'stratified' "
+        "places virtual rewards. The reward is what --reward.remote_url reward_func.py returned, after OpenRLHF's "
+        "length penalties (--reward.overlong_buffer_len 64.0)."
+    )
+    assert "(accuracy + format, each in [0, 1]: --algo.advantage.avspo.reward_high 2)" in message
+    assert "--algo.advantage.avspo.threshold_mode never to monitor ACR only" in message
+    assert SESSION.state is None  # nothing computed
+    # With the bounds of the sum the run goes on, and every collapsed row is augmented.
+    group_advantages(summed_rewards(), openrlhf_args(reward_high=2.0, threshold_mode="always"))
+    assert rollout_stats()["avspo/augmented_groups"] == 0.75
+
+
+def test_bad_rewards_are_named_with_flat_flags_and_a_reward_model():
     rewards = grouped_rewards(0)
     rewards[2, 1] = 3.0
-    expected = r"reward 3\.0 of uid 'prompt 2' \(row 9; .* outside \[reward_low, reward_high\]"
+    args = SimpleNamespace(advantage_estimator="avspo", n_samples_per_prompt=4, reward_pretrain="my/rm", avspo_reward_high=1.0)
+    expected = (r"^reward 3 of prompt row 2 \(sample 1; 1 in all\) .* \(--avspo_reward_low, --avspo_reward_high\).*"
+                r"The reward is the score of the reward model --reward_pretrain my/rm\. ")  # fmt: skip
     with pytest.raises(ValueError, match=expected):
-        group_advantages(rewards, openrlhf_args())
+        group_advantages(rewards, args)
 
 
 def test_hook_refuses_releases_without_the_methods_it_wraps():
@@ -123,3 +162,40 @@ def test_hook_refuses_releases_without_the_methods_it_wraps():
     module.BasePPOTrainer = type("BasePPOTrainer", (), {"_compute_rollout_stats": lambda self, e: {}})
     with pytest.raises(RuntimeError, match=r"BasePPOTrainer\.save_logs_and_checkpoints, "):
         patch_trainer(module)
+
+
+class Experiences(SimpleNamespace):
+    """What the wrapper reads of OpenRLHF's experiences: the rollout rows and their rewards."""
+
+
+def maker_module(compute_reward_calls_per_experience: int) -> types.ModuleType:
+    """An experience-maker module whose method calls compute_reward the given number of times per experience."""
+    module = types.ModuleType("openrlhf.trainer.ppo_utils.experience_maker")
+    module.compute_reward = lambda reward, *args, **kwargs: reward
+
+    class RemoteExperienceMaker:
+        def compute_advantages_and_returns(self, experiences):
+            for experience in experiences:
+                for _ in range(compute_reward_calls_per_experience):
+                    experience.advantages = module.compute_reward(experience.rewards.clone())
+            return experiences
+
+    module.RemoteExperienceMaker = RemoteExperienceMaker
+    return module
+
+
+@pytest.mark.parametrize("calls,message", [(0, r"called compute_reward 0 time\(s\) for 2 experiences"),
+                                           (2, r"called compute_reward a 3th time")])  # fmt: skip
+def test_the_wrapper_refuses_a_method_that_does_not_call_compute_reward_once_per_experience(calls, message):
+    module = maker_module(calls)
+    patch_experience_maker(module)
+    maker = module.RemoteExperienceMaker()
+    maker.strategy, maker.advantage_estimator = SimpleNamespace(args=openrlhf_args()), "avspo"
+    rewards = grouped_rewards(0).reshape(-1)
+    experiences = [Experiences(index=list(range(12)), rewards=rewards[:12]),
+                   Experiences(index=list(range(12, 24)), rewards=rewards[12:])]  # fmt: skip
+    with pytest.raises(RuntimeError, match=message + r".*the runtime route supports OpenRLHF 0\.9\.9 to 0\.11\.2"):
+        maker.compute_advantages_and_returns(experiences)
+    assert maker.advantage_estimator == "avspo" and maker.strategy.args.algo.advantage.estimator == "avspo"
+    assert module.compute_reward.__name__ == "<lambda>"  # the module's own function is back
+

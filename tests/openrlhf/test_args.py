@@ -189,13 +189,17 @@ def test_setup_hook_joins_the_runtime_env():
 def test_ray_init_wrapper_adds_the_hook_and_is_undone(monkeypatch):
     import ray
 
+    from avspo_plugin.openrlhf import preflight
+
     calls = []
     monkeypatch.setattr(ray, "init", lambda *args, **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(preflight, "check_nodes", lambda: calls.append("preflight"))
     recorder = ray.init
     with ray_init_with_setup_hook():
         ray.init(runtime_env={"env_vars": {"A": "1"}})
     assert ray.init is recorder
-    assert calls == [{"runtime_env": {"env_vars": {"A": "1"}, "worker_process_setup_hook": SETUP_HOOK}}]
+    # The preflight runs once Ray is up (tests/openrlhf/test_preflight.py runs it on a real cluster).
+    assert calls == [{"runtime_env": {"env_vars": {"A": "1"}, "worker_process_setup_hook": SETUP_HOOK}}, "preflight"]
 
 
 def test_cli_passes_every_argument_to_openrlhf():

@@ -174,10 +174,12 @@ def test_runtime_route_rejects_bad_options_before_ray_starts(runtime_report):
 
 
 def test_runtime_route_installs_in_every_worker_through_ray_init(runtime_report, patched_report):
+    assert runtime_report["checked_versions"] == ["0.11.2", "0.10.1"]  # each release's version checked for real
     assert runtime_report["hooked_before_import"]  # the worker's setup hook ran before OpenRLHF was imported
     assert all(runtime_report["installed"].values()), runtime_report["installed"]
     (patched_init,) = patched_report["ray_init"]
-    (runtime_init,) = runtime_report["dotted"]["ray_init"]
+    runtime_init, preflight = runtime_report["dotted"]["ray_init"]
+    assert preflight == "preflight"  # run right after ray.init, before get_strategy (any model)
     # OpenRLHF's own runtime_env is kept; the setup hook is added.
     assert runtime_init["runtime_env"] == {**patched_init["runtime_env"], "worker_process_setup_hook": SETUP_HOOK}
 

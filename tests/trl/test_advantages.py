@@ -12,7 +12,6 @@ from avspo_plugin import AVSPOConfig, ThresholdState
 from avspo_plugin.config import STRATEGIES
 from avspo_plugin.trl.advantages import (
     TRL_EPSILON,
-    added_virtual_rewards,
     group_labels,
     host_settings,
     local_rows,
@@ -128,16 +127,14 @@ def test_none_scaling_shifts_collapsed_groups_by_the_virtual_mean():
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_rebuilt_virtual_rewards_are_the_cores(strategy):
-    """The virtual rewards rebuilt for the batch std give, in one group, the core's own group-mode advantages."""
+def test_virtual_rewards_the_core_returns_are_those_of_its_advantages(strategy):
+    """The virtual rewards the batch std takes (the core's result) give, in one group, its group-mode advantages."""
     rows = [0.0] * 4 + [0.0, 1.0, 1.0, 0.0] + [1.0, 0.0, 1.0, 1.0] + [1.0] * 4
     rewards = as_rewards(rows)
-    valid = torch.ones(BATCH, dtype=torch.bool)
-    labels = group_labels(BATCH, NUM_GENERATIONS)
     config = always("group", strategy=strategy, apply_to="all_fail")
     state = ThresholdState(tau=0.5, step=3)
     result = trl_advantages(rewards, NUM_GENERATIONS, "group", config, state)
-    virtual = added_virtual_rewards(rewards, valid, labels, config, state, result.metrics)
+    virtual = result.added_virtual_rewards
     # ACR = 1/2 (an all-fail and an all-pass group); only the all-fail one gets K = ceil(4 * sqrt(1/2)) = 3.
     assert virtual.numel() == result.metrics["num_virtual"] == 3
     real = rows[:4]
@@ -149,14 +146,10 @@ def test_rebuilt_virtual_rewards_are_the_cores(strategy):
     torch.testing.assert_close(result.advantages[:4], torch.tensor(expected, dtype=torch.float32), atol=1e-6, rtol=0)
 
 
-def test_nothing_rebuilt_when_not_triggered():
+def test_no_virtual_rewards_when_not_triggered():
     rows = [0.0] * 16
-    config = AVSPOConfig(threshold_mode="never", **host_settings("batch"))
     result = untriggered(rows, "batch")
-    labels = group_labels(BATCH, NUM_GENERATIONS)
-    virtual = added_virtual_rewards(as_rewards(rows), torch.ones(BATCH, dtype=torch.bool), labels, config,
-                                    ThresholdState.initial(config), result.metrics)
-    assert virtual.numel() == 0
+    assert result.added_virtual_rewards.numel() == 0
     assert torch.equal(result.advantages, torch.zeros(BATCH))
 
 

@@ -3,8 +3,12 @@
 import json
 
 import pandas as pd
+import pytest
 import torch
 
+from avspo_plugin.core import AVSPOSession
+from avspo_plugin.openrlhf import SESSION as OPENRLHF_SESSION
+from avspo_plugin.openrlhf import load_checkpoint_state
 from avspo_plugin.trl import AVSPOGRPOTrainer
 from avspo_plugin.trl.trainer import STATE_FILE
 
@@ -65,22 +69,70 @@ def test_training_logs_avspo_metrics_and_pushes_collapsed_groups(make_trainer, t
         assert (table.loc[table["prompt"].str.startswith("hard"), "task_reward"] == 0).all()
 
 
-def test_resumed_training_restores_the_adaptive_threshold(make_trainer, tmp_path):
-    settings = dict(avspo_threshold_init=0.3, avspo_threshold_lr=0.5, save_strategy="steps", save_steps=2)
-    straight = make_trainer(task_reward, **settings)
+SAVING = dict(avspo_threshold_init=0.3, avspo_threshold_lr=0.5, save_strategy="steps", save_steps=2)
+
+
+@pytest.fixture
+def straight_run(make_trainer, tmp_path):
+    """Three steps with a checkpoint at step 2: (the run's avspo/threshold per step, checkpoint-2)."""
+    straight = make_trainer(task_reward, **SAVING)
     straight.train()
     thresholds = {entry["step"]: entry["avspo/threshold"] for entry in straight.state.log_history if "loss" in entry}
     assert thresholds[3] != 0.3, "the threshold should have moved by step 3 for this test to mean anything"
+    return thresholds, tmp_path / "out" / "checkpoint-2"
 
-    checkpoint = tmp_path / "out" / "checkpoint-2"
-    saved = json.loads((checkpoint / STATE_FILE).read_text())
-    assert saved["threshold"]["step"] == 2 and saved["threshold"]["tau"] == thresholds[3]
-    assert set(saved["monitor"]) == {"stagnation", "entropy_collapse"}
 
-    resumed = make_trainer(task_reward, **settings)
+def resume(make_trainer, checkpoint):
+    resumed = make_trainer(task_reward, **SAVING)
     resumed.train(resume_from_checkpoint=str(checkpoint))
     # log_history comes back from the checkpoint with steps 1-2; step 3 is the resumed run's own.
     steps = [entry for entry in resumed.state.log_history if "loss" in entry]
     assert [entry["step"] for entry in steps] == [1, 2, 3]
-    assert resumed.avspo_state.step == 3
+    return resumed, steps
+
+
+def test_resumed_training_restores_the_adaptive_threshold(make_trainer, straight_run):
+    thresholds, checkpoint = straight_run
+    saved = json.loads((checkpoint / STATE_FILE).read_text())
+    assert saved["threshold"]["step"] == 2 and saved["threshold"]["tau"] == thresholds[3]
+    assert set(saved["monitor"]) == {"stagnation", "entropy_collapse"}
+
+    resumed, steps = resume(make_trainer, checkpoint)
+    assert resumed.avspo_session.state.step == 3
     assert steps[-1]["avspo/threshold"] == thresholds[3]
+
+
+def test_the_state_file_is_the_schema_of_every_host(straight_run):
+    """avspo_state.json is AVSPOSession.state_dict(): what verl's avspo_state.json and OpenRLHF's client_states hold."""
+    _, checkpoint = straight_run
+    saved = json.loads((checkpoint / STATE_FILE).read_text())
+    assert (saved["format"], saved["logged_steps"]) == (1, 2)
+    session = AVSPOSession()
+    session.load_state_dict(saved)
+    assert session.state_dict() == saved
+    OPENRLHF_SESSION.reset()
+    try:
+        load_checkpoint_state({"avspo": saved})
+        assert OPENRLHF_SESSION.state_dict() == saved
+    finally:
+        OPENRLHF_SESSION.reset()
+
+
+def test_a_state_file_of_the_earlier_trl_schema_still_resumes(make_trainer, straight_run):
+    thresholds, checkpoint = straight_run
+    saved = json.loads((checkpoint / STATE_FILE).read_text())
+    # What the TRL adapter wrote before it shared the core's session: threshold and streaks, no format.
+    (checkpoint / STATE_FILE).write_text(json.dumps({"threshold": saved["threshold"], "monitor": saved["monitor"]}))
+    resumed, steps = resume(make_trainer, checkpoint)
+    assert steps[-1]["avspo/threshold"] == thresholds[3]
+    # logged_steps, which that schema lacked, is read from the checkpoint's log: 2 steps, then the resumed one.
+    assert resumed.avspo_session.state_dict()["logged_steps"] == 3
+
+
+def test_a_state_file_of_an_unknown_format_is_refused_by_path(make_trainer, straight_run):
+    _, checkpoint = straight_run
+    saved = json.loads((checkpoint / STATE_FILE).read_text())
+    (checkpoint / STATE_FILE).write_text(json.dumps({**saved, "format": 2}))
+    message = rf"{checkpoint / STATE_FILE} cannot be resumed: avspo checkpoint state has format 2; .* reads format 1"
+    with pytest.raises(ValueError, match=message):
+        make_trainer(task_reward, **SAVING).train(resume_from_checkpoint=str(checkpoint))

@@ -5,6 +5,7 @@ import pytest
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
+from avspo_plugin.core import METRIC_REDUCTIONS
 from avspo_plugin.trl import AVSPOGRPOTrainer
 from avspo_plugin.trl.advantages import local_rows, trl_advantages, weighted_rewards
 
@@ -38,10 +39,11 @@ def test_without_virtual_samples_the_advantages_are_grpo_trainers_bit_for_bit(
         ours = score(trainer, rewards, rows, generation_inputs)["advantages"]
         assert torch.equal(ours, expected)
         assert list(trainer._logs["advantages"])[-16:] == logged_by_parent
-    metrics = trainer._avspo_pending["train"]
-    assert [m["acr"] for m in metrics] == [0.0, 0.25, 0.75]
-    assert [m["triggered"] for m in metrics] == [0.0, 0.0, 1.0]
-    assert all(m["augmented_groups"] == 0.0 for m in metrics)
+    assert trainer.avspo_session.state.step == 3
+    metrics = trainer.avspo_session.pop_metrics()  # the three calls folded: rates averaged
+    assert metrics["acr"] == pytest.approx((0.0 + 0.25 + 0.75) / 3)
+    assert metrics["triggered"] == pytest.approx(1 / 3)  # ACR 3/4 > 0.5 in the third call only
+    assert metrics["augmented_groups"] == 0.0
 
 
 def test_collapsed_groups_get_the_translated_avspo_advantages(kit, make_trainer, generation_inputs):
@@ -50,7 +52,7 @@ def test_collapsed_groups_get_the_translated_avspo_advantages(kit, make_trainer,
     trainer.model.train()
     rows = continuous_rows(3, collapsed_groups=(0,))
     rows[12:16] = [1.0] * 4
-    state_before = trainer.avspo_state
+    state_before = trainer.avspo_session.state
     output = score(trainer, rewards, rows, generation_inputs)
 
     gathered = weighted_rewards(torch.tensor([[r] for r in rows]), torch.ones(1))
@@ -59,8 +61,9 @@ def test_collapsed_groups_get_the_translated_avspo_advantages(kit, make_trainer,
     assert output["advantages"][:4].max() < 0 and output["advantages"][12:].min() > 0  # all-fail down, all-pass up
     # The completions table shows these advantages, not the parent's zeros.
     assert list(trainer._logs["advantages"])[-16:] == expected.advantages.tolist()
-    assert trainer.avspo_state == expected.state and trainer.avspo_state.step == 1
-    assert trainer._avspo_pending["train"] == [expected.metrics]
+    assert trainer.avspo_session.state == expected.state and expected.state.step == 1
+    metrics = trainer.avspo_session.pop_metrics()
+    assert {name: metrics[name] for name in METRIC_REDUCTIONS} == expected.metrics
     assert expected.metrics["augmented_groups"] == 0.5
 
 
@@ -76,9 +79,10 @@ def test_log_puts_aggregated_avspo_metrics_next_to_trls(kit, make_trainer, gener
     assert logs["avspo/acr"] == pytest.approx((1.0 + 0.25) / 2)  # rates: mean over the two calls
     assert logs["avspo/groups"] == 8  # counts: summed
     assert logs["avspo/acr_all_fail"] == pytest.approx((1.0 + 0.25) / 2)
-    assert logs["avspo/num_virtual"] == pytest.approx((4 + 2) / 2)  # Eq. 9: K = 4 at ACR 1, 2 at ACR 1/4
+    # Eq. 9: K = 4 at ACR 1 (4 groups augmented), 2 at ACR 1/4 (1 group); pooled over the augmented groups.
+    assert logs["avspo/num_virtual"] == pytest.approx((4 * 4 + 2 * 1) / 5)
     assert trainer.state.log_history[-1]["avspo/threshold"] == 0.0
-    assert trainer._avspo_pending["train"] == []
+    assert trainer.avspo_session.pop_metrics() == {}
     logs = {"loss": 0.0}
     trainer.log(logs)
     assert not any(key.startswith("avspo/") for key in logs), "metrics leaked into the next log"
@@ -90,12 +94,12 @@ def test_evaluation_scores_with_the_current_threshold_without_moving_it(kit, mak
     trainer.model.train()
     score(trainer, rewards, continuous_rows(4, (0, 1)), generation_inputs)
     score(trainer, rewards, continuous_rows(5, (0, 1, 2)), generation_inputs)
-    trained = trainer.avspo_state
+    trained = trainer.avspo_session.state
     assert trained.tau != trainer.avspo_config.threshold_init
     trainer.model.eval()
     output = score(trainer, rewards, [0.0] * 16, generation_inputs)
-    assert trainer.avspo_state == trained
-    assert trainer._avspo_pending["eval"][0]["threshold"] == trained.tau
+    assert trainer.avspo_session.state == trained
+    assert trainer._avspo_eval_metrics[0]["threshold"] == trained.tau
     assert output["advantages"].max() < 0  # ACR 1 > tau: every all-fail group augmented in evaluation too
     logs = {"eval_loss": 0.0}
     trainer.log(logs)
@@ -113,21 +117,72 @@ def test_early_warnings_fire_once_and_flag_every_later_log(kit, make_trainer, ge
         logs = {"loss": 0.0}
         trainer.log(logs)
         flags.append((logs["avspo/stagnation"], logs["avspo/entropy_collapse"]))
-    # Both streaks exceed stagnation_steps=1 at their second observation.
+    # Both streaks (one observation per logged step) exceed stagnation_steps=1 at their second observation.
     assert flags == [(0.0, 0.0), (1.0, 1.0), (1.0, 1.0)]
     messages = [record.getMessage() for record in caplog.records if record.name == "avspo_plugin.trl.trainer"]
     assert len(messages) == 2
-    # No optimizer step ran: the generation batch names the step to come (1), the log the current one (0).
+    # No optimizer step ran: the logged step is global step 0.
+    # Stagnation counts generation batches, named by the step they train (global_step + 1); the entropy
+    # streak counts logged steps, named by global_step.
     assert messages[0].startswith("AVSPO stagnation at step 1") and messages[1].startswith("Entropy collapse at step 0")
 
 
-def test_errors_name_the_step_and_the_problem(kit, make_trainer, generation_inputs):
-    rewards = kit.PresetRewards()
-    trainer = make_trainer(rewards)
+# Accuracy and format, each 0 or 1, summed by GRPOTrainer (rewards up to 2): groups collapsed at 2, 1 and 1,
+# and a mixed one.
+ACCURACY = [1.0] * 4 + [0.0] * 4 + [1.0, 0.0, 1.0, 0.0] + [1.0] * 4
+FORMAT = [1.0] * 4 + [1.0] * 4 + [1.0, 1.0, 0.0, 0.0] + [0.0] * 4
+
+
+def summed_reward_funcs(kit):
+    accuracy, format_ = kit.PresetRewards(), kit.PresetRewards()
+    accuracy.__name__, format_.__name__ = "accuracy", "format"
+    return accuracy, format_
+
+
+def score_summed(trainer, funcs, inputs, parent=False):
+    for func, rows in zip(funcs, (ACCURACY, FORMAT)):
+        func.queue.append(rows)
+    method = GRPOTrainer._generate_and_score_completions if parent else type(trainer)._generate_and_score_completions
+    return method(trainer, inputs)
+
+
+@pytest.mark.parametrize("bounds", [{}, {"avspo_reward_high": 2.0}])
+def test_monitor_only_runs_summed_rewards_outside_the_bounds(kit, make_trainer, generation_inputs, bounds):
+    funcs = summed_reward_funcs(kit)
+    trainer = make_trainer(list(funcs), use_avspo=False, **bounds)
     trainer.model.train()
-    message = r"AVSPO \(train, global step 0\): reward 3\.0 .*outside \[reward_low, reward_high\]"
-    with pytest.raises(ValueError, match=message):
-        score(trainer, rewards, [3.0] + [0.0] * 15, generation_inputs)
+    expected = score_summed(trainer, funcs, generation_inputs, parent=True)["advantages"]
+    output = score_summed(trainer, funcs, generation_inputs)
+    assert torch.equal(output["advantages"], expected)
+    metrics = trainer.avspo_session.pop_metrics()
+    assert metrics["acr"] == 0.75 and metrics["reward_mean"] == pytest.approx(20 / 16)
+    # The regimes are named by the bounds: a group collapsed at another value is in neither.
+    if bounds:  # [0, 2]: the group at 2 is all-pass, the two at 1 in neither regime
+        assert (metrics["acr_all_fail"], metrics["acr_all_pass"]) == (0.0, 0.25)
+    else:  # [0, 1]: the two groups at 1 count as all-pass, the one at 2 in neither
+        assert (metrics["acr_all_fail"], metrics["acr_all_pass"]) == (0.0, 0.5)
+
+
+def test_avspo_on_names_the_reward_functions_and_the_bounds_of_their_sum(kit, make_trainer, generation_inputs):
+    funcs = summed_reward_funcs(kit)
+    trainer = make_trainer(list(funcs))
+    trainer.model.train()
+    with pytest.raises(ValueError) as error:
+        score_summed(trainer, funcs, generation_inputs)
+    message = str(error.value)
+    assert message.startswith(
+        "AVSPO (train, global step 0): reward 2 of completion 0 (group 0; 5 in all) lies outside "
+        "[avspo_reward_low, avspo_reward_high] = [0.0, 1.0], where strategy 'stratified' places virtual rewards."
+    )
+    assert "weighted sum of reward_funcs (reward_weights): 1 * accuracy (1) + 1 * format (1)." in message
+    assert "avspo_reward_low=0, avspo_reward_high=2" in message and "use_avspo=False" in message
+    assert trainer.avspo_session.state.step == 0  # nothing was computed
+    # With the bounds of the sum the same rewards run, and the collapsed groups are augmented.
+    trainer = make_trainer(list(funcs), avspo_reward_high=2.0, avspo_threshold_mode="always")
+    trainer.model.train()
+    output = score_summed(trainer, funcs, generation_inputs)
+    assert trainer.avspo_session.pop_metrics()["augmented_groups"] == 0.75
+    assert output["advantages"][:4].min() > 0  # the group collapsed at 2 = reward_high is pushed up
 
 
 def test_a_plain_grpo_config_is_refused_by_name(kit, tmp_path):

@@ -178,7 +178,7 @@ def test_doctor_beside_a_running_cluster_checks_in_that_cluster(ray_session):
         [sys.executable, "-m", "avspo_plugin.cli", "doctor", "--no-config"], env=env, capture_output=True, text=True, timeout=600
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert f"[ok] avspo registered in a fresh Ray actor (pid" in run.stdout
+    assert "[ok] avspo registered in a fresh Ray actor (pid" in run.stdout
     assert f"in the Ray cluster at {address})" in run.stdout
     # The actor imported the trainer modules: every hook and the trl patch in place there too.
     assert run.stdout.count("13 of 13 in place, 0 not needed, 0 missing") == 2, run.stdout

@@ -1,0 +1,46 @@
+"""Released wheels of a host framework from PyPI, for the tests that read each supported release's source.
+
+Downloaded once per checkout into pytest's cache folder (.pytest_cache), several at a time; a test
+that cannot download them is skipped with pip's reason.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+
+def download(package: str, version: str, folder: Path, wheel_tag: Sequence[str] = ()) -> Path:
+    """The wheel of ``package==version`` in ``folder`` (downloaded unless already there)."""
+    target = folder / f"{package}-{version}"
+    found = sorted(target.glob("*.whl"))
+    if not found:
+        run = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", *wheel_tag,
+             "--disable-pip-version-check", "--quiet", "--dest", str(target), f"{package}=={version}"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        found = sorted(target.glob("*.whl"))
+        if run.returncode != 0 or not found:
+            pytest.skip(f"cannot download {package}=={version} from the package index: {run.stderr.strip()[-500:]}")
+    return found[0]
+
+
+def download_all(package: str, versions: Sequence[str], folder: Path, wheel_tag: Sequence[str] = ()) -> dict[str, Path]:
+    """version -> wheel for each version, four downloads at a time."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        wheels = pool.map(lambda version: download(package, version, folder, wheel_tag), versions)
+        return dict(zip(versions, wheels))
+
+
+def read_member(wheel: Path, suffix: str) -> str:
+    """The text of the one file in ``wheel`` whose path ends with ``suffix``."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [member for member in archive.namelist() if member.endswith(suffix)]
+        return archive.read(name).decode()

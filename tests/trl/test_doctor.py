@@ -1,0 +1,54 @@
+"""``avspo doctor --host trl``: versions, supported or not, whether AVSPOGRPOTrainer applies; exit codes."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from trl import GRPOTrainer
+
+from avspo_plugin.cli import main
+from avspo_plugin.trl import doctor
+
+
+def test_the_installed_trl_applies(capsys):
+    assert main(["doctor", "--host", "trl"]) == 0
+    out = capsys.readouterr().out
+    assert "versions: avspo-plugin " in out and ", trl 1.16.0, transformers " in out
+    assert "[ok] TRL 1.16.0 is supported (TRL 1.6.0 to 1.16.0)" in out
+    assert ("[ok] AVSPOGRPOTrainer applies: it overrides GRPOTrainer._calculate_rewards, "
+            "GRPOTrainer._generate_and_score_completions, ") in out  # fmt: skip
+    assert "[FAIL]" not in out
+
+
+def test_an_unsupported_trl_release_does_not_apply(tmp_path):
+    """A TRL 1.17.0 distribution first on the path."""
+    dist_info = tmp_path / "trl-1.17.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: trl\nVersion: 1.17.0\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "avspo_plugin.cli", "doctor", "--host", "trl"],
+                         capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "[FAIL] TRL 1.17.0 is not supported: the adapter supports TRL 1.6.0 to 1.16.0" in run.stdout
+
+
+def test_a_changed_private_method_does_not_apply(monkeypatch, capsys):
+    """A TRL whose _calculate_rewards took other parameters: the override would not receive them."""
+    monkeypatch.setattr(GRPOTrainer, "_calculate_rewards", lambda self, inputs, prompts: None)
+    assert main(["doctor", "--host", "trl"]) == 1
+    out = capsys.readouterr().out
+    assert ("[FAIL] GRPOTrainer._calculate_rewards(self, inputs, prompts) differs from the override "
+            "(self, inputs, prompts, completions, completion_ids_list)") in out  # fmt: skip
+
+
+def test_trl_not_installed(monkeypatch, capsys):
+    monkeypatch.setattr(doctor, "installed_trl", lambda: None)
+    assert main(["doctor", "--host", "trl"]) == 2
+    assert "[FAIL] TRL is not installed in this Python environment: pip install 'avspo-plugin[trl]'" in capsys.readouterr().out
+
+
+def test_the_host_option_is_in_the_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["doctor", "--help"])
+    assert "--host {verl,trl,openrlhf}" in capsys.readouterr().out
