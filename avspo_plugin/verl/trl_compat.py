@@ -34,6 +34,10 @@ def trl_value_head_available() -> bool:
     return False
 
 
+# Marks the replacement, whichever copy of this package installed it.
+trl_value_head_available.avspo_trl_patch = True
+
+
 def trl_patch_needed() -> bool:
     """Whether verl's model build would fail here: trl importable but without the value-head class."""
     return importlib.util.find_spec("trl") is not None and not trl_value_head_available()
@@ -62,6 +66,6 @@ def trl_patch_status() -> str:
     if not trl_patch_needed():
         return "not needed (trl absent, or trl has AutoModelForCausalLMWithValueHead)"
     module = sys.modules.get(_MONKEY_PATCH_MODULE) or importlib.import_module(_MONKEY_PATCH_MODULE)
-    if getattr(module, "is_trl_available", None) is trl_value_head_available:
+    if getattr(getattr(module, "is_trl_available", None), "avspo_trl_patch", False):
         return "in place (trl lacks AutoModelForCausalLMWithValueHead, which verl's model build patches)"
     return f"missing: {TRL_PATCH_NAME} is not the plugin's; verl's FSDP model build will fail beside this trl"
