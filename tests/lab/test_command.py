@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from avspo_plugin.analyze.signals import load_fit
+from avspo_plugin.cli import main
 from avspo_plugin.lab.methods import DEFAULT_METHODS
 
 
@@ -84,13 +85,13 @@ def test_quick_sweep_fits_a_line_that_analyze_reads(tmp_path):
     assert "R^2" in (tmp_path / "sweep.md").read_text()
 
 
-def test_bad_options_are_named():
-    result = subprocess.run([sys.executable, "-m", "avspo_plugin.cli", "lab", "--methods", "ppo", "--quick"],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "unknown method 'ppo'" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "avspo_plugin.cli", "lab", "--mix", "1,2", "--quick"],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "mix has 2 weights for 5 tiers" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "avspo_plugin.cli", "lab", "sweep", "--temperature", "0.5"],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "the sweep sets --temperature itself" in result.stderr
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["lab", "--methods", "ppo", "--quick"], "unknown method 'ppo'"),
+        (["lab", "--mix", "1,2", "--quick"], "mix has 2 weights for 5 tiers"),
+        (["lab", "sweep", "--temperature", "0.5"], "the sweep sets --temperature itself"),
+    ],
+)
+def test_bad_options_are_named(args, message, capsys):
+    assert main(args) == 2 and message in capsys.readouterr().err

@@ -3,12 +3,12 @@
 Every run goes through verl's real trainer, workers, rollout and tracker, with the package's
 opt-in CPU support (``avspo_plugin.verl.cpu``). One ``avspo verl-demo`` run (verl's default
 trainer, 4 steps, a checkpoint at step 2) is made once and shared: its model, tokenizer and
-data train the other runs (the legacy trainer's, and the runs resumed from each trainer's
-step-2 checkpoint).
-Metrics are read from the tracker's own output: the file backend's JSONL and the console
+data train the other runs (the legacy trainer's 2 steps, the run resumed from the demo's
+step-2 checkpoint, and the run with a multi-output agent loop and two mini-batch updates per
+step). Metrics are read from the tracker's own output: the file backend's JSONL and the console
 backend's lines.
 
-Cost on 2 cores: four main_ppo launches of about 1.5 to 2 minutes each.
+Cost on 2 cores: four main_ppo launches of about 1 to 1.5 minutes each.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Sequence
 import pytest
 
 from avspo_plugin.config import AVSPOConfig
+from avspo_plugin.verl.checkpoint import STATE_FILE
 from avspo_plugin.verl.demo import DemoFiles, TrainingRun, avspo_metrics_by_step, main_ppo_command, run_main_ppo
 
 # One main_ppo launch needs well under this on 2 cores; a hung run fails instead of stalling CI.
@@ -78,11 +79,11 @@ def log_tail(path: Path, lines: int = 60) -> str:
 
 
 def train(files: DemoFiles, out: Path, run_name: str, use_v1: bool, save_freq: int = -1,
-          resume: bool = False) -> TrainingRun:  # fmt: skip
-    """main_ppo on the demo files for STEPS steps, checkpoints in ``out/checkpoints``; fails with
+          resume: bool = False, steps: int = STEPS) -> TrainingRun:  # fmt: skip
+    """main_ppo on the demo files for ``steps`` steps, checkpoints in ``out/checkpoints``; fails with
     the log's tail unless the run ends cleanly."""
     command = main_ppo_command(
-        files, out, STEPS, use_v1=use_v1, save_freq=save_freq, resume=resume, extra_overrides=AVSPO_OVERRIDES
+        files, out, steps, use_v1=use_v1, save_freq=save_freq, resume=resume, extra_overrides=AVSPO_OVERRIDES
     )
     run = run_main_ppo(command, out, run_name=run_name, echo=False, timeout=RUN_TIMEOUT_S)
     assert run.returncode == 0, f"main_ppo exited with {run.returncode}; end of {run.log_file}:\n{log_tail(run.log_file)}"
@@ -118,9 +119,10 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
 
 @pytest.fixture(scope="module")
 def legacy_run(demo_run: DemoRun, tmp_path_factory: pytest.TempPathFactory) -> TrainingRun:
-    """The legacy trainer (trainer.use_v1=false) on the demo's files, STEPS steps, a checkpoint every 2."""
+    """The legacy trainer (trainer.use_v1=false) on the demo's files, CHECKPOINT_STEP steps, a checkpoint at
+    the last. (Its resume is checked at the trainer-method level, tests/verl/test_checkpoint.py.)"""
     out = tmp_path_factory.mktemp("verl_legacy")
-    return train(demo_run.files, out, "train", use_v1=False, save_freq=CHECKPOINT_STEP)
+    return train(demo_run.files, out, "train", use_v1=False, save_freq=CHECKPOINT_STEP, steps=CHECKPOINT_STEP)
 
 
 def test_demo_trains_with_the_default_trainer_and_logs_avspo_metrics_at_every_step(demo_run: DemoRun):
@@ -133,16 +135,20 @@ def test_demo_trains_with_the_default_trainer_and_logs_avspo_metrics_at_every_st
     assert "[1/3]" in demo_run.stdout and "[2/3]" in demo_run.stdout and "[3/3]" in demo_run.stdout
 
 
-def test_legacy_trainer_logs_avspo_metrics_at_every_step(legacy_run: TrainingRun):
-    steps = list(range(1, STEPS + 1))
-    assert_avspo_metrics_at_every_step(avspo_metrics_by_step(legacy_run.metrics_file), steps, "legacy, file backend")
+def test_legacy_trainer_logs_avspo_metrics_at_every_step_and_saves_the_state(legacy_run: TrainingRun):
+    steps = list(range(1, CHECKPOINT_STEP + 1))
+    logged = avspo_metrics_by_step(legacy_run.metrics_file)
+    assert_avspo_metrics_at_every_step(logged, steps, "legacy, file backend")
     assert_avspo_metrics_at_every_step(console_avspo_metrics(legacy_run.log_file), steps, "legacy, console backend")
+    # verl's legacy _save_checkpoint wrote the AVSPO state of the step beside the actor.
+    saved = legacy_run.log_file.parent / "checkpoints" / f"global_step_{CHECKPOINT_STEP}" / STATE_FILE
+    state = json.loads(saved.read_text())
+    assert state["threshold"]["step"] == CHECKPOINT_STEP and state["logged_steps"] == CHECKPOINT_STEP
 
 
-@pytest.mark.parametrize("trainer", ["v1", "legacy"])
-def test_run_resumed_from_step_2_logs_the_uninterrupted_threshold_sequence(trainer, request, tmp_path: Path):
-    # Both uninterrupted runs wrote their metrics and checkpoints beside their log.
-    finished = request.getfixturevalue("demo_run" if trainer == "v1" else "legacy_run")
+def test_run_resumed_from_step_2_logs_the_uninterrupted_threshold_sequence(demo_run: DemoRun, tmp_path: Path):
+    # The uninterrupted run wrote its metrics and checkpoints beside its log.
+    finished = demo_run
     uninterrupted = avspo_metrics_by_step(finished.metrics_file)
     thresholds = [uninterrupted[step]["avspo/threshold"] for step in range(1, STEPS + 1)]
     # The comparison tells a restored state from a lost one only if the threshold moves at both steps
@@ -161,8 +167,7 @@ def test_run_resumed_from_step_2_logs_the_uninterrupted_threshold_sequence(train
     shutil.copytree(saved, checkpoints / saved.name)
     (checkpoints / "latest_checkpointed_iteration.txt").write_text(str(CHECKPOINT_STEP))
 
-    files = request.getfixturevalue("demo_run").files
-    resumed_run = train(files, tmp_path, "resumed", use_v1=trainer == "v1", resume=True)
+    resumed_run = train(demo_run.files, tmp_path, "resumed", use_v1=True, resume=True)
     resumed = avspo_metrics_by_step(resumed_run.metrics_file)
     # The restore is reported at verl's default log level, in the trainer process.
     assert f"AVSPO state restored from {checkpoints / saved.name}" in resumed_run.log_file.read_text()
