@@ -75,13 +75,13 @@ def probe() -> dict[str, Any]:
     report["registered_as"] = None if registered is None else f"{registered.__module__}.{registered.__qualname__}"
     if not report["registered"]:
         report["why_not"] = why_not_registered(registered, report)
-    hooks = sys.modules.get("avspo_plugin.verl.hooks")
+    hooks = sys.modules.get("avspo_plugin.verl.patches")
     if hooks is not None:
         # Imports the trainer modules, as a training process does, so every hook is placed or reported.
         report["hooks"] = hooks.hook_status(load=True)
         report["metrics_route"] = hooks.metrics_route()
         report["known_good_verl"] = list(hooks.KNOWN_GOOD_VERL)
-        from avspo_plugin.verl.trl_compat import TRL_PATCH_NAME, trl_patch_status
+        from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, trl_patch_status
 
         report["trl_patch"] = {TRL_PATCH_NAME: trl_patch_status()}
     return report

@@ -2,7 +2,7 @@
 
 Two routes share this code. ``patches/openrlhf-0.11.2-avspo.patch`` edits OpenRLHF's source to
 call it; ``avspo openrlhf ...`` (:mod:`.launch`) runs an unmodified OpenRLHF and installs it in
-every Ray worker (:mod:`.hook`). Importing this package imports no OpenRLHF module.
+every Ray worker (:mod:`.worker_setup`). Importing this package imports no OpenRLHF module.
 """
 
 from .advantage import (

@@ -349,7 +349,7 @@ class RuntimeRouteHost:
     """Ray actor: unmodified releases in a worker whose setup hook ran before anything imported OpenRLHF."""
 
     def report(self, dotted_src: str, flat_src: str, tb_dir: str, doc: str) -> dict:
-        from avspo_plugin.import_hooks import is_watched
+        from avspo_plugin.import_patching import is_watched
         from avspo_plugin.openrlhf import hook, versions
 
         hooked_before_import = "openrlhf" not in sys.modules and all(is_watched(name) for name in hook.PATCHES)
@@ -383,7 +383,7 @@ def run_runtime_route(dotted_src: str, flat_src: str, tb_dir: str, doc: str) -> 
     """The runtime route's report from an actor of a small local Ray cluster carrying avspo's setup hook."""
     import ray
 
-    from avspo_plugin.openrlhf.hook import SETUP_HOOK
+    from avspo_plugin.openrlhf.worker_setup import SETUP_HOOK
 
     ray.init(
         num_cpus=1,

@@ -49,11 +49,11 @@ from typing import Any, Callable, Optional
 
 from verl.trainer.ppo import core_algos
 
-from ..import_hooks import after_import, is_patched, wrap
+from ..import_patching import after_import, is_patched, wrap
 from . import checkpoint
 from .estimator import ESTIMATOR_NAME, compute_avspo_outcome_advantage, avspo_config_from_algorithm, session
 from .multi_output import session_advantages
-from .trl_compat import skip_missing_trl_value_head
+from .model_build_fix import skip_missing_trl_value_head
 
 PLUGIN_MODULE = "avspo_plugin.verl"
 METRIC_PREFIX = "avspo/"

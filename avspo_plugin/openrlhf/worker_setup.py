@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..import_hooks import after_import, is_patched, is_watched, wrap
+from ..import_patching import after_import, is_patched, is_watched, wrap
 from .advantage import (
     checkpoint_state,
     entropy_collapse_flag,
