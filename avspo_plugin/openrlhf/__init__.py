@@ -13,7 +13,8 @@ from .advantage import (
     load_checkpoint_state,
     rollout_stats,
 )
-from .args import DOTTED, ESTIMATOR, FLAT, add_avspo_arguments, avspo_config_from_args, check_avspo_args
+from ..names import ESTIMATOR
+from .args import DOTTED, FLAT, add_avspo_arguments, avspo_config_from_args, check_avspo_args
 
 __all__ = [
     "DOTTED",

@@ -30,7 +30,8 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from ..host_versions import UnsupportedHostVersion
 from . import preflight
-from .args import ESTIMATOR, LAYOUTS, add_avspo_arguments, check_avspo_args
+from ..names import ESTIMATOR
+from .args import LAYOUTS, add_avspo_arguments, check_avspo_args
 from .worker_setup import SETUP_HOOK, install
 from .versions import check_openrlhf
 

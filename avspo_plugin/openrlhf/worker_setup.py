@@ -37,7 +37,8 @@ from .advantage import (
     load_checkpoint_state,
     rollout_stats,
 )
-from .args import ArgLayout, ESTIMATOR, layout_of, read_arg, write_arg
+from ..names import ESTIMATOR
+from .args import ArgLayout, layout_of, read_arg, write_arg
 from .versions import OPENRLHF, check_openrlhf
 
 EXPERIENCE_MAKER_MODULE = "openrlhf.trainer.ppo_utils.experience_maker"

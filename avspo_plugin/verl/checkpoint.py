@@ -15,7 +15,8 @@ import logging
 import os
 from typing import Any, Optional
 
-STATE_FILE = "avspo_state.json"
+from ..names import STATE_FILE
+
 
 logger = logging.getLogger("avspo_plugin.verl")
 

@@ -14,7 +14,7 @@ from avspo_plugin.import_patching import is_patched
 import torch
 
 import avspo_plugin
-from avspo_plugin.doctor import ProbeActor, probe_in_ray_actor
+from avspo_plugin.doctor.verl import ProbeActor, probe_in_ray_actor
 from avspo_plugin.verl import pop_metrics, session
 from avspo_plugin.verl.patches import RegistrationError, register_estimator
 
