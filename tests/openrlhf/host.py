@@ -350,17 +350,17 @@ class RuntimeRouteHost:
 
     def report(self, dotted_src: str, flat_src: str, tb_dir: str, doc: str) -> dict:
         from avspo_plugin.import_patching import is_watched
-        from avspo_plugin.openrlhf import hook, versions
+        from avspo_plugin.openrlhf import versions, worker_setup
 
-        hooked_before_import = "openrlhf" not in sys.modules and all(is_watched(name) for name in hook.PATCHES)
+        hooked_before_import = "openrlhf" not in sys.modules and all(is_watched(name) for name in worker_setup.PATCHES)
         stub_heavy_modules()
         release = load_release(dotted_src)
         installed = {
-            "compute_advantages_and_returns": hook.is_installed(
+            "compute_advantages_and_returns": worker_setup.is_installed(
                 release.experience_maker.RemoteExperienceMaker, "compute_advantages_and_returns"
             ),
             **{
-                method: hook.is_installed(release.ppo_trainer.BasePPOTrainer, method)
+                method: worker_setup.is_installed(release.ppo_trainer.BasePPOTrainer, method)
                 for method in ("_compute_rollout_stats", "save_logs_and_checkpoints", "restore_best_checkpoint_state")
             },
         }
