@@ -1,20 +1,30 @@
-"""avspo_plugin: ACR (Advantage Collapse Rate) and AVSPO for verl, OpenRLHF and TRL."""
+"""avspo_plugin: ACR (Advantage Collapse Rate) and AVSPO for verl, OpenRLHF and TRL.
+
+What a user imports is listed here (``__all__``) and, per host, in that adapter's package; docs/api.md
+lists it all. Everything else in the package is how these work.
+"""
 
 from .config import AVSPOConfig, ConfigError
 from .core import (
     AVSPOResult,
+    AVSPOSession,
     ThresholdState,
     aggregate_metrics,
     compute_group_advantages,
     compute_token_advantages,
 )
+from .names import ESTIMATOR, METRIC_PREFIX, STATE_FILE
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AVSPOConfig",
     "AVSPOResult",
+    "AVSPOSession",
     "ConfigError",
+    "ESTIMATOR",
+    "METRIC_PREFIX",
+    "STATE_FILE",
     "ThresholdState",
     "aggregate_metrics",
     "compute_group_advantages",

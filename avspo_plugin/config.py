@@ -1,4 +1,4 @@
-"""The one AVSPO configuration: every key, its default, its help text and its check.
+"""The one AVSPO configuration: every key, its section, default, allowed values and help text.
 
 Hosts read it from their own config systems (verl: ``algorithm.avspo.<key>``;
 TRL: fields of the trainer config; OpenRLHF: ``--avspo.<key>`` flags) and build
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Optional, Union
 
 STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed_partial", "exp_decay")
 # Strategies whose virtual rewards are placed between reward_low and reward_high.
@@ -21,9 +21,110 @@ APPLY_TO = ("all", "all_fail", "all_pass")
 STD_KINDS = ("unbiased", "population")
 
 
-def _key(default: Any, help: str, **extra: Any) -> Any:
-    """A config field whose help text travels with it (as TRL's GRPOConfig fields do)."""
-    metadata = {"help": help, **extra}
+# Sections of the keys, in order, as TRL's GRPOConfig groups its fields; docs/config.md follows them.
+VIRTUAL_SAMPLES = "Virtual samples"
+THRESHOLD = "Threshold"
+COLLAPSE_AND_STATISTICS = "Collapse and statistics"
+EARLY_WARNINGS = "Early warnings"
+SECTIONS = (VIRTUAL_SAMPLES, THRESHOLD, COLLAPSE_AND_STATISTICS, EARLY_WARNINGS)
+
+
+@dataclass(frozen=True)
+class Number:
+    """A finite number in [low, high] ((low, high] when ``low_open``)."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+
+    def problem(self, value: Any) -> Optional[str]:
+        """What is allowed, when ``value`` is not; None when it is."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return "a finite number"
+        if (value <= self.low if self.low_open else value < self.low) or value > self.high:
+            return f"a number in {'(' if self.low_open else '['}{self.low}, {self.high}]"
+        return None
+
+    def wording(self) -> str:
+        low, high = _plain(self.low), _plain(self.high)
+        if math.isinf(self.low) and math.isinf(self.high):
+            return "any finite number"
+        if math.isinf(self.high):
+            return f"{'>' if self.low_open else '>='} {low}"
+        return f"{'(' if self.low_open else '['}{low}, {high}]"
+
+
+@dataclass(frozen=True)
+class Integer:
+    """An integer (not a bool) >= low."""
+
+    low: int = 0
+
+    def problem(self, value: Any) -> Optional[str]:
+        if isinstance(value, bool) or not isinstance(value, int) or value < self.low:
+            return self.wording()
+        return None
+
+    def wording(self) -> str:
+        return f"an integer >= {self.low}"
+
+
+@dataclass(frozen=True)
+class AutoOrInteger(Integer):
+    """'auto' or an integer >= low."""
+
+    low: int = 1
+
+    def problem(self, value: Any) -> Optional[str]:
+        if isinstance(value, str) and value == "auto":
+            return None
+        return None if super().problem(value) is None else self.wording()
+
+    def wording(self) -> str:
+        return f"'auto' or {super().wording()}"
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """One of ``choices`` (the help text says what each means)."""
+
+    choices: tuple[str, ...]
+
+    def problem(self, value: Any) -> Optional[str]:
+        return None if value in self.choices else self.wording()
+
+    def wording(self) -> str:
+        return "one of " + ", ".join(self.choices)
+
+
+@dataclass(frozen=True)
+class Boolean:
+    def problem(self, value: Any) -> Optional[str]:
+        return None if isinstance(value, bool) else self.wording()
+
+    def wording(self) -> str:
+        return "true or false"
+
+
+Allowed = Union[Number, Integer, OneOf, Boolean]
+
+
+def _plain(bound: float) -> str:
+    """A range bound as a reader writes it: 0 and 1, not 0.0 and 1.0."""
+    return str(int(bound)) if float(bound).is_integer() else repr(bound)
+
+
+def _key(default: Any, section: str, help: str, allowed: Allowed) -> Any:
+    """A config field with its section, its values and its help text (as TRL's GRPOConfig fields carry theirs).
+
+    The help of a number or an integer ends with its range, written from ``allowed``; choices, 'auto'
+    and booleans are explained in the help itself.
+    """
+    if isinstance(allowed, (Number, Integer)) and not isinstance(allowed, AutoOrInteger):
+        help = f"{help} Allowed: {allowed.wording()}."
+    metadata = {"help": help, "section": section, "allowed": allowed}
+    if isinstance(allowed, OneOf):
+        metadata["choices"] = allowed.choices
     return field(default=default, metadata=metadata)
 
 
@@ -35,8 +136,9 @@ class ConfigError(ValueError):
 class AVSPOConfig:
     """AVSPO and ACR settings. Equation numbers refer to the AVSPO paper (see docs/method.md)."""
 
+    # Virtual samples: how many, and where their rewards sit (Eqs. 9-10).
     strategy: str = _key(
-        "stratified",
+        "stratified", VIRTUAL_SAMPLES,
         "How virtual rewards are placed (Eq. 10 and the paper's ablation variants). "
         "stratified: r_vk = reward_high - (k-1)/K * (reward_high - reward_low); "
         "stratified_observed: r_vk = max(R_j) * (1 - (k-1)/K), Eq. 10 as printed; "
@@ -44,78 +146,100 @@ class AVSPOConfig:
         "uniform: r_vk ~ U[reward_low, reward_high]; "
         "fixed_partial: r_vk = reward_low + partial * (reward_high - reward_low); "
         "exp_decay: r_vk = reward_low + (reward_high - reward_low) * decay**(k-1).",
-        choices=STRATEGIES,
+        OneOf(STRATEGIES),
     )
     num_virtual: Union[str, int] = _key(
-        "auto",
+        "auto", VIRTUAL_SAMPLES,
         "Virtual samples K per augmented group: 'auto' for Eq. 9, K = max(1, min(G_j, ceil(G_j * ACR_t**alpha))), "
         "or a fixed positive integer.",
+        AutoOrInteger(1),
     )
-    alpha: float = _key(0.5, "Exponent of ACR in Eq. 9; in (0, 1].")
-    reward_low: float = _key(0.0, "Lowest achievable sequence reward (the all-fail value for binary rewards).")
-    reward_high: float = _key(1.0, "Highest achievable sequence reward (the all-pass value); must exceed reward_low.")
-    partial: float = _key(0.5, "fixed_partial: fraction of the reward range at which virtual rewards sit; in [0, 1].")
-    decay: float = _key(0.5, "exp_decay: ratio between consecutive virtual rewards; in (0, 1].")
+    alpha: float = _key(0.5, VIRTUAL_SAMPLES, "Exponent of ACR in Eq. 9.", Number(0.0, 1.0, low_open=True))
+    reward_low: float = _key(
+        0.0, VIRTUAL_SAMPLES, "Lowest achievable sequence reward (the all-fail value for binary rewards).", Number()
+    )
+    reward_high: float = _key(
+        1.0, VIRTUAL_SAMPLES, "Highest achievable sequence reward (the all-pass value); must exceed reward_low.", Number()
+    )
+    partial: float = _key(
+        0.5, VIRTUAL_SAMPLES, "fixed_partial: fraction of the reward range at which virtual rewards sit.", Number(0.0, 1.0)
+    )
+    decay: float = _key(
+        0.5, VIRTUAL_SAMPLES, "exp_decay: ratio between consecutive virtual rewards.", Number(0.0, 1.0, low_open=True)
+    )
     seed: int = _key(
-        0,
+        0, VIRTUAL_SAMPLES,
         "uniform: seed of the generator; step t draws from a generator seeded with (seed, t) (the k-th call "
         "of a step the host splits into several: (seed, t, k)).",
+        Integer(0),
     )
+    # Threshold: when virtual samples are added (Eqs. 11-12).
     threshold_mode: str = _key(
-        "adaptive",
+        "adaptive", THRESHOLD,
         "When virtual samples are added. adaptive: ACR_t > tau_t, tau updated by Eq. 12 after each step; "
         "fixed: ACR_t > threshold_init; always: every step; never: monitor only (plain GRPO advantages, all metrics).",
-        choices=THRESHOLD_MODES,
+        OneOf(THRESHOLD_MODES),
     )
-    threshold_init: float = _key(0.5, "tau_0 of the adaptive threshold, and the threshold of mode fixed; in [0, 1].")
-    threshold_lr: float = _key(0.01, "eta of Eq. 12: step size of the adaptive threshold; >= 0.")
-    threshold_min: float = _key(0.1, "Lower clamp of the adaptive threshold; in [0, 1].")
-    threshold_max: float = _key(0.9, "Upper clamp of the adaptive threshold; in [threshold_min, 1].")
+    threshold_init: float = _key(
+        0.5, THRESHOLD, "tau_0 of the adaptive threshold (between threshold_min and threshold_max), and the threshold "
+        "of mode fixed.", Number(0.0, 1.0),
+    )
+    threshold_lr: float = _key(0.01, THRESHOLD, "eta of Eq. 12: step size of the adaptive threshold.", Number(0.0))
+    threshold_min: float = _key(0.1, THRESHOLD, "Lower clamp of the adaptive threshold.", Number(0.0, 1.0))
+    threshold_max: float = _key(
+        0.9, THRESHOLD, "Upper clamp of the adaptive threshold; at least threshold_min.", Number(0.0, 1.0)
+    )
+    # Collapse and statistics: which groups are collapsed, and the group statistics (Eqs. 4, 13-14).
     collapse_tol: float = _key(
-        1e-6, "A group of >= 2 samples is collapsed when its reward std is below this (tau of Eq. 4); > 0."
+        1e-6, COLLAPSE_AND_STATISTICS,
+        "A group of >= 2 samples is collapsed when its reward std is below this (tau of Eq. 4).",
+        Number(0.0, low_open=True),
     )
     apply_to: str = _key(
-        "all",
+        "all", COLLAPSE_AND_STATISTICS,
         "Which collapsed groups get virtual samples: all, all_fail (value within 1e-6 of reward_low) "
         "or all_pass (value within 1e-6 of reward_high).",
-        choices=APPLY_TO,
+        OneOf(APPLY_TO),
     )
-    epsilon: float = _key(1e-6, "Added to the std in the advantage denominator (Eq. 14); >= 0.")
+    epsilon: float = _key(
+        1e-6, COLLAPSE_AND_STATISTICS, "Added to the std in the advantage denominator (Eq. 14).", Number(0.0)
+    )
     std: str = _key(
-        "unbiased",
+        "unbiased", COLLAPSE_AND_STATISTICS,
         "Std of the group statistics: unbiased (divide by n - 1, as verl's GRPO) or population (divide by n, "
         "as the paper's formulas).",
-        choices=STD_KINDS,
+        OneOf(STD_KINDS),
     )
     norm_by_std: bool = _key(
-        True,
+        True, COLLAPSE_AND_STATISTICS,
         "Divide by the group std. false gives Dr. GRPO advantages (virtual samples still move the mean). "
         "In verl, algorithm.norm_adv_by_std_in_grpo=false also sets it.",
+        Boolean(),
     )
+    # Early warnings: stagnation and entropy collapse, logged, never acted on.
     stagnation_acr: float = _key(
-        0.35, "Stagnation warning: ACR above this for more than stagnation_steps consecutive steps; 0 disables."
+        0.35, EARLY_WARNINGS,
+        "Stagnation warning: ACR above this for more than stagnation_steps consecutive steps; 0 disables.",
+        Number(0.0, 1.0),
     )
     stagnation_steps: int = _key(
-        50, "Consecutive steps for the stagnation and entropy-collapse warnings; 0 disables both."
+        50, EARLY_WARNINGS, "Consecutive steps for the stagnation and entropy-collapse warnings; 0 disables both.",
+        Integer(0),
     )
     entropy_floor: float = _key(
-        0.5, "Entropy-collapse warning: mean token entropy (nats) below this for more than stagnation_steps steps; "
-        "0 disables."
+        0.5, EARLY_WARNINGS,
+        "Entropy-collapse warning: mean token entropy (nats) below this for more than stagnation_steps steps; "
+        "0 disables.",
+        Number(0.0),
     )
 
     def __post_init__(self) -> None:
+        # Each key against its declared values, in declaration order; then the rules that join keys.
         for f in dataclasses.fields(self):
-            choices = f.metadata.get("choices")
             value = getattr(self, f.name)
-            if choices is not None and value not in choices:
-                raise ConfigError(_bad(f.name, value, "one of " + ", ".join(choices)))
-        _check_num_virtual(self.num_virtual)
-        _check_range("alpha", self.alpha, 0.0, 1.0, low_open=True)
-        _check_range("partial", self.partial, 0.0, 1.0)
-        _check_range("decay", self.decay, 0.0, 1.0, low_open=True)
-        _check_range("threshold_init", self.threshold_init, 0.0, 1.0)
-        _check_range("threshold_min", self.threshold_min, 0.0, 1.0)
-        _check_range("threshold_max", self.threshold_max, 0.0, 1.0)
+            allowed = f.metadata["allowed"].problem(value)
+            if allowed is not None:
+                raise ConfigError(_bad(f.name, value, allowed))
         if self.threshold_min > self.threshold_max:
             raise ConfigError(
                 f"threshold_min={self.threshold_min!r} is above threshold_max={self.threshold_max!r}: "
@@ -126,24 +250,11 @@ class AVSPOConfig:
                 f"threshold_init={self.threshold_init!r} is outside [threshold_min, threshold_max] = "
                 f"[{self.threshold_min!r}, {self.threshold_max!r}], where the adaptive threshold lives"
             )
-        _check_range("threshold_lr", self.threshold_lr, 0.0, math.inf)
-        _check_range("collapse_tol", self.collapse_tol, 0.0, math.inf, low_open=True)
-        _check_range("epsilon", self.epsilon, 0.0, math.inf)
-        _check_range("stagnation_acr", self.stagnation_acr, 0.0, 1.0)
-        _check_range("entropy_floor", self.entropy_floor, 0.0, math.inf)
-        for name in ("reward_low", "reward_high"):
-            _check_range(name, getattr(self, name), -math.inf, math.inf)
         if not self.reward_low < self.reward_high:
             raise ConfigError(
                 f"reward_low={self.reward_low!r} is not below reward_high={self.reward_high!r}: "
                 "need reward_low < reward_high"
             )
-        for name in ("seed", "stagnation_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(_bad(name, value, "an integer >= 0"))
-        if not isinstance(self.norm_by_std, bool):
-            raise ConfigError(_bad("norm_by_std", self.norm_by_std, "true or false"))
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -179,22 +290,12 @@ def _bad(name: str, value: Any, allowed: str) -> str:
     return f"{name}={value!r} is invalid: allowed {allowed}"
 
 
-def _check_range(name: str, value: Any, low: float, high: float, low_open: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(_bad(name, value, "a finite number"))
-    too_low = value <= low if low_open else value < low
-    if too_low or value > high:
-        left = "(" if low_open else "["
-        raise ConfigError(_bad(name, value, f"a number in {left}{low}, {high}]"))
-
-
-def _check_num_virtual(value: Any) -> None:
-    if value == "auto" and isinstance(value, str):
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(_bad("num_virtual", value, "'auto' or an integer >= 1"))
-
-
 def config_help() -> list[tuple[str, Any, str]]:
     """(key, default, help) for every key, in declaration order: the source of the docs and the YAML."""
     return [(f.name, f.default, f.metadata["help"]) for f in dataclasses.fields(AVSPOConfig)]
+
+
+def config_sections() -> list[tuple[str, list[tuple[str, Any, str]]]]:
+    """(section, its keys as :func:`config_help` gives them) for each section, in order."""
+    by_key = {f.name: f.metadata["section"] for f in dataclasses.fields(AVSPOConfig)}
+    return [(section, [row for row in config_help() if by_key[row[0]] == section]) for section in SECTIONS]

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..core.warnings import StreakWarning
+from ..core.early_warnings import StreakWarning
 from .records import AnalyzeError
 from .timeline import PromptTable, Timeline
 
@@ -98,7 +98,7 @@ def _mean(values: np.ndarray) -> Optional[float]:
 def stagnation(timeline: Timeline, acr_above: float, more_than: int) -> dict[str, Any]:
     """The paper's stagnation signal: ACR above ``acr_above`` for more than ``more_than`` consecutive steps.
 
-    The decision is the core's (:class:`avspo_plugin.core.warnings.StreakWarning`, the warning a
+    The decision is the core's (:class:`avspo_plugin.core.early_warnings.StreakWarning`, the warning a
     live run logs as ``avspo/stagnation``), fed one logged point at a time. A point stands for d
     steps, d the usual spacing of logged steps (1 for per-step dumps), so the core counts points
     against ``more_than // d``. Episodes are the stretches above the level that lasted long

@@ -21,6 +21,7 @@ from ..config import AVSPOConfig
 from ..core import ThresholdState, compute_group_advantages
 from ..core.collapse import collapse_regimes, collapsed_groups, multi_sample_groups
 from ..core.groups import factorize_labels, group_stats
+from ..names import METRIC_PREFIX
 from .records import AnalyzeError, SampleLog, ScalarLog
 
 # Series of a timeline. acr_low/acr_high bound ACR where a log only brackets it.
@@ -169,7 +170,7 @@ def _series(log: ScalarLog, steps: list[int], key: str, source: str) -> np.ndarr
     return np.asarray([log.values[step].get(key, np.nan) for step in steps], dtype=np.float64)
 
 
-REWARD_MEAN_KEYS = ("avspo/reward_mean", "critic/score/mean", "reward", "rollout/reward_mean")
+REWARD_MEAN_KEYS = (f"{METRIC_PREFIX}reward_mean", "critic/score/mean", "reward", "rollout/reward_mean")
 
 
 def scalar_timeline(log: ScalarLog, group_size: Optional[int], monitor: AVSPOConfig, source: str) -> Timeline:
@@ -177,7 +178,7 @@ def scalar_timeline(log: ScalarLog, group_size: Optional[int], monitor: AVSPOCon
     keys = log.keys()
     found = {}
     for name in ACR_SERIES + AVSPO_SERIES:
-        match = _candidates(keys, (f"avspo/{name}",))
+        match = _candidates(keys, (f"{METRIC_PREFIX}{name}",))
         if match:
             found[name] = match[0]
     if "acr" in found:

@@ -25,7 +25,7 @@ from ..config import AVSPOConfig
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .metrics import aggregate_metrics
 from .threshold import ThresholdState, advance
-from .warnings import RunMonitor
+from .early_warnings import RunMonitor
 
 # Version of the dict that state_dict() returns and checkpoints hold.
 STATE_FORMAT = 1

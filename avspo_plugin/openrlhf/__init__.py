@@ -2,7 +2,7 @@
 
 Two routes share this code. ``patches/openrlhf-0.11.2-avspo.patch`` edits OpenRLHF's source to
 call it; ``avspo openrlhf ...`` (:mod:`.launch`) runs an unmodified OpenRLHF and installs it in
-every Ray worker (:mod:`.hook`). Importing this package imports no OpenRLHF module.
+every Ray worker (:mod:`.worker_setup`). Importing this package imports no OpenRLHF module.
 """
 
 from .advantage import (
@@ -13,7 +13,8 @@ from .advantage import (
     load_checkpoint_state,
     rollout_stats,
 )
-from .args import DOTTED, ESTIMATOR, FLAT, add_avspo_arguments, avspo_config_from_args, check_avspo_args
+from ..names import ESTIMATOR
+from .args import DOTTED, FLAT, add_avspo_arguments, avspo_config_from_args, check_avspo_args
 
 __all__ = [
     "DOTTED",

@@ -22,11 +22,11 @@ import torch
 
 from ..config import AVSPOConfig
 from ..core import AVSPOSession
+from ..names import METRIC_PREFIX
 from ..core.advantage import places_virtual_rewards_in_bounds, rewards_outside_bounds
 from .args import ArgLayout, avspo_config_from_args, layout_of, read_arg
 
 # Prefix of the metrics in OpenRLHF's status dict; its loggers add ``train/``.
-METRIC_PREFIX = "avspo/"
 # Key of the avspo state in the client_states of OpenRLHF's checkpoints.
 CHECKPOINT_KEY = "avspo"
 # The actor's mean token entropy in OpenRLHF's status dict.

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from ..config import AVSPOConfig
+from ..names import ESTIMATOR
 
-ESTIMATOR = "avspo"
 
 # The one key whose OpenRLHF default differs from AVSPOConfig's: OpenRLHF's group_norm divides by
 # (std + 1e-9), so with nothing augmented avspo gives group_norm's advantages exactly.

@@ -4,13 +4,13 @@ ARGS are train_ppo_ray's own arguments, ``--help`` included, where ``--algo.adva
 also takes ``avspo`` and the avspo options are ``--algo.advantage.avspo.<key>`` (on releases up to
 0.10.1: ``--advantage_estimator avspo`` and ``--avspo_<key>``), the flags the patched OpenRLHF has.
 
-The command installs the estimator in its own process (:func:`.hook.install`) and runs
+The command installs the estimator in its own process (:func:`.worker_setup.install`) and runs
 ``openrlhf.cli.train_ppo_ray`` as ``__main__``. For that run only,
 
 * in the one argparse parser that declares the estimator flag, ``avspo`` joins its choices, the
   avspo flags follow it, and they are checked once parsed, so a bad option fails here rather than
   in a Ray actor; other parsers behave as before (:func:`avspo_argument_parser`);
-* ``ray.init`` puts ``worker_process_setup_hook`` (:func:`.hook.setup_worker`) into the
+* ``ray.init`` puts ``worker_process_setup_hook`` (:func:`.worker_setup.setup_worker`) into the
   runtime_env OpenRLHF passes, so every worker process of the job installs the estimator; the
   rest of OpenRLHF's runtime_env is kept as it is. Once Ray is up, and before OpenRLHF creates
   any actor, :func:`.preflight.check_nodes` checks every node.
@@ -30,8 +30,9 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from ..host_versions import UnsupportedHostVersion
 from . import preflight
-from .args import ESTIMATOR, LAYOUTS, add_avspo_arguments, check_avspo_args
-from .hook import SETUP_HOOK, install
+from ..names import ESTIMATOR
+from .args import LAYOUTS, add_avspo_arguments, check_avspo_args
+from .worker_setup import SETUP_HOOK, install
 from .versions import check_openrlhf
 
 TRAIN_MODULE = "openrlhf.cli.train_ppo_ray"

@@ -3,7 +3,7 @@
 ``avspo openrlhf`` runs :func:`check_nodes` right after OpenRLHF's ``ray.init``. One actor per alive node
 (pinned there, no CPU reserved) reports, from a worker process that Ray started with the job's
 runtime_env: the Python it runs, the avspo-plugin and OpenRLHF it finds, and whether the worker setup
-hook registered the patches of :mod:`.hook` (or applied them, where OpenRLHF is imported already).
+hook registered the patches of :mod:`.worker_setup` (or applied them, where OpenRLHF is imported already).
 A node whose worker cannot start (the setup hook failed to import), lacks the hook, or has other
 avspo-plugin or OpenRLHF versions than the launching process stops the launch with every finding.
 """
@@ -37,7 +37,7 @@ def node_report() -> dict[str, Any]:
     """This process's findings (what each node's preflight actor returns)."""
     import avspo_plugin
 
-    from .hook import hook_state
+    from .worker_setup import hook_state
 
     return {
         "host": os.uname().nodename,
@@ -61,7 +61,7 @@ def problems(report: Mapping[str, Any], expected: Mapping[str, Optional[str]]) -
     if "error" in report:
         return [
             f"no worker could start there ({report['error']}): is avspo-plugin installed in that node's Python "
-            "environment? Ray imports the worker setup hook avspo_plugin.openrlhf.hook.setup_worker in every worker"
+            "environment? Ray imports the worker setup hook avspo_plugin.openrlhf.worker_setup.setup_worker in every worker"
         ]
     found = []
     missing = [name for name, state in report["hook"].items() if state == "missing"]

@@ -1,4 +1,4 @@
-"""What the runtime route's wrapper (:mod:`.hook`) relies on in OpenRLHF's source, checked on source text.
+"""What the runtime route's wrapper (:mod:`.worker_setup`) relies on in OpenRLHF's source, checked on source text.
 
 The wrapper runs OpenRLHF's own ``RemoteExperienceMaker.compute_advantages_and_returns`` as group_norm
 and hands avspo's advantages to its ``compute_reward`` calls. That relies on the method's structure:

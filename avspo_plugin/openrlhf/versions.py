@@ -1,7 +1,7 @@
 """The OpenRLHF releases the runtime route supports, and the check of the installed one; no OpenRLHF import.
 
 The runtime route wraps ``RemoteExperienceMaker.compute_advantages_and_returns`` and three methods of
-``BasePPOTrainer`` (:mod:`.hook`). Releases 0.9.9 to 0.11.2 have the structure the wrapper relies on
+``BasePPOTrainer`` (:mod:`.worker_setup`). Releases 0.9.9 to 0.11.2 have the structure the wrapper relies on
 (tests/openrlhf/test_releases.py checks each release's source; 0.9.8 computes advantages otherwise);
 0.11.2 and 0.10.1 run end to end in the test suite.
 """
@@ -23,7 +23,7 @@ def check_openrlhf() -> Optional[str]:
     """The installed OpenRLHF's version, refused (UnsupportedHostVersion) outside :data:`OPENRLHF`.
 
     An OpenRLHF imported from a folder without distribution metadata (a source tree on PYTHONPATH) has
-    no version to read: that is a warning, and the method checks of :mod:`.hook` still apply.
+    no version to read: that is a warning, and the method checks of :mod:`.worker_setup` still apply.
     """
     version = OPENRLHF.installed()
     if version is None:

@@ -32,13 +32,12 @@ from trl import GRPOTrainer
 
 from ..core import AVSPOSession, aggregate_metrics
 from ..core.session import STATE_FORMAT
+from ..names import METRIC_PREFIX, STATE_FILE
 from .advantages import local_rows, replace_latest, reward_bounds_problem, trl_advantages, weighted_rewards
 from .config import AVSPOGRPOConfig
 
 logger = logging.getLogger(__name__)
 
-STATE_FILE = "avspo_state.json"
-METRIC_PREFIX = "avspo/"
 # What avspo_state.json held before the TRL adapter shared the core's session (no format number).
 EARLIER_TRL_STATE_KEYS = {"threshold", "monitor"}
 

@@ -2,14 +2,15 @@
 
 verl loads this module in every process that imports verl, through the ``verl.plugins`` entry
 point (verl >= 0.9) or ``VERL_USE_EXTERNAL_MODULES=avspo_plugin.verl`` (verl 0.6.1 - 0.8.x).
-Importing it registers the estimator and installs the hooks of :mod:`avspo_plugin.verl.hooks`
+Importing it registers the estimator and installs the patches of :mod:`avspo_plugin.verl.patches`
 (config check before the first rollout, ``avspo/*`` metrics in verl's tracker, state in verl's
 checkpoints). See docs/verl.md.
 """
 
-from .estimator import ESTIMATOR_NAME, avspo_config_from_algorithm, compute_avspo_outcome_advantage, pop_metrics, session
-from .hooks import install as _install
+from ..names import ESTIMATOR
+from .estimator import avspo_config_from_algorithm, compute_avspo_outcome_advantage, pop_metrics, session
+from .patches import install as _install
 
 _install()
 
-__all__ = ["ESTIMATOR_NAME", "avspo_config_from_algorithm", "compute_avspo_outcome_advantage", "pop_metrics", "session"]
+__all__ = ["ESTIMATOR", "avspo_config_from_algorithm", "compute_avspo_outcome_advantage", "pop_metrics", "session"]

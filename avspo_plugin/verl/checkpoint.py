@@ -3,7 +3,7 @@
 verl writes ``<trainer.default_local_dir>/global_step_<N>/{actor,critic,data.pt}`` and resumes
 from the latest such folder (``trainer.resume_mode=auto``) or a named one
 (``resume_mode=resume_path``). The plugin's hooks on the trainers' ``_save_checkpoint`` and
-``_load_checkpoint`` (see :mod:`avspo_plugin.verl.hooks`) write and read one small JSON file
+``_load_checkpoint`` (see :mod:`avspo_plugin.verl.patches`) write and read one small JSON file
 in that folder with the session's ``state_dict()``: the adaptive threshold tau, the previous
 batch reward J, the step counter t and the early-warning streaks.
 """
@@ -15,7 +15,8 @@ import logging
 import os
 from typing import Any, Optional
 
-STATE_FILE = "avspo_state.json"
+from ..names import STATE_FILE
+
 
 logger = logging.getLogger("avspo_plugin.verl")
 

@@ -20,7 +20,6 @@ from verl.trainer.ppo import core_algos
 from ..config import AVSPOConfig, ConfigError
 from ..core import AVSPOResult, AVSPOSession, ThresholdState
 
-ESTIMATOR_NAME = "avspo"
 CONFIG_BLOCK = "algorithm.avspo"
 # The process's one session hangs on verl's core_algos module, which every copy of this package
 # imported in the process (two module objects of the same file, e.g. under two sys.path entries) sees.
@@ -37,13 +36,13 @@ def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:
     A missing block means the defaults. ``algorithm.norm_adv_by_std_in_grpo=False`` turns the std
     division off (Dr. GRPO), as it does for verl's own GRPO. Raises ConfigError naming the key.
     """
-    block = _to_plain(_get(algorithm, "avspo"))
+    block = _to_plain(config_entry(algorithm, "avspo"))
     if block is not None and not isinstance(block, Mapping):
         raise ConfigError(
             f"{CONFIG_BLOCK} must be a block of keys ({', '.join(AVSPOConfig.keys())}), got {block!r}"
         )
     config = AVSPOConfig.from_mapping(block, where=CONFIG_BLOCK)
-    if _get(algorithm, "norm_adv_by_std_in_grpo") is False and config.norm_by_std:
+    if config_entry(algorithm, "norm_adv_by_std_in_grpo") is False and config.norm_by_std:
         config = config.replace(norm_by_std=False)
     return config
 
@@ -79,7 +78,7 @@ class EstimatorSession:
         """
         config = avspo_config_from_algorithm(algorithm)
         with self._lock:
-            if _get(algorithm, "use_kl_in_reward") is True and not self._kl_warned:
+            if config_entry(algorithm, "use_kl_in_reward") is True and not self._kl_warned:
                 self._kl_warned = True
                 logger.warning(
                     "algorithm.use_kl_in_reward=True: the rewards the avspo estimator receives include the KL "
@@ -166,15 +165,12 @@ def pop_metrics() -> dict[str, float]:
     return session().pop_metrics()
 
 
-def _get(node: Any, key: str) -> Any:
+def config_entry(node: Any, key: str) -> Any:
+    """``node``'s ``key`` in a verl config (DictConfig, dict or dataclass); None where either is missing."""
     if node is None:
         return None
-    if isinstance(node, Mapping):
-        return node.get(key)
     getter = getattr(node, "get", None)
-    if getter is not None:
-        return getter(key)
-    return getattr(node, key, None)
+    return getter(key) if getter is not None else getattr(node, key, None)
 
 
 def _to_plain(block: Any) -> Any:

@@ -25,7 +25,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ..config import config_help
+from ..config import config_sections
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 TRAINER_CONFIG_NAME = "avspo_trainer"
@@ -96,11 +96,12 @@ def yaml_scalar(value: Any) -> str:
 def render_algorithm_config() -> str:
     """The text of ``avspo_algorithm.yaml`` for the current AVSPOConfig."""
     lines = [_ALGORITHM_HEADER.rstrip("\n")]
-    for position, (key, default, help_text) in enumerate(config_help()):
-        if position:
+    for section, keys in config_sections():
+        lines += ["", f"{_INDENT}# --- {section} ---"]
+        for key, default, help_text in keys:
             lines.append("")
-        lines.extend(textwrap.wrap(help_text, _WIDTH, initial_indent=_INDENT + "# ", subsequent_indent=_INDENT + "# "))
-        lines.append(f"{_INDENT}{key}: {yaml_scalar(default)}")
+            lines.extend(textwrap.wrap(help_text, _WIDTH, initial_indent=_INDENT + "# ", subsequent_indent=_INDENT + "# "))
+            lines.append(f"{_INDENT}{key}: {yaml_scalar(default)}")
     return "\n".join(lines) + "\n"
 
 

@@ -349,18 +349,18 @@ class RuntimeRouteHost:
     """Ray actor: unmodified releases in a worker whose setup hook ran before anything imported OpenRLHF."""
 
     def report(self, dotted_src: str, flat_src: str, tb_dir: str, doc: str) -> dict:
-        from avspo_plugin.import_hooks import is_watched
-        from avspo_plugin.openrlhf import hook, versions
+        from avspo_plugin.import_patching import is_watched
+        from avspo_plugin.openrlhf import versions, worker_setup
 
-        hooked_before_import = "openrlhf" not in sys.modules and all(is_watched(name) for name in hook.PATCHES)
+        hooked_before_import = "openrlhf" not in sys.modules and all(is_watched(name) for name in worker_setup.PATCHES)
         stub_heavy_modules()
         release = load_release(dotted_src)
         installed = {
-            "compute_advantages_and_returns": hook.is_installed(
+            "compute_advantages_and_returns": worker_setup.is_installed(
                 release.experience_maker.RemoteExperienceMaker, "compute_advantages_and_returns"
             ),
             **{
-                method: hook.is_installed(release.ppo_trainer.BasePPOTrainer, method)
+                method: worker_setup.is_installed(release.ppo_trainer.BasePPOTrainer, method)
                 for method in ("_compute_rollout_stats", "save_logs_and_checkpoints", "restore_best_checkpoint_state")
             },
         }
@@ -383,7 +383,7 @@ def run_runtime_route(dotted_src: str, flat_src: str, tb_dir: str, doc: str) -> 
     """The runtime route's report from an actor of a small local Ray cluster carrying avspo's setup hook."""
     import ray
 
-    from avspo_plugin.openrlhf.hook import SETUP_HOOK
+    from avspo_plugin.openrlhf.worker_setup import SETUP_HOOK
 
     ray.init(
         num_cpus=1,

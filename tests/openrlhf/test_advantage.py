@@ -18,7 +18,7 @@ from avspo_plugin.openrlhf import (
     load_checkpoint_state,
     rollout_stats,
 )
-from avspo_plugin.openrlhf.hook import patch_experience_maker, patch_trainer
+from avspo_plugin.openrlhf.worker_setup import patch_experience_maker, patch_trainer
 
 
 @pytest.fixture(autouse=True)

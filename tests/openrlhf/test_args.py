@@ -22,7 +22,7 @@ from avspo_plugin.openrlhf.args import (
     check_avspo_args,
     layout_of,
 )
-from avspo_plugin.openrlhf.hook import SETUP_HOOK
+from avspo_plugin.openrlhf.worker_setup import SETUP_HOOK
 from avspo_plugin.openrlhf.launch import avspo_argument_parser, ray_init_with_setup_hook, with_setup_hook
 
 ESTIMATORS = ["gae", "group_norm", "dr_grpo"]

@@ -1,6 +1,6 @@
 """The OpenRLHF releases the runtime route declares (avspo_plugin.openrlhf.versions) against their source.
 
-The route wraps OpenRLHF's own ``compute_advantages_and_returns`` (hook.py); what that relies on is
+The route wraps OpenRLHF's own ``compute_advantages_and_returns`` (worker_setup.py); what that relies on is
 listed in avspo_plugin/openrlhf/structure.py and checked here on each release's released source (syntax
 trees, so comments and formatting do not count); 0.11.2 and 0.10.1 also run end to end in test_routes.py.
 """

@@ -15,7 +15,7 @@ import torch
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core import METRIC_REDUCTIONS, ThresholdState, compute_group_advantages
 from avspo_plugin.openrlhf.args import HOST_DEFAULTS
-from avspo_plugin.openrlhf.hook import SETUP_HOOK
+from avspo_plugin.openrlhf.worker_setup import SETUP_HOOK
 
 EXPERIENCE_FIELDS = ("advantages", "returns", "return", "group_reward_std", "reward", "action_mask")
 

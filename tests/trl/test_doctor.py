@@ -8,7 +8,7 @@ import pytest
 from trl import GRPOTrainer
 
 from avspo_plugin.cli import main
-from avspo_plugin.trl import doctor
+from avspo_plugin.doctor import trl as doctor
 
 
 def test_the_installed_trl_applies(capsys):

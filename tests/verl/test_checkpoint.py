@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf, open_dict
 
 from avspo_plugin.verl import pop_metrics, session
-from avspo_plugin.verl.checkpoint import STATE_FILE
+from avspo_plugin.names import STATE_FILE
 
 # Rewards of four steps (two prompts of four samples each): ACR and J move, so tau moves.
 STEP_SCORES = [

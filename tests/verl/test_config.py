@@ -10,7 +10,7 @@ from omegaconf import OmegaConf, open_dict
 
 from avspo_plugin.config import AVSPOConfig, ConfigError
 from avspo_plugin.verl import avspo_config_from_algorithm, session
-from avspo_plugin.verl.hooks import EXTERNAL_MODULES_ENV, PLUGIN_MODULE
+from avspo_plugin.verl.patches import EXTERNAL_MODULES_ENV, PLUGIN_MODULE
 
 
 @pytest.fixture(scope="module")

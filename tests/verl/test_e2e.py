@@ -27,8 +27,9 @@ from typing import Sequence
 import pytest
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.verl.checkpoint import STATE_FILE
-from avspo_plugin.verl.demo import DemoFiles, TrainingRun, avspo_metrics_by_step, main_ppo_command, run_main_ppo
+from avspo_plugin.names import STATE_FILE
+from avspo_plugin.verl.cpu_main_ppo import TrainingRun, avspo_metrics_by_step, run_main_ppo
+from avspo_plugin.verl.demo import DemoFiles, main_ppo_command
 
 # One main_ppo launch needs well under this on 2 cores; a hung run fails instead of stalling CI.
 RUN_TIMEOUT_S = 420

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.import_hooks import is_patched
+from avspo_plugin.import_patching import is_patched
 
 PATCH = Path(__file__).resolve().parents[2] / "patches" / "verl-estimator-metrics.patch"
 PATCH_TEST = "tests/trainer/ppo/test_adv_estimator_metrics_on_cpu.py"
@@ -23,7 +23,7 @@ from verl import DataProto
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.utils.tracking import Tracking
-from avspo_plugin.verl import hooks
+from avspo_plugin.verl import patches
 
 rewards = torch.zeros(4, 2)
 rewards[:, -1] = torch.tensor([1.0, 1.0, 0.0, 1.0])
@@ -36,7 +36,7 @@ for _ in range(2):
 step = core_algos.collect_adv_estimator_metrics("avspo", metrics={"actor/entropy": 2.0}, global_step=5)
 print(json.dumps({
     "verl_file": verl.__file__,
-    "route": hooks.metrics_route(),
+    "route": patches.metrics_route(),
     "tracking_log_hooked": hasattr(Tracking.log, "__avspo_patch__"),
     "step": step,
     "after": core_algos.collect_adv_estimator_metrics("avspo", metrics={}, global_step=6),
@@ -93,9 +93,9 @@ def test_adapter_uses_verls_channel_and_the_patch_tests_pass(patched_verl):
 
 
 def test_stock_verl_has_no_channel_so_the_tracking_hook_is_used():
-    from avspo_plugin.verl import hooks
+    from avspo_plugin.verl import patches
     from verl.utils.tracking import Tracking
 
-    assert hooks.verl_metrics_channel() is None
-    assert hooks.metrics_route() == "the Tracking.log hook"
+    assert patches.verl_metrics_channel() is None
+    assert patches.metrics_route() == "the Tracking.log hook"
     assert is_patched(Tracking.log)

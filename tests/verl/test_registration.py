@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from avspo_plugin.import_hooks import is_patched
+from avspo_plugin.import_patching import is_patched
 import torch
 
 import avspo_plugin
-from avspo_plugin.doctor import ProbeActor, probe_in_ray_actor
+from avspo_plugin.doctor.verl import ProbeActor, probe_in_ray_actor
 from avspo_plugin.verl import pop_metrics, session
-from avspo_plugin.verl.hooks import RegistrationError, register_estimator
+from avspo_plugin.verl.patches import RegistrationError, register_estimator
 
 PROBE = """
 import json, sys

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from avspo_plugin.import_hooks import after_import
+from avspo_plugin.import_patching import after_import
 
 
 def _probe(trainer_base):

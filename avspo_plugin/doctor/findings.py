@@ -1,4 +1,4 @@
-"""What ``avspo doctor --host trl`` and ``--host openrlhf`` share: findings, versions, the release check, exit codes.
+"""What the host checks of ``avspo doctor`` share: findings, versions, the release check, exit codes.
 
 Exit codes of a host's doctor: 0 the adapter applies to what is installed; 1 it does not (a release
 outside the supported ones, or a check failed); 2 the host framework is not installed.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Iterable, Optional
 
-from .host_versions import SupportedReleases
+from ..host_versions import SupportedReleases
 
 APPLIES, DOES_NOT_APPLY, NOT_INSTALLED = 0, 1, 2
 

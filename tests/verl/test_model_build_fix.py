@@ -4,7 +4,7 @@ import importlib
 
 import verl  # noqa: F401  loads the plugin through its entry point
 
-from avspo_plugin.verl.trl_compat import trl_value_head_available
+from avspo_plugin.verl.model_build_fix import trl_value_head_available
 
 
 def test_verl_sees_trl_only_where_trl_has_the_value_head_class():

@@ -49,14 +49,14 @@ from typing import Any, Callable, Optional
 
 from verl.trainer.ppo import core_algos
 
-from ..import_hooks import after_import, is_patched, wrap
+from ..import_patching import after_import, is_patched, wrap
+from ..names import ESTIMATOR, METRIC_PREFIX
 from . import checkpoint
-from .estimator import ESTIMATOR_NAME, compute_avspo_outcome_advantage, avspo_config_from_algorithm, session
+from .estimator import config_entry, compute_avspo_outcome_advantage, avspo_config_from_algorithm, session
 from .multi_output import session_advantages
-from .trl_compat import skip_missing_trl_value_head
+from .model_build_fix import skip_missing_trl_value_head
 
 PLUGIN_MODULE = "avspo_plugin.verl"
-METRIC_PREFIX = "avspo/"
 ENTROPY_KEY = "actor/entropy"
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
 # Name of the upstream channel (patches/verl-estimator-metrics.patch) in verl's core_algos.
@@ -89,12 +89,12 @@ def register_estimator() -> None:
     share the process's session), so the first one stays.
     """
     registry = core_algos.ADV_ESTIMATOR_REGISTRY
-    existing = registry.get(ESTIMATOR_NAME)
+    existing = registry.get(ESTIMATOR)
     if existing is None:
-        core_algos.register_adv_est(ESTIMATOR_NAME)(compute_avspo_outcome_advantage)
+        core_algos.register_adv_est(ESTIMATOR)(compute_avspo_outcome_advantage)
     elif not getattr(existing, "avspo_estimator", False):
         raise RegistrationError(
-            f"verl already has an advantage estimator named {ESTIMATOR_NAME!r}: "
+            f"verl already has an advantage estimator named {ESTIMATOR!r}: "
             f"{getattr(existing, '__module__', '?')}.{getattr(existing, '__qualname__', existing)}, "
             "which is not avspo_plugin's; remove the other plugin or rename its estimator"
         )
@@ -102,23 +102,23 @@ def register_estimator() -> None:
 
 def is_registered() -> bool:
     """Whether verl's registry maps ``avspo`` to this package's estimator."""
-    return bool(getattr(core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME), "avspo_estimator", False))
+    return bool(getattr(core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR), "avspo_estimator", False))
 
 
 def uses_avspo(config: Any) -> bool:
     """Whether a full verl config (DictConfig or dict) selects ``algorithm.adv_estimator=avspo``."""
-    algorithm = _get(config, "algorithm")
-    return str(_get(algorithm, "adv_estimator")) == ESTIMATOR_NAME
+    algorithm = config_entry(config, "algorithm")
+    return str(config_entry(algorithm, "adv_estimator")) == ESTIMATOR
 
 
 def trainer_of(config: Any) -> str:
     """Which verl trainer a full config runs: ``v1`` (``trainer.use_v1``, verl 0.9's default) or ``legacy``."""
-    return "v1" if _get(_get(config, "trainer"), "use_v1") else "legacy"
+    return "v1" if config_entry(config_entry(config, "trainer"), "use_v1") else "legacy"
 
 
 def refuse_unsupported_trainer(config: Any) -> None:
     """verl's experimental fully-async trainer (configs with ``async_training``) is refused for avspo."""
-    if uses_avspo(config) and _get(config, "async_training") is not None:
+    if uses_avspo(config) and config_entry(config, "async_training") is not None:
         raise HookError(
             "algorithm.adv_estimator=avspo does not run in verl's experimental fully-async trainer "
             "(verl.experimental.fully_async_policy): its FullyAsyncTrainer saves checkpoints without the trainer "
@@ -271,7 +271,7 @@ def _multi_trajectories_with_avspo(original: Callable) -> Callable:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         arguments = dict(bound.arguments)
-        if str(arguments["adv_estimator"]) != ESTIMATOR_NAME:
+        if str(arguments["adv_estimator"]) != ESTIMATOR:
             return original(*args, **kwargs)
         data, batch_keys = arguments.pop("data"), arguments.pop("batch_keys")
         # verl's own compute_advantage, as its GRPO route calls it, on each session's final output.
@@ -472,9 +472,9 @@ def _use_metrics_channel(module) -> None:
     channel = verl_metrics_channel()
     if channel is None:
         return
-    registered = getattr(module, "ADV_ESTIMATOR_METRICS_REGISTRY", {}).get(ESTIMATOR_NAME)
+    registered = getattr(module, "ADV_ESTIMATOR_METRICS_REGISTRY", {}).get(ESTIMATOR)
     if not getattr(registered, "avspo_estimator", False):
-        channel(ESTIMATOR_NAME)(collect_for_verl)
+        channel(ESTIMATOR)(collect_for_verl)
 
 
 def install() -> None:
@@ -498,13 +498,6 @@ def _run_patch(callback: Callable, module) -> None:
             if hook.module == module.__name__ and getattr(callback, "__self__", None) is hook:
                 HOOK_PROBLEMS[hook.name] = f"patching raised {err!r}"
         logger.warning("avspo_plugin could not patch %s; its hook is missing", module.__name__, exc_info=True)
-
-
-def _get(node: Any, key: str) -> Any:
-    if node is None:
-        return None
-    getter = getattr(node, "get", None)
-    return getter(key) if getter is not None else getattr(node, key, None)
 
 
 def _number(value: Any) -> Optional[float]:

@@ -1,4 +1,4 @@
-"""``avspo doctor``: is the ``avspo`` estimator registered where verl computes advantages, and if not, why?
+"""``avspo doctor`` (``--host verl``, the default): is the ``avspo`` estimator registered where verl computes advantages, and if not, why?
 
 verl loads plugins on ``import verl`` and swallows their import errors, and computes advantages
 in a Ray actor, not in the launching process. The doctor checks, in this process and in a fresh
@@ -7,20 +7,22 @@ Ray actor: versions, the ``verl.plugins`` entry point, the environment switches,
 verl hid). It then composes the run's hydra config and checks ``algorithm.avspo``.
 
 This module imports nothing heavy at import time, and must not import ``avspo_plugin.verl``
-before checking: that import itself registers the estimator.
+before checking: that import itself registers the estimator. That is why the verl checks live
+here, in :mod:`avspo_plugin.doctor`, and not in the verl adapter's package.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import traceback
 from importlib import metadata
 from typing import Any, Optional
 
-ESTIMATOR = "avspo"
+from ..names import ESTIMATOR, STATE_FILE
+from .findings import installed_version, line
+
 PLUGIN_MODULE = "avspo_plugin.verl"
 ENTRY_POINT_GROUP = "verl.plugins"
 ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
@@ -29,16 +31,8 @@ ENTRY_POINTS_SINCE = (0, 9)
 PACKAGED_CONFIG = "pkg://avspo_plugin.verl.config"
 
 
-# Hosts with their own checks, in avspo_plugin.<host>.doctor (run(args) -> exit code).
-OTHER_HOSTS = ("trl", "openrlhf")
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--host", choices=("verl", *OTHER_HOSTS), default="verl",
-        help="the framework to check (default: verl). trl and openrlhf: installed versions, supported or not, "
-        "whether the adapter applies; exit 0 applies, 1 does not, 2 not installed (docs/trl.md, docs/openrlhf.md)",
-    )
+    """verl's options of ``avspo doctor`` (``--host`` is the command's, :mod:`avspo_plugin.doctor`)."""
     parser.add_argument(
         "overrides", nargs="*", help="hydra overrides of the run to check, as given to main_ppo (e.g. algorithm.avspo.alpha=0.3)"
     )
@@ -61,7 +55,7 @@ def probe() -> dict[str, Any]:
         "host": os.uname().nodename,
         "python": f"{sys.version.split()[0]} ({sys.executable})",
         "env": {key: os.environ.get(key) for key in ENV_KEYS},
-        "versions": {name: _version(name) for name in ("avspo-plugin", "verl", "torch", "ray")},
+        "versions": {name: installed_version(name) for name in ("avspo-plugin", "verl", "torch", "ray")},
         "entry_point": _entry_point_value(),
     }
     try:
@@ -75,13 +69,13 @@ def probe() -> dict[str, Any]:
     report["registered_as"] = None if registered is None else f"{registered.__module__}.{registered.__qualname__}"
     if not report["registered"]:
         report["why_not"] = why_not_registered(registered, report)
-    hooks = sys.modules.get("avspo_plugin.verl.hooks")
+    hooks = sys.modules.get("avspo_plugin.verl.patches")
     if hooks is not None:
         # Imports the trainer modules, as a training process does, so every hook is placed or reported.
         report["hooks"] = hooks.hook_status(load=True)
         report["metrics_route"] = hooks.metrics_route()
         report["known_good_verl"] = list(hooks.KNOWN_GOOD_VERL)
-        from avspo_plugin.verl.trl_compat import TRL_PATCH_NAME, trl_patch_status
+        from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, trl_patch_status
 
         report["trl_patch"] = {TRL_PATCH_NAME: trl_patch_status()}
     return report
@@ -189,7 +183,7 @@ def compose_config(config_path: str, config_name: str, overrides: list[str]):
 
     if config_path == PACKAGED_CONFIG:
         # By path: importing avspo_plugin.verl (what pkg:// does) registers the estimator, and may be what fails.
-        config_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "verl", "config")
+        config_path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verl", "config")
     if config_path.startswith("pkg://"):
         context = initialize_config_module(config_path[len("pkg://"):], version_base=None)
     else:
@@ -202,8 +196,8 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     """(level, text) findings about a composed verl config; level is ok, warn or FAIL."""
     from omegaconf import OmegaConf
 
-    from .config import ConfigError
-    from .verl.estimator import avspo_config_from_algorithm
+    from ..config import ConfigError
+    from ..verl.estimator import avspo_config_from_algorithm
 
     algorithm = config.algorithm
     estimator = algorithm.get("adv_estimator")
@@ -229,14 +223,12 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
         f"trainer: {'v1 (default)' if use_v1 else 'legacy RayPPOTrainer'}"
         + (f", parameter_sync_step={sync_steps} (avspo/* folds the calls of a step)" if use_v1 and sync_steps else "")
         + f"; loggers {list(trainer.get('logger') or [])} receive avspo/*; AVSPO state is saved in "
-        f"{trainer.default_local_dir}/global_step_<N>/avspo_state.json (resume_mode={trainer.resume_mode})",
+        f"{trainer.default_local_dir}/global_step_<N>/{STATE_FILE} (resume_mode={trainer.resume_mode})",
     ))
     return findings
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.host in OTHER_HOSTS:
-        return importlib.import_module(f"avspo_plugin.{args.host}.doctor").run(args)
     failed = False
     local = probe()
     print("avspo doctor")
@@ -250,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             config = compose_config(args.config_path, args.config_name, args.overrides)
         except Exception as err:
-            _line("FAIL", f"config {where}: cannot compose: {err}")
+            line("FAIL", f"config {where}: cannot compose: {err}")
             failed = True
             config = None
         if config is not None:
@@ -260,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
             except ImportError as err:
                 findings = [("FAIL", f"cannot check algorithm.avspo: importing {PLUGIN_MODULE} fails: {err}")]
             for level, text in findings:
-                _line(level, text, indent=4)
+                line(level, text, indent=4)
                 failed |= level == "FAIL"
     else:
         config = None
@@ -270,25 +262,25 @@ def run(args: argparse.Namespace) -> int:
         try:
             remote = probe_in_ray_actor(args.ray_address, runtime_env)
         except Exception as err:
-            _line("FAIL", f"fresh Ray actor: could not run the check: {err!r}")
+            line("FAIL", f"fresh Ray actor: could not run the check: {err!r}")
             return 1
         failed |= _print_registration(
             f"a fresh Ray actor (pid {remote['pid']} on {remote['host']}, in {remote['ray']})", remote
         )
         if remote.get("versions") != local.get("versions"):
-            _line("warn", f"the Ray actor has other versions: {_versions_line(remote)}")
+            line("warn", f"the Ray actor has other versions: {_versions_line(remote)}")
     return 1 if failed else 0
 
 
 def _print_registration(where: str, report: dict[str, Any]) -> bool:
     """Print one process's registration; True when it is a failure."""
     if "verl_error" in report:
-        _line("FAIL", f"{where}: import verl failed:\n{_indent(report['verl_error'])}")
+        line("FAIL", f"{where}: import verl failed:\n{_indent(report['verl_error'])}")
         return True
     if report["registered"]:
-        _line("ok", f"avspo registered in {where}: {report['registered_as']}")
+        line("ok", f"avspo registered in {where}: {report['registered_as']}")
         return _print_hooks(where, report) if "hooks" in report else False
-    _line("FAIL", f"avspo NOT registered in {where}. Why:")
+    line("FAIL", f"avspo NOT registered in {where}. Why:")
     for reason in report["why_not"]:
         print(_indent(reason, "      - "))
     return True
@@ -299,7 +291,7 @@ def _print_hooks(where: str, report: dict[str, Any]) -> bool:
     hooks = {**report["hooks"], **report["trl_patch"]}
     missing = [name for name, state in hooks.items() if not state.startswith(("in place", "not needed"))]
     placed = sum(state.startswith("in place") for state in hooks.values())
-    _line("FAIL" if missing else "ok",
+    line("FAIL" if missing else "ok",
           f"hooks in {where}: {placed} of {len(hooks)} in place, {len(hooks) - placed - len(missing)} not needed, "
           f"{len(missing)} missing; metrics via {report['metrics_route']}")  # fmt: skip
     for name, state in hooks.items():
@@ -307,9 +299,9 @@ def _print_hooks(where: str, report: dict[str, Any]) -> bool:
     verl_version = report["versions"]["verl"]
     known = report["known_good_verl"]
     if verl_version in known:
-        _line("ok", f"verl {verl_version}: the hooks are checked with verl {', '.join(known)}")
+        line("ok", f"verl {verl_version}: the hooks are checked with verl {', '.join(known)}")
     else:
-        _line("warn", f"verl {verl_version} is not a version the plugin was checked with ({', '.join(known)})")
+        line("warn", f"verl {verl_version} is not a version the plugin was checked with ({', '.join(known)})")
     return bool(missing)
 
 
@@ -335,12 +327,6 @@ def _entry_point_value() -> Optional[str]:
     return None if entry_point is None else f"{entry_point.name} = {entry_point.value}"
 
 
-def _version(distribution: str) -> Optional[str]:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
-
 
 def _release(version: str) -> tuple[int, ...]:
     parts = []
@@ -358,9 +344,6 @@ def _versions_line(report: dict[str, Any]) -> str:
 def _env_line(report: dict[str, Any]) -> str:
     return ", ".join(f"{key}={value if value is not None else '(unset)'}" for key, value in report["env"].items())
 
-
-def _line(level: str, text: str, indent: int = 2) -> None:
-    print(f"{' ' * indent}[{level}] {text}")
 
 
 def _indent(text: str, prefix: str = "      ") -> str:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..import_hooks import after_import, is_patched, is_watched, wrap
+from ..import_patching import after_import, is_patched, is_watched, wrap
 from .advantage import (
     checkpoint_state,
     entropy_collapse_flag,
@@ -37,7 +37,8 @@ from .advantage import (
     load_checkpoint_state,
     rollout_stats,
 )
-from .args import ArgLayout, ESTIMATOR, layout_of, read_arg, write_arg
+from ..names import ESTIMATOR
+from .args import ArgLayout, layout_of, read_arg, write_arg
 from .versions import OPENRLHF, check_openrlhf
 
 EXPERIENCE_MAKER_MODULE = "openrlhf.trainer.ppo_utils.experience_maker"

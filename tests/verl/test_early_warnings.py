@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.core.warnings import RunMonitor, StreakWarning
+from avspo_plugin.core.early_warnings import RunMonitor, StreakWarning
 
 
 def test_streak_fires_once_after_more_than_patience_steps_and_stays_flagged():

@@ -3,7 +3,7 @@
 AVSPOGRPOTrainer overrides private GRPOTrainer methods; the doctor checks the release against
 :data:`~avspo_plugin.trl.versions.TRL`, loads the adapter (which checks it again), and compares each
 method the adapter overrides with GRPOTrainer's own: same parameters. Exit codes: see
-:mod:`avspo_plugin.host_doctor`.
+:mod:`avspo_plugin.doctor.findings`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import inspect
 import sys
 import traceback
 
-from ..host_doctor import APPLIES, DOES_NOT_APPLY, line, release_finding, versions_line
-from .versions import TRL, installed_trl
+from .findings import APPLIES, DOES_NOT_APPLY, line, release_finding, versions_line
+from ..trl.versions import TRL, installed_trl
 
 DISTRIBUTIONS = ("avspo-plugin", "trl", "transformers", "accelerate", "torch")
 
@@ -23,7 +23,7 @@ def overridden_methods() -> dict[str, tuple[list[str], list[str]]]:
     """Per GRPOTrainer method that AVSPOGRPOTrainer overrides: (GRPOTrainer's parameters, the override's)."""
     from trl import GRPOTrainer
 
-    from .trainer import AVSPOGRPOTrainer
+    from ..trl.trainer import AVSPOGRPOTrainer
 
     found = {}
     for name, override in vars(AVSPOGRPOTrainer).items():

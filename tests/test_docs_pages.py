@@ -6,14 +6,14 @@ import pytest
 
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS
-from avspo_plugin.reference import PAGES
+from avspo_plugin.docs_pages import PAGES
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_committed_page_is_current(page):
-    assert (DOCS / f"{page}.md").read_text() == PAGES[page](), f"regenerate: python -m avspo_plugin.reference {page}"
+    assert (DOCS / f"{page}.md").read_text() == PAGES[page](), f"regenerate: python -m avspo_plugin.docs_pages {page}"
 
 
 def test_every_key_and_metric_is_documented():

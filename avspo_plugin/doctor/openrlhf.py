@@ -5,7 +5,7 @@ Without importing OpenRLHF (its modules import deepspeed and vllm): the release 
 wrapper relies on (:func:`~avspo_plugin.openrlhf.structure.source_findings`), and, unless
 ``--no-ray``, the launch preflight runs on a Ray cluster (``--ray-address``, else a local one started
 and stopped here) whose job carries the avspo worker setup hook, as ``avspo openrlhf`` gives it.
-Exit codes: see :mod:`avspo_plugin.host_doctor`.
+Exit codes: see :mod:`avspo_plugin.doctor.findings`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..host_doctor import APPLIES, DOES_NOT_APPLY, NOT_INSTALLED, line, release_finding, versions_line
-from .structure import EXPERIENCE_MAKER_FILE, TRAINER_FILE, layout_in_source, methods, source_findings
-from .versions import OPENRLHF
+from .findings import APPLIES, DOES_NOT_APPLY, NOT_INSTALLED, line, release_finding, versions_line
+from ..openrlhf.structure import EXPERIENCE_MAKER_FILE, TRAINER_FILE, layout_in_source, methods, source_findings
+from ..openrlhf.versions import OPENRLHF
 
 DISTRIBUTIONS = ("avspo-plugin", "openrlhf", "torch", "ray", "deepspeed", "vllm", "flash-attn")
 PATCHED_RELEASE = "0.11.2"
@@ -74,8 +74,8 @@ def preflight_finding(address: Optional[str]) -> bool:
     """The launch preflight on a Ray cluster with the avspo setup hook; True when every node passes."""
     import ray
 
-    from .launch import with_setup_hook
-    from .preflight import check_nodes
+    from ..openrlhf.launch import with_setup_hook
+    from ..openrlhf.preflight import check_nodes
 
     if ray.is_initialized():
         line("FAIL", "Ray is initialised in this process already: the preflight needs a job with the avspo setup hook")

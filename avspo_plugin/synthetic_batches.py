@@ -1,4 +1,4 @@
-"""``avspo demo``: ACR and AVSPO advantages on generated binary-reward batches, no training.
+"""``avspo advantages``: GRPO and AVSPO advantages side by side on drawn binary-reward batches, no training.
 
 Each step draws G rewards per prompt from Bernoulli(p) with p spread from
 hopeless to trivial, then prints the per-group advantages of plain GRPO next

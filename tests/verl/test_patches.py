@@ -8,7 +8,7 @@ import types
 import pytest
 from hydra import compose, initialize_config_module
 
-from avspo_plugin.verl import hooks
+from avspo_plugin.verl import patches
 
 
 @pytest.fixture(scope="module")
@@ -18,11 +18,11 @@ def avspo_run_config():
 
 
 def test_every_hook_is_in_place_on_the_installed_verl():
-    status = hooks.hook_status(load=True)
-    assert len(status) == len(hooks.HOOKS) == 12
+    status = patches.hook_status(load=True)
+    assert len(status) == len(patches.HOOKS) == 12
     assert set(status.values()) == {"in place"}, status
     for trainer in ("v1", "legacy"):
-        hooks.require_hooks(trainer)
+        patches.require_hooks(trainer)
 
 
 def changed_verl_module(name):
@@ -40,12 +40,12 @@ def test_a_changed_target_warns_naming_it_and_refuses_avspo_runs(monkeypatch, ca
     name = "verl_release_with_a_changed_trainer"
     module = changed_verl_module(name)
     monkeypatch.setitem(sys.modules, name, module)
-    changed = hooks.Hook(name, "Trainer", "step", hooks._v1_step, "one step of Eq. 12 per global step",
+    changed = patches.Hook(name, "Trainer", "step", patches._v1_step, "one step of Eq. 12 per global step",
                          ("self", "metrics"), trainer="v1")  # fmt: skip
-    absent = hooks.Hook(name, "Trainer", "_save_checkpoint", hooks._trainer_save_checkpoint, "saves the AVSPO state",
+    absent = patches.Hook(name, "Trainer", "_save_checkpoint", patches._trainer_save_checkpoint, "saves the AVSPO state",
                         ("self",), trainer="legacy")  # fmt: skip
-    monkeypatch.setattr(hooks, "HOOKS", (*hooks.HOOKS, changed, absent))
-    monkeypatch.setattr(hooks, "HOOK_PROBLEMS", {})
+    monkeypatch.setattr(patches, "HOOKS", (*patches.HOOKS, changed, absent))
+    monkeypatch.setattr(patches, "HOOK_PROBLEMS", {})
     with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
         changed.apply(module)
         absent.apply(module)
@@ -55,16 +55,16 @@ def test_a_changed_target_warns_naming_it_and_refuses_avspo_runs(monkeypatch, ca
     assert f"{name}.Trainer._save_checkpoint does not exist" in messages[1]
     assert not hasattr(module.Trainer.step, "__avspo_patch__")  # a changed function is left as it is
 
-    with pytest.raises(hooks.HookError, match=rf"verl 0.9.1 with the v1 trainer: 1 verl function\(s\).*{name}.Trainer.step"):
-        hooks.check_launch_config(avspo_run_config)
+    with pytest.raises(patches.HookError, match=rf"verl 0.9.1 with the v1 trainer: 1 verl function\(s\).*{name}.Trainer.step"):
+        patches.check_launch_config(avspo_run_config)
     legacy = avspo_run_config.copy()
     legacy.trainer.use_v1 = False
-    with pytest.raises(hooks.HookError, match=rf"legacy trainer.*{name}.Trainer._save_checkpoint does not exist"):
-        hooks.prepare_trainer(legacy)
+    with pytest.raises(patches.HookError, match=rf"legacy trainer.*{name}.Trainer._save_checkpoint does not exist"):
+        patches.prepare_trainer(legacy)
     # Runs of other estimators are not checked.
     grpo = avspo_run_config.copy()
     grpo.algorithm.adv_estimator = "grpo"
-    hooks.check_launch_config(grpo)
+    patches.check_launch_config(grpo)
 
 
 def test_verls_experimental_fully_async_trainer_is_refused_before_ray_starts():
@@ -77,22 +77,22 @@ def test_verls_experimental_fully_async_trainer_is_refused_before_ray_starts():
     with initialize_config_dir(config_dir, version_base=None):
         config = compose("fully_async_ppo_trainer", overrides=["algorithm.adv_estimator=avspo"])
     assert "async_training" in config
-    with pytest.raises(hooks.HookError, match="does not run in verl's experimental fully-async trainer"):
+    with pytest.raises(patches.HookError, match="does not run in verl's experimental fully-async trainer"):
         get_ppo_ray_runtime_env(config)
-    with pytest.raises(hooks.HookError, match="trainer.v1.trainer_mode=separate_async"):
-        hooks.check_launch_config(config)
+    with pytest.raises(patches.HookError, match="trainer.v1.trainer_mode=separate_async"):
+        patches.check_launch_config(config)
     config.algorithm.adv_estimator = "grpo"
     get_ppo_ray_runtime_env(config)
 
 
 def test_trl_patch_applies_only_where_trl_lacks_the_value_head(monkeypatch):
-    from avspo_plugin.verl import trl_compat
+    from avspo_plugin.verl import model_build_fix
 
     stand_in = types.ModuleType("monkey_patch")
     stand_in.is_trl_available = lambda: True
-    monkeypatch.setattr(trl_compat, "trl_patch_needed", lambda: False)
-    trl_compat.skip_missing_trl_value_head(stand_in)
+    monkeypatch.setattr(model_build_fix, "trl_patch_needed", lambda: False)
+    model_build_fix.skip_missing_trl_value_head(stand_in)
     assert stand_in.is_trl_available() is True  # trl absent or complete: verl's own check stays
-    monkeypatch.setattr(trl_compat, "trl_patch_needed", lambda: True)
-    trl_compat.skip_missing_trl_value_head(stand_in)
-    assert stand_in.is_trl_available is trl_compat.trl_value_head_available
+    monkeypatch.setattr(model_build_fix, "trl_patch_needed", lambda: True)
+    model_build_fix.skip_missing_trl_value_head(stand_in)
+    assert stand_in.is_trl_available is model_build_fix.trl_value_head_available

@@ -1,0 +1,8 @@
+"""The names users meet in every host, defined once; the adapters import them from here."""
+
+# The advantage estimator: algorithm.adv_estimator in verl, --advantage_estimator in OpenRLHF.
+ESTIMATOR = "avspo"
+# Before each core metric's name (acr, threshold, ...) in the host's logs: avspo/acr.
+METRIC_PREFIX = "avspo/"
+# The AVSPO state (threshold, warnings) saved beside each checkpoint.
+STATE_FILE = "avspo_state.json"
