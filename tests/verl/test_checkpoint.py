@@ -8,6 +8,8 @@ trainer resume runs in tests/verl/test_e2e*.py.
 import json
 import logging
 import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -289,10 +291,13 @@ def test_restored_state_is_reported_at_verls_default_level(tmp_path, trainers, b
     compute_advantage(make_batch(STEP_SCORES[0], UIDS), adv_estimator="avspo", config=trainer.config.algorithm)
     trainers["v1"]._save_checkpoint(trainer)
     session().reset()
-    adapter_logger = logging.getLogger("avspo_plugin.verl")
-    # verl's modules log at VERL_LOGGING_LEVEL (INFO by default) through the root handler verl sets up.
-    assert adapter_logger.getEffectiveLevel() == logging.getLevelName(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
-    with caplog.at_level(logging.INFO):
+    # verl's modules log at VERL_LOGGING_LEVEL (INFO by default) through the root handler verl sets up;
+    # the adapter's logger does too, as a trainer process imports it (other tests here may silence it).
+    env = {key: value for key, value in os.environ.items() if key != "VERL_LOGGING_LEVEL"}
+    probe = "import logging, avspo_plugin.verl; print(logging.getLogger('avspo_plugin.verl').getEffectiveLevel())"
+    level = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert level.stdout.strip() == str(logging.INFO), level.stderr[-2000:]
+    with caplog.at_level(logging.INFO, logger="avspo_plugin.verl"):
         trainers["v1"]._load_checkpoint(trainer_for(base_config, tmp_path / "ckpt"))
     restored = [r.getMessage() for r in caplog.records if r.getMessage().startswith("AVSPO state restored from")]
     assert len(restored) == 1 and "tau=0.2" in restored[0] and "stagnation streak" in restored[0]

@@ -3,12 +3,11 @@
 Every run goes through verl's real trainer, workers, rollout and tracker, with the package's
 opt-in CPU support (``avspo_plugin.verl.cpu``). One ``avspo verl-demo`` run (verl's default
 trainer, 4 steps, a checkpoint at step 2) is made once and shared: its model, tokenizer and
-data train the other runs (the legacy trainer's 2 steps, the run resumed from the demo's
-step-2 checkpoint, and the run with a multi-output agent loop and two mini-batch updates per
-step). Metrics are read from the tracker's own output: the file backend's JSONL and the console
-backend's lines.
+data train the other runs: the legacy trainer's 2 steps, and the run resumed from the demo's
+step-2 checkpoint with a multi-output agent loop and two mini-batch updates per step. Metrics
+are read from the tracker's own output: the file backend's JSONL and the console backend's lines.
 
-Cost on 2 cores: four main_ppo launches of about 1 to 1.5 minutes each.
+Cost on 2 cores: three main_ppo launches of about 1 to 1.5 minutes each.
 """
 
 from __future__ import annotations
@@ -80,11 +79,11 @@ def log_tail(path: Path, lines: int = 60) -> str:
 
 
 def train(files: DemoFiles, out: Path, run_name: str, use_v1: bool, save_freq: int = -1,
-          resume: bool = False, steps: int = STEPS) -> TrainingRun:  # fmt: skip
+          steps: int = STEPS) -> TrainingRun:  # fmt: skip
     """main_ppo on the demo files for ``steps`` steps, checkpoints in ``out/checkpoints``; fails with
     the log's tail unless the run ends cleanly."""
     command = main_ppo_command(
-        files, out, steps, use_v1=use_v1, save_freq=save_freq, resume=resume, extra_overrides=AVSPO_OVERRIDES
+        files, out, steps, use_v1=use_v1, save_freq=save_freq, extra_overrides=AVSPO_OVERRIDES
     )
     run = run_main_ppo(command, out, run_name=run_name, echo=False, timeout=RUN_TIMEOUT_S)
     assert run.returncode == 0, f"main_ppo exited with {run.returncode}; end of {run.log_file}:\n{log_tail(run.log_file)}"
@@ -147,53 +146,28 @@ def test_legacy_trainer_logs_avspo_metrics_at_every_step_and_saves_the_state(leg
     assert state["threshold"]["step"] == CHECKPOINT_STEP and state["logged_steps"] == CHECKPOINT_STEP
 
 
-def test_run_resumed_from_step_2_logs_the_uninterrupted_threshold_sequence(demo_run: DemoRun, tmp_path: Path):
-    # The uninterrupted run wrote its metrics and checkpoints beside its log.
-    finished = demo_run
-    uninterrupted = avspo_metrics_by_step(finished.metrics_file)
+def test_resumed_v1_run_with_multi_output_sessions_in_mini_batches(demo_run: DemoRun, tmp_path: Path):
+    """The demo's step-2 checkpoint resumed by verl's default trainer with an agent loop that returns two
+    outputs per session, each step split into two mini-batch updates (parameter_sync_step=2). A probe in
+    the trainer process compares every advantage step with verl's own GRPO route on the same rows."""
+    uninterrupted = avspo_metrics_by_step(demo_run.metrics_file)
     thresholds = [uninterrupted[step]["avspo/threshold"] for step in range(1, STEPS + 1)]
-    # The comparison tells a restored state from a lost one only if the threshold moves at both steps
-    # after the checkpoint: a lost tau would log threshold_init (step 1's value) at step 3, a lost
-    # previous batch reward J would skip Eq. 12 and repeat step 3's value at step 4.
-    first_resumed, second_resumed = thresholds[CHECKPOINT_STEP], thresholds[CHECKPOINT_STEP + 1]
-    assert first_resumed != thresholds[0] and second_resumed != first_resumed, (
-        f"thresholds {thresholds} do not move after step {CHECKPOINT_STEP}: pick another DEMO_SEED"
-    )
+    # The restored tau is what step 3 logs: it must differ from threshold_init for a lost state to show.
+    assert thresholds[CHECKPOINT_STEP] != thresholds[0], f"thresholds {thresholds}: pick another DEMO_SEED"
 
-    # The run as if stopped after step 2: only the step-2 checkpoint, recorded as the latest, where
-    # the resumed run keeps its checkpoints.
-    saved = finished.log_file.parent / "checkpoints" / f"global_step_{CHECKPOINT_STEP}"
+    # The run as if stopped after step 2: only the step-2 checkpoint, recorded as the latest.
+    saved = demo_run.out / "checkpoints" / f"global_step_{CHECKPOINT_STEP}"
     assert saved.is_dir(), f"no checkpoint at step {CHECKPOINT_STEP} in {saved.parent}"
     checkpoints = tmp_path / "checkpoints"
     shutil.copytree(saved, checkpoints / saved.name)
     (checkpoints / "latest_checkpointed_iteration.txt").write_text(str(CHECKPOINT_STEP))
 
-    resumed_run = train(demo_run.files, tmp_path, "resumed", use_v1=True, resume=True)
-    resumed = avspo_metrics_by_step(resumed_run.metrics_file)
-    # The restore is reported at verl's default log level, in the trainer process.
-    assert f"AVSPO state restored from {checkpoints / saved.name}" in resumed_run.log_file.read_text()
-    later_steps = list(range(CHECKPOINT_STEP + 1, STEPS + 1))
-    assert sorted(resumed) == later_steps, f"the resumed run logged steps {sorted(resumed)}, not {later_steps}"
-    # Same rewards first (the run is deterministic), then the same thresholds.
-    for step in later_steps:
-        assert resumed[step]["avspo/reward_mean"] == pytest.approx(uninterrupted[step]["avspo/reward_mean"]), (
-            f"step {step}: the resumed run drew other rewards; the comparison needs a deterministic run"
-        )
-    assert [resumed[step]["avspo/threshold"] for step in later_steps] == pytest.approx(
-        thresholds[CHECKPOINT_STEP:], abs=1e-12
-    ), f"uninterrupted thresholds {thresholds}, resumed {[resumed[s]['avspo/threshold'] for s in later_steps]}"
-
-
-def test_v1_multi_output_sessions_in_mini_batches_are_verls_grpo_end_to_end(demo_run: DemoRun, tmp_path: Path):
-    """verl's default trainer with an agent loop that returns two outputs per session, each step split
-    into two mini-batch updates (parameter_sync_step=2), avspo in monitor mode: a probe in the trainer
-    process compares every advantage step with verl's own GRPO route on the same rows."""
     support = Path(__file__).parent / "support"
     agent_loops = tmp_path / "agent_loops.yaml"
     agent_loops.write_text("- name: multi_output\n  _target_: multi_output_agent_loop.MultiOutputAgentLoop\n")
     probe = tmp_path / "advantage_steps.jsonl"
-    command = main_ppo_command(demo_run.files, tmp_path, 2, extra_overrides=(
-        "algorithm.avspo.threshold_mode=never",
+    command = main_ppo_command(demo_run.files, tmp_path, STEPS, resume=True, extra_overrides=(
+        *AVSPO_OVERRIDES,
         f"actor_rollout_ref.rollout.agent.agent_loop_config_path={agent_loops}",
         "actor_rollout_ref.rollout.agent.default_agent_loop=multi_output",
         "+trainer.v1.sync.parameter_sync_step=2",
@@ -205,17 +179,31 @@ def test_v1_multi_output_sessions_in_mini_batches_are_verls_grpo_end_to_end(demo
         "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl.cpu,advantage_probe",
         "AVSPO_PROBE_OUT": str(probe),
     }
-    run = run_main_ppo(command, tmp_path, run_name="paths", echo=False, timeout=RUN_TIMEOUT_S, extra_env=env)
+    run = run_main_ppo(command, tmp_path, run_name="resumed", echo=False, timeout=RUN_TIMEOUT_S, extra_env=env)
     assert run.returncode == 0, f"main_ppo exited with {run.returncode}; end of {run.log_file}:\n{log_tail(run.log_file)}"
+    log = run.log_file.read_text()
+    assert "avspo estimator registered in process" in log
+    # The restore is reported at verl's default log level, in the trainer process.
+    assert f"AVSPO state restored from {checkpoints / saved.name}" in log
 
+    # Sessions grouped as GRPO groups them: 2 steps x 2 mini-batches of 2 prompts x 4 sessions x 2 outputs.
     calls = [json.loads(line) for line in probe.read_text().splitlines()]
-    # 2 steps x 2 mini-batches of 2 prompts x 4 sessions x 2 outputs.
     assert [(c["rows"], c["sessions"], c["prompts"]) for c in calls] == [(16, 8, 2)] * 4, calls
-    assert all(c["equal"] for c in calls), calls
+    assert all(c["equal_where_grpo_nonzero"] for c in calls), calls
     assert any(c["nonzero"] for c in calls), "no advantage step had a non-collapsed group: nothing was compared"
-    logged = avspo_metrics_by_step(run.metrics_file)
-    assert sorted(logged) == [1, 2]
-    for metrics in logged.values():
-        # One group per prompt of the step, one sample per session: as GRPO groups them.
-        assert metrics["avspo/groups"] == 4.0 and metrics["avspo/samples"] == 16.0
-    assert "avspo estimator registered in process" in run.log_file.read_text()
+    resumed = avspo_metrics_by_step(run.metrics_file)
+    assert sorted(resumed) == [3, 4], f"the resumed run logged steps {sorted(resumed)}"
+    for step in (3, 4):
+        # One group per prompt of the step, one sample per session, pooled over the two mini-batches.
+        assert resumed[step]["avspo/groups"] == 4.0 and resumed[step]["avspo/samples"] == 16.0
+
+    # Resume: step 3 runs under the restored tau; step 4 under tau moved once by Eq. 12 from the restored
+    # previous reward J_2 and step 3's pooled ACR and reward (a lost J_2 would leave tau where it was).
+    config = AVSPOConfig(threshold_lr=THRESHOLD_LR)
+    tau3, acr3, reward3 = (resumed[3][f"avspo/{name}"] for name in ("threshold", "acr", "reward_mean"))
+    assert tau3 == thresholds[CHECKPOINT_STEP]
+    reward2 = uninterrupted[CHECKPOINT_STEP]["avspo/reward_mean"]
+    moved = tau3 + THRESHOLD_LR * math.copysign(1.0, reward3 - reward2) * (acr3 - tau3) if reward3 != reward2 else tau3
+    expected_tau4 = min(config.threshold_max, max(config.threshold_min, moved))
+    assert resumed[4]["avspo/threshold"] == pytest.approx(expected_tau4, abs=1e-12)
+    assert expected_tau4 != tau3, "step 3 left tau unmoved: the check cannot tell a lost J_2; pick another DEMO_SEED"

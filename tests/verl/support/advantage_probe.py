@@ -1,8 +1,10 @@
 """Loaded in every process of the e2e run (``VERL_USE_EXTERNAL_MODULES``): in the trainer process it
-records, at each v1 advantage step, whether avspo's advantages equal verl's own GRPO route on the
+records, at each v1 advantage step, how avspo's advantages compare with verl's own GRPO route on the
 same rows, bit for bit, and what the step held (rows, sessions, prompts), as JSON lines in
 ``$AVSPO_PROBE_OUT``. verl's GRPO route is its ``compute_advantage_for_multi_trajectories`` as
-released (the plugin's wrapper removed with ``inspect.unwrap``)."""
+released (the plugin's wrapper removed with ``inspect.unwrap``). Rows that GRPO gives a non-zero
+advantage belong to groups that are not collapsed, which AVSPO never touches: there the two must be
+equal whether or not AVSPO triggered."""
 
 import copy
 import functools
@@ -26,8 +28,10 @@ def _probe(trainer_base):
         grpo = verl_route(copy.deepcopy(data), batch_keys, adv_estimator="grpo", **kwargs).batch["advantages"]
         out = plugin_route(data, batch_keys, adv_estimator, **kwargs)
         uids = [key.rsplit("_", 2)[0] for key in batch_keys]
+        signal = grpo != 0
         record = {
             "equal": bool(torch.equal(out.batch["advantages"], grpo)),
+            "equal_where_grpo_nonzero": bool(torch.equal(out.batch["advantages"][signal], grpo[signal])),
             "rows": len(batch_keys),
             "sessions": len({key.rsplit("_", 1)[0] for key in batch_keys}),
             "prompts": len({uid for uid in uids if not uid.startswith("pad")}),
