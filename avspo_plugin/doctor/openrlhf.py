@@ -3,8 +3,8 @@
 Without importing OpenRLHF (its modules import deepspeed and vllm): the release is checked against
 :data:`~avspo_plugin.openrlhf.versions.OPENRLHF`, the installed source against what the route's
 wrapper relies on (:func:`~avspo_plugin.openrlhf.structure.source_findings`), and, unless
-``--no-ray``, the launch preflight runs on a Ray cluster (``--ray-address``, else a local one started
-and stopped here) whose job carries the avspo worker setup hook, as ``avspo openrlhf`` gives it.
+``--no-ray``, the launch preflight runs on the Ray cluster :func:`.ray_cluster.connect_ray` joins, in a
+job that carries the avspo worker setup hook, as ``avspo openrlhf`` gives it.
 Exit codes: see :mod:`avspo_plugin.doctor.findings`.
 """
 
@@ -76,12 +76,13 @@ def preflight_finding(address: Optional[str]) -> bool:
 
     from ..openrlhf.launch import with_setup_hook
     from ..openrlhf.preflight import check_nodes
+    from .ray_cluster import connect_ray
 
     if ray.is_initialized():
         line("FAIL", "Ray is initialised in this process already: the preflight needs a job with the avspo setup hook")
         return False
-    ray.init(address=address, num_cpus=1 if address in (None, "local") else None, include_dashboard=False, log_to_driver=False,
-             runtime_env=with_setup_hook(None))  # fmt: skip
+    where = connect_ray(address, runtime_env=with_setup_hook(None))
+    line("ok", f"preflight in {where}")
     try:
         reports = check_nodes()
     except RuntimeError as err:

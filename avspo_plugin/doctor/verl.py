@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 from ..names import ESTIMATOR, STATE_FILE
 from .findings import installed_version, line
+from .ray_cluster import connect_ray
 
 PLUGIN_MODULE = "avspo_plugin.verl"
 ENTRY_POINT_GROUP = "verl.plugins"
@@ -133,28 +134,6 @@ class ProbeActor:
 
     def probe(self) -> dict[str, Any]:
         return probe()
-
-
-def connect_ray(address: Optional[str]) -> str:
-    """Join the Ray cluster the check belongs in; returns where the actor runs.
-
-    ``address`` (``--ray-address``) or ``RAY_ADDRESS``: that cluster. Else a cluster already running
-    on this machine (``ray start --head``: the one a training run here would join); else a private
-    instance started for the check. Never passes resources when joining a running cluster (Ray
-    refuses them there).
-    """
-    import ray
-
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if address:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        return f"the Ray cluster at {address}"
-    try:
-        ray.init(address="auto", include_dashboard=False, log_to_driver=False)
-        return "the Ray cluster running on this machine"
-    except ConnectionError:
-        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
-        return "a private Ray instance started for the check"
 
 
 def probe_in_ray_actor(

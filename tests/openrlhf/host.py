@@ -386,6 +386,7 @@ def run_runtime_route(dotted_src: str, flat_src: str, tb_dir: str, doc: str) -> 
     from avspo_plugin.openrlhf.worker_setup import SETUP_HOOK
 
     ray.init(
+        address="local",
         num_cpus=1,
         object_store_memory=128 * 1024**2,
         include_dashboard=False,
