@@ -129,12 +129,6 @@ class AVSPOSession:
         self._pending.append(result.metrics)
         return result
 
-    @property
-    def step_open(self) -> bool:
-        """Whether advantages were computed since the last close."""
-        with self._lock:
-            return bool(self._pending)
-
     def close_step(self, step: Optional[int] = None, entropy: Optional[float] = None) -> None:
         """End the open step: Eq. 12 once over its pooled calls, the warnings fed; a no-op when none is open.
 
