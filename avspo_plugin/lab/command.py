@@ -137,7 +137,7 @@ def run_lab(args: argparse.Namespace) -> int:
           f"policy ({settings.warmup_steps} supervised steps)", file=sys.stderr)
     base_state, base = prepare_base(settings)
     specs = [RunSpec(key, settings, method, seed) for key, method, seed in run_keys(methods, seeds)]
-    results = run_all(specs, base_state, jobs, progress=not args.no_progress)
+    results = run_all(specs, base_state, jobs, progress=not args.no_progress, initial_eval=base["held_out"])
     runs = {m.name: {seed: results[f"{m.name}/seed{seed}"] for seed in seeds} for m in methods}
 
     report = {
@@ -186,7 +186,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     print(f"avspo lab sweep: {len(grid)} GRPO configurations x {len(seeds)} seeds, {settings.steps} steps; "
           f"warming up the base policy", file=sys.stderr)
     base_state, base = prepare_base(settings)
-    results = run_all(specs, base_state, jobs, progress=not args.no_progress)
+    results = run_all(specs, base_state, jobs, progress=not args.no_progress, initial_eval=base["held_out"])
 
     points = [
         {"label": config.label, "seed": spec.seed, "temperature": spec.settings.temperature,

@@ -32,6 +32,7 @@ class RunSpec:
     settings: LabSettings
     method: Method
     seed: int
+    extra_final_evals: tuple[float, ...] = ()  # temperatures of further readings at the last evaluation
 
 
 def quiet_process() -> None:
@@ -58,7 +59,7 @@ def prepare_base(settings: LabSettings) -> tuple[dict[str, torch.Tensor], dict]:
     policy = build_policy(settings.shape, settings.task_seed)
     policy.load_state_dict(base_state)
     description = {
-        "held_out": evaluate(policy, held_out(settings), settings, step=0),
+        "held_out": {**evaluate(policy, held_out(settings), settings, step=0), "settings": evaluation_settings(settings)},
         "sampled_by_tier": sampled_pass_rates(policy, settings, seed=settings.task_seed),
         "parameters": sum(p.numel() for p in policy.parameters()),
         "warmup_wall_s": time.perf_counter() - started,
@@ -67,41 +68,70 @@ def prepare_base(settings: LabSettings) -> tuple[dict[str, torch.Tensor], dict]:
     return base_state, description
 
 
-_BASE_STATE: Optional[dict[str, torch.Tensor]] = None
+_BASE: Optional[tuple[dict[str, torch.Tensor], Optional[dict]]] = None
 
 
-def _init_worker(base_state: dict[str, torch.Tensor]) -> None:
-    global _BASE_STATE
+def _init_worker(base_state: dict[str, torch.Tensor], initial_eval: Optional[dict]) -> None:
+    global _BASE
     quiet_process()
-    _BASE_STATE = base_state
+    _BASE = (base_state, initial_eval)
+
+
+def _train(spec: RunSpec) -> dict:
+    assert _BASE is not None
+    base_state, initial_eval = _BASE
+    initial = initial_eval if _same_evaluation(spec.settings, initial_eval) else None
+    return train(spec.settings, spec.method, spec.seed, base_state,
+                 extra_final_evals=spec.extra_final_evals, initial_eval=initial)
+
+
+def _same_evaluation(settings: LabSettings, initial_eval: Optional[dict]) -> bool:
+    """The base's step-0 evaluation stands for a run's own when it was taken with the run's evaluation settings."""
+    return initial_eval is not None and initial_eval.get("settings") == evaluation_settings(settings)
+
+
+def evaluation_settings(settings: LabSettings) -> dict:
+    """What a step-0 evaluation depends on besides the base policy."""
+    return {key: settings.to_dict()[key] for key in ("tiers", "task_seed", "held_out_per_tier", "eval_samples",
+                                                     "eval_temperature")}
+
+
+def planned_steps(settings: LabSettings) -> int:
+    """Steps of a run that samples P x G rollouts per step (in budget mode, DAPO takes fewer)."""
+    return settings.rollout_budget // (settings.prompts * settings.group_size) if settings.rollout_budget else settings.steps
 
 
 def _run(spec: RunSpec) -> tuple[str, dict]:
-    assert _BASE_STATE is not None
-    return spec.key, train(spec.settings, spec.method, spec.seed, _BASE_STATE)
+    return spec.key, _train(spec)
 
 
 def run_all(
-    specs: list[RunSpec], base_state: dict[str, torch.Tensor], jobs: int, progress: bool = True
+    specs: list[RunSpec], base_state: dict[str, torch.Tensor], jobs: int, progress: bool = True,
+    initial_eval: Optional[dict] = None,
 ) -> dict[str, dict]:
-    """Run every spec; results by key. jobs > 1 runs them in that many spawned worker processes."""
+    """Run every spec; results by key. jobs > 1 runs them in that many spawned worker processes.
+
+    initial_eval: the base policy's step-0 evaluation (prepare_base's ``held_out``); a run whose evaluation
+    settings match uses it instead of evaluating the same policy with the same random numbers again.
+    """
     from tqdm import tqdm
 
-    total_steps = sum(s.settings.steps for s in specs)
+    total_steps = sum(planned_steps(s.settings) for s in specs)
     results: dict[str, dict] = {}
     with tqdm(total=total_steps, unit="step", disable=not progress, file=sys.stderr, dynamic_ncols=True) as bar:
         if jobs <= 1:
-            _init_worker(base_state)
+            _init_worker(base_state, initial_eval)
             for spec in specs:
                 bar.set_postfix_str(spec.key)
-                results[spec.key] = train(spec.settings, spec.method, spec.seed, base_state, on_step=lambda: bar.update())
+                results[spec.key] = _train(spec)
+                bar.update(planned_steps(spec.settings))
             return results
         context = multiprocessing.get_context("spawn")
-        with context.Pool(min(jobs, len(specs)), initializer=_init_worker, initargs=(base_state,)) as pool:
+        with context.Pool(min(jobs, len(specs)), initializer=_init_worker, initargs=(base_state, initial_eval)) as pool:
             by_key = {s.key: s for s in specs}
             for key, result in pool.imap_unordered(_run, specs):
                 results[key] = result
-                bar.update(by_key[key].settings.steps)
+                bar.update(planned_steps(by_key[key].settings))
                 bar.set_postfix_str(key)
     return {s.key: results[s.key] for s in specs}
 

@@ -41,6 +41,10 @@ class Method:
     norm_adv_by_std_in_grpo: bool = True
     avspo: Mapping[str, Any] = field(default_factory=dict)
     dynamic_sampling: bool = False
+    loss_agg_mode: str = "token-mean"  # verl's actor.loss_agg_mode for the policy loss
+    # algorithm.avspo_selection settings: collapse-aware prompt selection before generation (needs a
+    # fixed training set, LabSettings.train_per_tier); empty: every drawn prompt is generated
+    selection: Mapping[str, Any] = field(default_factory=dict)
 
     def algorithm_config(self) -> DictConfig:
         """verl's ``algorithm`` block for this method (what the trainer passes estimators as ``config``)."""
@@ -62,8 +66,9 @@ PRESETS: dict[str, Method] = {
     m.name: m
     for m in (
         Method("grpo", "grpo", "verl GRPO: (r - mean) / (std + 1e-6) per group"),
-        Method("drgrpo", "grpo", "Dr. GRPO: verl GRPO with norm_adv_by_std_in_grpo=False (r - mean)",
-               norm_adv_by_std_in_grpo=False),
+        Method("drgrpo", "grpo", "Dr. GRPO: verl GRPO with norm_adv_by_std_in_grpo=False (r - mean) and "
+               "loss_agg_mode seq-mean-token-sum-norm (as verl's Dr. GRPO recipe)",
+               norm_adv_by_std_in_grpo=False, loss_agg_mode="seq-mean-token-sum-norm"),
         Method("ngrpo", NGRPO_ESTIMATOR, "NGRPO: one virtual sample at the maximum reward in every group's mean and std"),
         Method("dapo", "grpo", "DAPO dynamic sampling: drop zero-variance groups, sample more prompts, GRPO advantages",
                dynamic_sampling=True),
@@ -76,15 +81,32 @@ PRESETS: dict[str, Method] = {
 }
 DEFAULT_METHODS = tuple(PRESETS)
 
+# Methods of the study only (avspo lab study): AVSPO's attribution ablations and prompt selection.
+STUDY_EXTRA: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("avspo_all_fail", "avspo", "AVSPO as in the paper, augmenting all-fail groups only (apply_to=all_fail)",
+               avspo={"apply_to": "all_fail"}),
+        Method("avspo_all_pass", "avspo", "AVSPO as in the paper, augmenting all-pass groups only (apply_to=all_pass)",
+               avspo={"apply_to": "all_pass"}),
+        Method("select_grpo", "grpo", "GRPO with collapse-aware prompt selection (algorithm.avspo_selection defaults)",
+               selection={"enable": True}),
+        Method("select_avspo", "avspo", "AVSPO as in the paper with collapse-aware prompt selection",
+               selection={"enable": True}),
+    )
+}
+
 
 def parse_method(spec: str) -> Method:
     """A preset name, or ``avspo:key=value,key=value`` for any algorithm.avspo setting (named by the spec)."""
     if spec in PRESETS:
         return PRESETS[spec]
+    if spec in STUDY_EXTRA:
+        return STUDY_EXTRA[spec]
     base, _, settings = spec.partition(":")
     if base != "avspo" or not settings:
         raise ValueError(
-            f"unknown method {spec!r}: use one of {', '.join(PRESETS)} or avspo:key=value,... "
+            f"unknown method {spec!r}: use one of {', '.join([*PRESETS, *STUDY_EXTRA])} or avspo:key=value,... "
             f"(keys: {', '.join(AVSPOConfig.keys())})"
         )
     values: dict[str, Any] = {}

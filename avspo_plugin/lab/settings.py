@@ -33,8 +33,15 @@ class LabSettings:
     warmup_batch: int = 64
     warmup_lr: float = 3e-3
     task_seed: int = 0  # held-out split, base-model initialisation and warm-up data
-    held_out_per_tier: int = 50
+    held_out_per_tier: int | tuple[int, ...] = 50  # one count for every tier, or one per tier
+    # 0: every step draws fresh problems; > 0 (or one count per tier): a fixed training set, shuffled epochs
+    train_per_tier: int | tuple[int, ...] = 0
     steps: int = 250
+    # 0: a run is `steps` steps. > 0: a run ends when it has sampled this many rollouts (a multiple of P x G;
+    # a method that samples more per step, DAPO, takes fewer steps and its last step only what is left), and
+    # is evaluated at these fractions of the budget (the first step at which its rollouts reach each).
+    rollout_budget: int = 0
+    eval_fractions: tuple[float, ...] = (0.35, 0.7, 1.0)
     prompts: int = 16  # P: prompt groups per step
     group_size: int = 8  # G
     temperature: float = 1.0
@@ -64,6 +71,15 @@ class LabSettings:
             raise ValueError(f"temperature={self.temperature} must be > 0 for sampling")
         if self.eval_temperature < 0:
             raise ValueError(f"eval_temperature={self.eval_temperature} must be >= 0 (0: greedy)")
+        batch = self.prompts * self.group_size
+        if self.rollout_budget < 0 or self.rollout_budget % batch:
+            raise ValueError(f"rollout_budget={self.rollout_budget} must be a non-negative multiple of "
+                             f"prompts x group_size = {batch}")
+        if not self.eval_fractions or any(not 0 < f <= 1 for f in self.eval_fractions) or \
+                list(self.eval_fractions) != sorted(set(self.eval_fractions)) or self.eval_fractions[-1] != 1:
+            raise ValueError(f"eval_fractions={self.eval_fractions} must rise strictly within (0, 1] and end at 1")
+        if self.grad_clip <= 0:
+            raise ValueError(f"grad_clip={self.grad_clip} must be > 0")
         for name in ("steps", "prompts", "eval_every", "eval_samples", "dapo_max_gen_batches", "warmup_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")

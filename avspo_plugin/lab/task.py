@@ -109,28 +109,73 @@ def problem_count(tier: int) -> int:
     return (10 if tier == 1 else 9 * 10 ** (tier - 1)) ** 2
 
 
-def held_out_split(tiers: tuple[int, ...], per_tier: int, seed: int) -> Problems:
-    """per_tier distinct problems of each tier, the same for every run with this task seed."""
+def per_tier_counts(tiers: tuple[int, ...], per_tier: int | tuple[int, ...], what: str) -> tuple[int, ...]:
+    """One count per tier: ``per_tier`` as given (a tuple), or the same count for every tier (an int)."""
+    counts = (per_tier,) * len(tiers) if isinstance(per_tier, int) else tuple(per_tier)
+    if len(counts) != len(tiers):
+        raise ValueError(f"{what} gives {len(counts)} counts for {len(tiers)} tiers {tiers}")
+    return counts
+
+
+def held_out_split(tiers: tuple[int, ...], per_tier: int | tuple[int, ...], seed: int) -> Problems:
+    """per_tier distinct problems of each tier (one count for all, or one per tier), fixed by the task seed."""
     rng = np.random.default_rng([seed, 0x5EED])
+    return _distinct_problems(tiers, per_tier_counts(tiers, per_tier, "held_out_per_tier"), rng, None, "held-out split")
+
+
+def training_set(tiers: tuple[int, ...], per_tier: int | tuple[int, ...], seed: int, held_out: Problems) -> Problems:
+    """A fixed training set: per_tier distinct problems of each tier, none of them held out, fixed by the task seed."""
+    rng = np.random.default_rng([seed, 0x7EA1])
+    return _distinct_problems(tiers, per_tier_counts(tiers, per_tier, "train_per_tier"), rng, held_out, "training set")
+
+
+def _distinct_problems(
+    tiers: tuple[int, ...], counts: tuple[int, ...], rng: np.random.Generator, excluded: Problems | None, what: str
+) -> Problems:
+    excluded_keys = set() if excluded is None else set(excluded.keys().tolist())
     a_parts, b_parts = [], []
-    for d in tiers:
-        if per_tier > problem_count(d) // 2:
+    for d, count in zip(tiers, counts):
+        available = problem_count(d) - int(np.sum(excluded.tier == d)) if excluded is not None else problem_count(d)
+        if count > available // 2:
             raise ValueError(
-                f"held-out split asks {per_tier} problems of tier {d}, which has {problem_count(d)} in all: "
-                f"at most half of a tier ({problem_count(d) // 2}) may be held out"
+                f"{what} asks {count} problems of tier {d}, which has {available} available: "
+                f"at most half of them ({available // 2}) may be taken"
             )
         chosen: dict[int, tuple[int, int]] = {}
-        while len(chosen) < per_tier:
-            tier = np.full(per_tier, d)
+        while len(chosen) < count:
+            tier = np.full(count, d)
             for x, y in zip(draw_operands(rng, tier).tolist(), draw_operands(rng, tier).tolist()):
-                if len(chosen) < per_tier:
-                    chosen.setdefault(x * 10**9 + y, (x, y))
-        pairs = np.array(list(chosen.values()), dtype=np.int64)
+                key = x * 10**9 + y
+                if len(chosen) < count and key not in excluded_keys:
+                    chosen.setdefault(key, (x, y))
+        pairs = np.array(list(chosen.values()), dtype=np.int64).reshape(-1, 2)
         a_parts.append(pairs[:, 0])
         b_parts.append(pairs[:, 1])
-    return Problems(
-        np.concatenate(a_parts), np.concatenate(b_parts), np.repeat(np.asarray(tiers), per_tier), max(tiers)
-    )
+    return Problems(np.concatenate(a_parts), np.concatenate(b_parts), np.repeat(np.asarray(tiers), counts), max(tiers))
+
+
+class EpochSampler:
+    """Training problems of a run from a fixed training set: shuffled epochs, as a dataloader's random sampler.
+
+    ``next_ids(n)`` gives the next n problem indices of the stream (a new permutation each epoch); the
+    indices are the problems' stable ids.
+    """
+
+    def __init__(self, problems: Problems, rng: np.random.Generator):
+        self.problems, self.rng = problems, rng
+        self.order = np.empty(0, dtype=np.int64)
+        self.epoch = 0
+
+    def next_ids(self, n: int) -> np.ndarray:
+        while self.order.size < n:
+            self.order = np.concatenate([self.order, self.rng.permutation(len(self.problems))])
+            self.epoch += 1
+        ids, self.order = self.order[:n], self.order[n:]
+        return ids
+
+    def push_front(self, ids: np.ndarray) -> None:
+        """Put drawn but unused ids back: they are the next ones drawn."""
+        self.order = np.concatenate([np.asarray(ids, dtype=np.int64), self.order])
 
 
 class ProblemSampler:

@@ -59,7 +59,7 @@ def test_dapo_trains_on_varied_groups_only_and_counts_every_rollout(base_state):
 def test_varied_rows_keep_groups_whose_rewards_differ():
     rollout = Rollout(*(torch.zeros(6, 2, dtype=torch.long) for _ in range(4)))
     groups = Groups(rollout, torch.tensor([1.0, 0, 1, 1, 0, 0]), np.array(list("aabbcc"), dtype=object),
-                    np.ones(6, dtype=int))
+                    np.ones(6, dtype=int), np.repeat([7, 8, 9], 2))
     assert groups.varied_rows().tolist() == [0, 1]
 
 
