@@ -26,8 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .settings import LabSettings
 
     default = LabSettings()
-    parser.add_argument("action", nargs="?", choices=("run", "sweep"), default="run",
-                        help="run: compare methods (default); sweep: GRPO grid, final accuracy vs early ACR")
+    parser.add_argument("action", nargs="?", choices=("run", "sweep", "study"), default="run",
+                        help="run: compare methods (default); sweep: GRPO grid, final accuracy vs early ACR; "
+                             "study: the powered comparison of docs/study.md (hours of CPU)")
     parser.add_argument("--quick", action="store_true",
                         help=f"short check: {QUICK_SEEDS} seeds and {QUICK['steps']} steps "
                              f"(sweep: {QUICK_SWEEP['steps']} steps per configuration)")
@@ -61,6 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="worker processes (default: the CPUs this process may use); results do not depend on it")
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default ./avspo_lab, or ./avspo_lab_sweep for sweep)")
+    parser.add_argument("--bases", type=int, default=None,
+                        help="study only: how many accepted base policies (default 3)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -95,6 +98,17 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_process()
     try:
+        if args.action == "study":
+            fixed = [f"--{name}" for name in ("steps", "prompts", "group-size", "temperature", "lr", "mix",
+                                              "warmup-steps", "eval-every", "dapo-max-gen-batches", "task-seed")
+                     if getattr(args, name.replace("-", "_")) is not None]
+            if fixed:
+                raise ValueError(f"the study's design fixes {', '.join(fixed)}; leave them out (docs/study.md)")
+            from .study import run as run_study
+
+            return run_study(args)
+        if args.bases is not None:
+            raise ValueError("--bases applies to `avspo lab study` only")
         if args.action == "sweep":
             if args.methods is not None:
                 raise ValueError("--methods applies to `avspo lab` only: the sweep runs GRPO")

@@ -120,26 +120,32 @@ def per_tier_counts(tiers: tuple[int, ...], per_tier: int | tuple[int, ...], wha
 def held_out_split(tiers: tuple[int, ...], per_tier: int | tuple[int, ...], seed: int) -> Problems:
     """per_tier distinct problems of each tier (one count for all, or one per tier), fixed by the task seed."""
     rng = np.random.default_rng([seed, 0x5EED])
-    return _distinct_problems(tiers, per_tier_counts(tiers, per_tier, "held_out_per_tier"), rng, None, "held-out split")
+    counts = per_tier_counts(tiers, per_tier, "held_out_per_tier")
+    return _distinct_problems(tiers, counts, rng, None, "held-out split", share=0.5)
 
 
 def training_set(tiers: tuple[int, ...], per_tier: int | tuple[int, ...], seed: int, held_out: Problems) -> Problems:
     """A fixed training set: per_tier distinct problems of each tier, none of them held out, fixed by the task seed."""
     rng = np.random.default_rng([seed, 0x7EA1])
-    return _distinct_problems(tiers, per_tier_counts(tiers, per_tier, "train_per_tier"), rng, held_out, "training set")
+    counts = per_tier_counts(tiers, per_tier, "train_per_tier")
+    return _distinct_problems(tiers, counts, rng, held_out, "training set", share=1.0)
 
 
 def _distinct_problems(
-    tiers: tuple[int, ...], counts: tuple[int, ...], rng: np.random.Generator, excluded: Problems | None, what: str
+    tiers: tuple[int, ...], counts: tuple[int, ...], rng: np.random.Generator, excluded: Problems | None, what: str,
+    share: float,
 ) -> Problems:
+    """counts[i] distinct problems of tier i, none in ``excluded``; at most ``share`` of a tier's available ones
+    (a held-out split takes at most half, so that training problems remain)."""
     excluded_keys = set() if excluded is None else set(excluded.keys().tolist())
     a_parts, b_parts = [], []
     for d, count in zip(tiers, counts):
         available = problem_count(d) - int(np.sum(excluded.tier == d)) if excluded is not None else problem_count(d)
-        if count > available // 2:
+        most = int(available * share)
+        if count > most:
             raise ValueError(
                 f"{what} asks {count} problems of tier {d}, which has {available} available: "
-                f"at most half of them ({available // 2}) may be taken"
+                f"at most {most} may be taken"
             )
         chosen: dict[int, tuple[int, int]] = {}
         while len(chosen) < count:

@@ -248,24 +248,26 @@ def train(
     source = PromptSource(settings, method, seed, problems)
     batch_rows = settings.prompts * settings.group_size
     budget = settings.rollout_budget
-    pending_evals = eval_points(settings) if budget else []
+    pending_evals = list(zip(settings.eval_fractions, eval_points(settings))) if budget else []
 
     steps: dict[str, list] = {}
-    evals: dict[str, list] = {key: [] for key in ("step", "rollouts", "accuracy", "by_tier", "greedy",
+    evals: dict[str, list] = {key: [] for key in ("step", "rollouts", "budget_fraction", "accuracy", "by_tier", "greedy",
                                                   "greedy_by_tier", "answer_without_end_by_tier", "at_temperature")}
     rollouts_total = 0
 
-    def record_eval(step: int, final: bool) -> None:
+    def record_eval(step: int, final: bool, fractions: tuple[float | None, ...] = (None,)) -> None:
+        """One evaluation, entered once per budget fraction it stands for (one step can reach several)."""
         result = initial_eval if step == 0 and initial_eval is not None else \
             evaluate(policy, problems, settings, step, extra_final_evals if final else ())
-        result = {**result, "step": step, "rollouts": rollouts_total}
-        for key in evals:
-            evals[key].append(result.get(key, {}))
+        for fraction in fractions:
+            entry = {**result, "step": step, "rollouts": rollouts_total, "budget_fraction": fraction}
+            for key in evals:
+                evals[key].append(entry.get(key, {}))
 
     def finished(step: int) -> bool:
         return rollouts_total >= budget if budget else step >= settings.steps
 
-    record_eval(0, final=False)
+    record_eval(0, final=False, fractions=(0.0,) if budget else (None,))
     step = 0
     while not finished(step):
         step += 1
@@ -356,10 +358,10 @@ def train(
         for key, value in record.items():
             steps.setdefault(key, []).append(value)
         if budget:
-            due = [p for p in pending_evals if p <= rollouts_total]
+            due = [f for f, point in pending_evals if point <= rollouts_total]
             if due:
                 pending_evals = pending_evals[len(due):]
-                record_eval(step, final=not pending_evals)
+                record_eval(step, final=not pending_evals, fractions=tuple(due))
         elif step % settings.eval_every == 0 or step == settings.steps:
             record_eval(step, final=step == settings.steps)
         if on_step is not None:
