@@ -48,6 +48,7 @@ PILOT_STEPS = 30
 PILOT_QUANTILE = 0.9
 ALPHA = 0.05
 POWER = 0.8
+MDE_TARGET = 0.02  # the design asks every comparison to detect a paired difference this small
 SELECTION_FRACTION = 0.7  # selection's goal: GRPO's final accuracy with 30% fewer rollouts
 SELECTION_MARGIN = 0.01
 

@@ -20,13 +20,15 @@ def _p(value: float) -> str:
 
 
 def comparison_table(family: dict[str, dict], means: dict, key: str, baseline: str) -> list[str]:
-    header = ["method", f"{key} (mean ± 95% CI)", f"Δ vs {baseline} [95% CI]", "p", "p (Holm)", "MDE 80%",
-              "MDE 80% at Holm's strictest level"]
+    from .study import MDE_TARGET
+
+    header = ["method", f"{key} (mean ± 95% CI)", f"Δ vs {baseline} [95% CI]", "p", "p (Holm)",
+              f"MDE 80% (≤ {MDE_TARGET}?)", "MDE 80% at Holm's strictest level"]
     rows = [[baseline, f"{means[baseline][key]['mean']:.4f} ± {means[baseline][key]['ci95']:.4f}", "", "", "", "", ""]]
     for name, test in family.items():
         rows.append([name, f"{means[name][key]['mean']:.4f} ± {means[name][key]['ci95']:.4f}", _interval(test),
                      _p(test["p"]), _p(test["p_holm"]) + (" *" if test["significant"] else ""),
-                     f"{test['mde']:.4f}", f"{test['mde_holm']:.4f}"])
+                     f"{test['mde']:.4f} ({'yes' if test['mde'] <= MDE_TARGET else 'no'})", f"{test['mde_holm']:.4f}"])
     return markdown_table(header, rows)
 
 

@@ -127,6 +127,7 @@ class PromptSource:
             config = SelectionConfig.from_mapping({"seed": seed, **method.selection}, where="algorithm.avspo_selection")
             self.selector = PromptSelector(config)
         self.skipped = 0
+        self.last_skipped = np.empty(0, dtype=np.int64)  # ids skipped by the last draw
 
     def draw(self, count: int, step: int) -> tuple[Problems, np.ndarray]:
         """count problems and their stable ids. With selection: candidates are drawn until count are kept;
@@ -141,6 +142,7 @@ class PromptSource:
         candidates = self.epochs.next_ids(int(np.ceil(count / (1 - self.selector.config.max_skip_fraction))))
         keep = self.selector.choose(candidates.tolist(), step)
         kept = candidates[keep]
+        self.last_skipped = candidates[~keep]
         self.skipped += int((~keep).sum())
         self.epochs.push_front(kept[count:])
         ids = kept[:count]

@@ -1,0 +1,143 @@
+"""The study's machinery: rollout-budget runs, the fixed training set with prompt selection, the base rule and the
+statistics (checked against scipy's own tests and the noncentral t distribution)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from avspo_plugin.cli import main
+from avspo_plugin.lab.methods import PRESETS, STUDY_EXTRA
+from avspo_plugin.lab.settings import LabSettings
+from avspo_plugin.lab.study import (
+    POWER, accept_base, analyse, auc, holm, minimum_detectable_effect, paired_test, run_endpoints,
+)
+from avspo_plugin.lab.task import EpochSampler, held_out_split, training_set
+from avspo_plugin.lab.train import PromptSource, held_out, train, warm_up
+
+TINY = LabSettings(
+    warmup_steps=40, warmup_batch=32, held_out_per_tier=4, prompts=4, group_size=4, mini_batches=2,
+    eval_samples=2, train_per_tier=4, rollout_budget=5 * 16, eval_fractions=(0.35, 0.7, 1.0),
+)
+
+
+@pytest.fixture(scope="module")
+def base_state():
+    torch.set_num_threads(1)
+    return warm_up(TINY)
+
+
+def test_budget_runs_end_exactly_at_the_budget_and_evaluate_at_its_fractions(base_state):
+    grpo = train(TINY, PRESETS["grpo"], 0, base_state)
+    assert grpo["steps"]["rollouts_total"][-1] == TINY.rollout_budget
+    assert len(grpo["steps"]["acr"]) == 5
+    assert grpo["evals"]["budget_fraction"] == [0.0, 0.35, 0.7, 1.0]
+    assert grpo["evals"]["rollouts"] == [0, 32, 64, 80]  # the first step whose rollouts reach 28, 56, 80
+    dapo = train(dataclasses.replace(TINY, dapo_max_gen_batches=4), PRESETS["dapo"], 0, base_state)
+    assert dapo["steps"]["rollouts_total"][-1] == TINY.rollout_budget  # its last step samples only what is left
+    assert dapo["evals"]["budget_fraction"] == [0.0, 0.35, 0.7, 1.0]  # one evaluation may stand for two fractions
+    assert dapo["evals"]["rollouts"][-1] == TINY.rollout_budget
+    ends = run_endpoints(dapo, TINY.rollout_budget)
+    assert set(ends) == {"accuracy", "auc", "accuracy_at_35", "accuracy_at_70", "accuracy_at_100"}
+    x, y = np.asarray(dapo["evals"]["rollouts"], float), np.asarray(dapo["evals"]["accuracy"])
+    assert auc(dapo, TINY.rollout_budget) == pytest.approx(float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x))) / 80)
+
+
+def test_budget_must_be_whole_generation_batches():
+    with pytest.raises(ValueError, match="rollout_budget=20 must be a non-negative multiple of prompts x group_size = 16"):
+        dataclasses.replace(TINY, rollout_budget=20)
+    with pytest.raises(ValueError, match="eval_fractions"):
+        dataclasses.replace(TINY, eval_fractions=(0.5, 0.9))
+
+
+def test_training_set_is_disjoint_from_held_out_and_epochs_visit_every_problem_once():
+    held = held_out_split((1, 2), (50, 10), seed=0)
+    train_set = training_set((1, 2), (50, 20), 0, held)  # every tier-1 problem that is not held out
+    assert not np.isin(train_set.keys(), held.keys()).any()
+    assert len(set(train_set.keys().tolist())) == 70
+    with pytest.raises(ValueError, match="training set asks 51 problems of tier 1, which has 50 available"):
+        training_set((1, 2), (51, 1), 0, held)
+    epochs = EpochSampler(train_set, np.random.default_rng(0))
+    first = epochs.next_ids(50)
+    epochs.push_front(first[-5:])  # drawn but unused: drawn again next
+    rest = epochs.next_ids(25)
+    assert sorted([*first[:-5], *rest]) == list(range(70))
+
+
+def test_selection_skips_collapsed_prompts_before_generation_and_loses_none():
+    settings = dataclasses.replace(TINY, train_per_tier=8)  # 40 prompts
+    source = PromptSource(settings, STUDY_EXTRA["select_grpo"], seed=0, held=held_out(settings))
+    size = len(source.epochs.problems)
+    easy = set(np.flatnonzero(source.epochs.problems.tier <= 2).tolist())
+    generated, skipped = [], []
+    for step in range(1, 21):  # 40 prompts: the first epoch (10 steps) has no history to predict from
+        problems, ids = source.draw(4, step)
+        assert len(ids) == 4 and len(set(ids.tolist())) == 4
+        generated += ids.tolist()
+        skipped += source.last_skipped.tolist()
+        # Every prompt of tier 1 or 2 collapses (all pass); the others get mixed rewards.
+        scores = torch.tensor([[1.0] * 4 if t <= 2 else [0.0, 1, 0, 1] for t in problems.tier]).flatten()
+        source.selector.observe(np.repeat(ids, 4).tolist(), scores, step)
+    assert len(generated[:40]) == len(set(generated[:40])) == size  # the first epoch: every prompt, once
+    assert skipped and set(skipped) <= easy  # only prompts that collapsed are skipped
+    assert source.skipped == len(skipped)
+    hard = [i for i in range(size) if i not in easy]
+    assert all(generated.count(i) >= 2 for i in hard)  # the second epoch generates every mixed prompt again
+    assert source.selector.pop_metrics()["selection/skipped_fraction"] > 0
+
+
+def test_selection_needs_a_fixed_training_set():
+    settings = dataclasses.replace(TINY, train_per_tier=0)
+    with pytest.raises(ValueError, match="select_grpo.*needs a fixed training set: set train_per_tier"):
+        PromptSource(settings, STUDY_EXTRA["select_grpo"], seed=0, held=held_out(settings))
+
+
+def test_base_rule():
+    def rates(*values):
+        return {str(d): {"pass_rate": v} for d, v in enumerate(values, start=1)}
+
+    assert accept_base(rates(0.9, 0.6, 0.3, 0.1, 0.0), TINY)[0]
+    assert accept_base(rates(0.9, 0.6, 0.3, 0.2, 0.0), TINY) == (False, "no tier with a pass rate in [0.02, 0.15]")
+    assert not accept_base(rates(0.9, 0.6, 0.3, 0.1, 0.01), TINY)[0]  # the never-shown tier must stay unreachable
+
+
+def test_paired_test_and_holm_agree_with_scipy():
+    rng = np.random.default_rng(0)
+    d = rng.normal(0.01, 0.03, size=60)
+    test = paired_test(d)
+    reference = stats.ttest_1samp(d, 0.0)
+    assert test["p"] == pytest.approx(reference.pvalue, rel=1e-9)
+    low, high = reference.confidence_interval(0.95)
+    assert test["ci95"] == pytest.approx([low, high], rel=1e-9)
+    family = {"a": {"p": 0.01, "sd": 1.0, "n": 20}, "b": {"p": 0.04, "sd": 1.0, "n": 20}, "c": {"p": 0.03, "sd": 1.0, "n": 20}}
+    holm(family)
+    assert [family[k]["p_holm"] for k in "abc"] == pytest.approx([0.03, 0.06, 0.06])
+    assert [family[k]["significant"] for k in "abc"] == [True, False, False]
+
+
+def test_minimum_detectable_effect_has_the_stated_power():
+    sd, n = 0.03, 60
+    mde = minimum_detectable_effect(sd, n, 0.05)
+    t_crit = stats.t.ppf(0.975, n - 1)
+    noncentrality = mde / (sd / np.sqrt(n))
+    power = stats.nct.sf(t_crit, n - 1, noncentrality) + stats.nct.cdf(-t_crit, n - 1, noncentrality)
+    assert power == pytest.approx(POWER, abs=0.01)
+
+
+def test_analyse_pairs_by_base_and_seed():
+    endpoints = {m: {b: {s: {"accuracy": 0.5 + delta + 0.01 * s, "auc": 0.4, "accuracy_at_70": 0.45 + delta}
+                         for s in range(5)} for b in (1, 2)}
+                 for m, delta in (("grpo", 0.0), ("select_grpo", 0.02))}
+    result = analyse(endpoints, ["grpo", "select_grpo"], [1, 2])
+    assert result["pooled"]["accuracy"]["select_grpo"]["mean"] == pytest.approx(0.02)
+    assert result["pooled"]["accuracy"]["select_grpo"]["n"] == 10
+    goal = result["selection_goal"]["select_grpo"]  # 70% reading against grpo's final: 0.47 + ... vs 0.5 + ...
+    assert goal["mean"] == pytest.approx(np.mean([0.47 - (0.5 + 0.01 * s) for s in range(5)]))
+
+
+def test_study_refuses_what_its_design_fixes(capsys):
+    assert main(["lab", "study", "--steps", "3"]) == 2
+    assert "the study's design fixes --steps" in capsys.readouterr().err
+    assert main(["lab", "--bases", "2"]) == 2
