@@ -16,6 +16,7 @@ starts partly competent. train() then runs one method for one seed:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -134,8 +135,14 @@ def train(
     seed: int,
     base_state: dict[str, torch.Tensor],
     on_step: Optional[Callable[[], None]] = None,
+    extra_final_evals: tuple[float, ...] = (),
 ) -> dict:
-    """One RL run from the base policy; returns its per-step and per-evaluation series."""
+    """One RL run from the base policy; returns its per-step and per-evaluation series.
+
+    extra_final_evals: temperatures at which the final policy is also evaluated (avg@k, same generator
+    seed as the final evaluation); ``evals["at_temperature"]`` holds {str(float(T)): accuracy} at the
+    last evaluation and {} at the others.
+    """
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
     from verl.workers.config import ActorConfig
 
@@ -169,12 +176,18 @@ def train(
     batch_rows = settings.prompts * settings.group_size
 
     steps: dict[str, list[float]] = {}
-    evals: dict[str, list] = {key: [] for key in ("step", "rollouts", "accuracy", "by_tier", "greedy", "greedy_by_tier")}
+    evals: dict[str, list] = {
+        key: [] for key in ("step", "rollouts", "accuracy", "by_tier", "greedy", "greedy_by_tier", "at_temperature")
+    }
     rollouts_total = 0
 
     def record_eval(step: int) -> None:
         result = evaluate(policy, problems, settings, step)
-        result.update(step=step, rollouts=rollouts_total)
+        result.update(step=step, rollouts=rollouts_total, at_temperature={})
+        if step == settings.steps:
+            for temperature in extra_final_evals:
+                at = dataclasses.replace(settings, eval_temperature=float(temperature))
+                result["at_temperature"][str(float(temperature))] = evaluate(policy, problems, at, step)["accuracy"]
         for key, value in result.items():
             evals[key].append(value)
 

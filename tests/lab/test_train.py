@@ -109,3 +109,16 @@ def test_summary_pairs_methods_with_grpo_by_seed(base_state):
     assert dapo["final_accuracy_vs_grpo"]["values"] == pytest.approx(deltas)
     assert "final_accuracy_vs_grpo" not in summary["methods"]["grpo"]
     assert set(dapo["final_accuracy_by_tier"]) == {str(d) for d in TINY.tiers}
+
+
+def test_extra_final_evals_read_the_final_policy_at_each_temperature(base_state):
+    settings = dataclasses.replace(TINY, steps=2, eval_every=1)
+    run = train(settings, PRESETS["grpo"], 0, base_state, extra_final_evals=(settings.eval_temperature, 0.5))
+    evals = run["evals"]
+    assert evals["at_temperature"][:-1] == [{}, {}]
+    final = evals["at_temperature"][-1]
+    assert list(final) == [str(float(settings.eval_temperature)), "0.5"]
+    # At the evaluation's own temperature the extra reading is the final evaluation itself (same generator seed).
+    assert final[str(float(settings.eval_temperature))] == evals["accuracy"][-1]
+    plain = train(settings, PRESETS["grpo"], 0, base_state)
+    assert plain["steps"] == run["steps"] and plain["evals"]["at_temperature"] == [{}, {}, {}]
