@@ -26,12 +26,13 @@ from .train import evaluate, held_out, sampled_pass_rates, train, warm_up
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run: settings, method and seed; ``key`` names it in the results."""
+    """One run: settings, method and seed; ``key`` names it in the results; ``extra_final_evals`` as in train()."""
 
     key: str
     settings: LabSettings
     method: Method
     seed: int
+    extra_final_evals: tuple[float, ...] = ()
 
 
 def quiet_process() -> None:
@@ -78,7 +79,7 @@ def _init_worker(base_state: dict[str, torch.Tensor]) -> None:
 
 def _run(spec: RunSpec) -> tuple[str, dict]:
     assert _BASE_STATE is not None
-    return spec.key, train(spec.settings, spec.method, spec.seed, _BASE_STATE)
+    return spec.key, train(spec.settings, spec.method, spec.seed, _BASE_STATE, extra_final_evals=spec.extra_final_evals)
 
 
 def run_all(
@@ -94,7 +95,8 @@ def run_all(
             _init_worker(base_state)
             for spec in specs:
                 bar.set_postfix_str(spec.key)
-                results[spec.key] = train(spec.settings, spec.method, spec.seed, base_state, on_step=lambda: bar.update())
+                results[spec.key] = train(spec.settings, spec.method, spec.seed, base_state,
+                                          on_step=lambda: bar.update(), extra_final_evals=spec.extra_final_evals)
             return results
         context = multiprocessing.get_context("spawn")
         with context.Pool(min(jobs, len(specs)), initializer=_init_worker, initargs=(base_state,)) as pool:
