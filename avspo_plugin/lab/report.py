@@ -11,7 +11,7 @@ import numpy as np
 # Two-sided 95% quantiles of Student's t, t_{0.975, df}, df = 1..30.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-_Z975 = 1.959964
+Z975 = 1.959964
 EARLY_FRACTION = 0.2  # "early ACR": the mean over the first 20% of steps
 LATE_FRACTION = 0.1  # "final" entropy and train reward: the mean over the last 10% of steps
 
@@ -20,7 +20,7 @@ def t_quantile_975(df: int) -> float:
     """t_{0.975, df}: the table up to 30, the Cornish-Fisher expansion beyond (error < 1e-3)."""
     if df <= len(_T975):
         return _T975[df - 1]
-    z = _Z975
+    z = Z975
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
