@@ -93,7 +93,7 @@ def test_quick_sweep_fits_lines_that_analyze_reads(tmp_path):
         assert by_unit["configurations"] == by_unit["runs"]
         assert 0.0 <= by_unit["runs"]["r2"] <= 1.0 and by_unit["runs"]["n"] == 36
         assert by_unit["runs"]["partial"]["dof"] == 32
-    fit = report["fits"]["training_temperature"]["configurations"]
+    fit = report["fits"]["temperature_1.0"]["configurations"]
     loaded = load_fit(tmp_path / "fit.json")
     assert loaded.intercept == pytest.approx(fit["intercept"]) and loaded.slope == pytest.approx(fit["slope"])
     assert loaded.early_steps == report["fit"]["early_steps"] == 1
