@@ -24,6 +24,7 @@ QUICK_SWEEP = {"steps": 10, "eval_every": 10}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .methods import PRESETS
     from .settings import LabSettings
+    from .sweep import SWEEP_SEEDS
 
     default = LabSettings()
     parser.add_argument("action", nargs="?", choices=("run", "sweep", "study"), default="run",
@@ -36,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"methods to compare (run only): {' '.join(PRESETS)}, or avspo:key=value,key=value "
                              "for any algorithm.avspo setting (default: all of those names)")
     parser.add_argument("--seeds", type=int, default=None,
-                        help=f"number of seeds, 0..N-1 (default {DEFAULT_SEEDS}; sweep 1; --quick {QUICK_SEEDS})")
+                        help=f"number of seeds, 0..N-1 (default {DEFAULT_SEEDS}; --quick {QUICK_SEEDS}; "
+                             f"sweep: {SWEEP_SEEDS} per configuration, --quick too)")
     parser.add_argument("--steps", type=int, default=None, help=f"RL steps per run (default {default.steps})")
     parser.add_argument("--prompts", type=int, default=None,
                         help=f"prompt groups per step, P (default {default.prompts})")
@@ -181,11 +183,12 @@ def run_lab(args: argparse.Namespace) -> int:
 def run_sweep(args: argparse.Namespace) -> int:
     from .experiment import RunSpec, default_jobs, prepare_base, run_all
     from .methods import PRESETS
-    from .sweep import fit_file, fit_line, plot_sweep, sweep_grid, sweep_markdown, sweep_point
+    from .sweep import (SWEEP_SEEDS, base_accuracy_pct, configuration_means, final_eval_temperatures, fit_file,
+                        plot_sweep, sweep_fits, sweep_grid, sweep_markdown, sweep_point)
 
     started = time.perf_counter()
     settings = _settings(args, QUICK_SWEEP if args.quick else {})
-    seeds = list(range(args.seeds if args.seeds is not None else 1))
+    seeds = list(range(args.seeds if args.seeds is not None else SWEEP_SEEDS))
     if not seeds:
         raise ValueError("--seeds must be >= 1")
     out = args.out or Path("avspo_lab_sweep")
@@ -193,31 +196,35 @@ def run_sweep(args: argparse.Namespace) -> int:
     jobs = args.jobs or default_jobs()
     grid = sweep_grid(settings)
     grpo = PRESETS["grpo"]
-    planned = [(config, RunSpec(f"{config.label} seed={seed}", config.settings, grpo, seed))
+    planned = [(config, RunSpec(f"{config.label} seed={seed}", config.settings, grpo, seed,
+                                final_eval_temperatures(config.settings)))
                for config in grid for seed in seeds]
     specs = [spec for _, spec in planned]
 
     print(f"avspo lab sweep: {len(grid)} GRPO configurations x {len(seeds)} seeds, {settings.steps} steps; "
           f"warming up the base policy", file=sys.stderr)
     base_state, base = prepare_base(settings)
+    base["sweep_readings_pct"] = base_accuracy_pct(base_state, settings)
     results = run_all(specs, base_state, jobs, progress=not args.no_progress, initial_eval=base["held_out"])
 
     points = [
         {"label": config.label, "seed": spec.seed, "temperature": spec.settings.temperature,
          "group_size": spec.settings.group_size, "mix": config.mix_name, "lr": spec.settings.lr,
-         **sweep_point(results[spec.key])}
+         **sweep_point(results[spec.key], spec.settings.temperature)}
         for config, spec in planned
     ]
-    fit = fit_line([p["early_acr"] for p in points], [p["final_accuracy_pct"] for p in points])
-    acr_range = (min(p["early_acr"] for p in points), max(p["early_acr"] for p in points))
-    fitted = fit_file(fit, settings.steps, acr_range)
+    configurations = configuration_means(points)
+    fits = sweep_fits(points, configurations)
+    fitted = fit_file(fits, settings.steps, len(seeds))
     report = {
-        "format": 1,
+        "format": 2,
         "kind": "sweep",
         "settings": settings.to_dict(),
         "seeds": seeds,
         "base": base,
         "fit": fitted,
+        "fits": fits,
+        "configurations": configurations,
         "points": points,
         "runs": {spec.key: results[spec.key] for spec in specs},
         "timing": _timing(started, jobs),

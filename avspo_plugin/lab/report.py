@@ -11,7 +11,11 @@ import numpy as np
 # Two-sided 95% quantiles of Student's t, t_{0.975, df}, df = 1..30.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-_Z975 = 1.959964
+Z975 = 1.959964
+# A 95% interval needs at least this many values: from 2, t(0.975, 1) = 12.7 standard errors each side, an interval
+# as wide as the quantity it bounds ("0.359 ± 0.993"); from 3 on, t = 4.3 and less.
+MIN_VALUES_FOR_INTERVAL = 3
+NO_INTERVAL = "too few seeds for an interval"
 EARLY_FRACTION = 0.2  # "early ACR": the mean over the first 20% of steps
 LATE_FRACTION = 0.1  # "final" entropy and train reward: the mean over the last 10% of steps
 
@@ -20,18 +24,22 @@ def t_quantile_975(df: int) -> float:
     """t_{0.975, df}: the table up to 30, the Cornish-Fisher expansion beyond (error < 1e-3)."""
     if df <= len(_T975):
         return _T975[df - 1]
-    z = _Z975
+    z = Z975
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def mean_ci(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and the half-width of its 95% t-interval over seeds (None with fewer than 2 values)."""
+    """Mean and the half-width of its 95% t-interval over seeds.
+
+    With fewer than MIN_VALUES_FOR_INTERVAL values ci95 is None and ci95_reason says why (else None).
+    """
     data = np.asarray(values, dtype=np.float64)
-    mean = float(data.mean())
-    if data.size < 2:
-        return {"mean": mean, "ci95": None, "n": int(data.size), "values": data.tolist()}
-    half = t_quantile_975(data.size - 1) * float(data.std(ddof=1)) / math.sqrt(data.size)
-    return {"mean": mean, "ci95": half, "n": int(data.size), "values": data.tolist()}
+    stat = {"mean": float(data.mean()), "ci95": None, "n": int(data.size), "values": data.tolist(), "ci95_reason": None}
+    if data.size < MIN_VALUES_FOR_INTERVAL:
+        stat["ci95_reason"] = f"{NO_INTERVAL}: {data.size} values, at least {MIN_VALUES_FOR_INTERVAL} needed"
+    else:
+        stat["ci95"] = t_quantile_975(data.size - 1) * float(data.std(ddof=1)) / math.sqrt(data.size)
+    return stat
 
 
 def window_mean(series: Sequence[float], first: float = 0.0, last: float = 1.0) -> float:
@@ -148,6 +156,14 @@ def base_table(base: dict, tiers: Sequence[int]) -> list[str]:
     return markdown_table(header, rows)
 
 
+def values_text(seeds: int) -> str:
+    """What the report's cells hold, intervals or not."""
+    if seeds >= MIN_VALUES_FOR_INTERVAL:
+        return "Values are mean ± 95% CI half-width over seeds (t-interval)."
+    return (f"Values are means over seeds, without intervals: {NO_INTERVAL} ({seeds}; an interval needs at least "
+            f"{MIN_VALUES_FOR_INTERVAL}).")
+
+
 def lab_markdown(report: dict) -> str:
     settings, summary = report["settings"], report["summary"]
     methods = summary["methods"]
@@ -158,7 +174,7 @@ def lab_markdown(report: dict) -> str:
         f"{settings['prompts']} prompts x G = {settings['group_size']} per step, temperature {settings['temperature']}, "
         f"lr {settings['lr']}, RL tier mix {settings['mix']} over tiers {settings['tiers']}. "
         f"Held-out accuracy: avg@{settings['eval_samples']} at temperature {settings['eval_temperature']} on "
-        f"{settings['held_out_per_tier']} problems per tier. Values are mean ± 95% CI half-width over seeds.",
+        f"{settings['held_out_per_tier']} problems per tier. {values_text(len(report['seeds']))}",
         "",
         "## Base policy (after the supervised warm-up)",
         "",
@@ -249,14 +265,22 @@ def smooth(values: np.ndarray, window: int) -> np.ndarray:
     return (cumulative[idx] - cumulative[lo]) / (idx - lo)
 
 
-def _band(ax, x, matrix: np.ndarray, label: str, color, window: int = 1) -> None:
-    """Mean over seeds (rows) with its 95% CI band (3 or more seeds), each seed smoothed first."""
+def _band(ax, x, matrix: np.ndarray, label: str, color, window: int = 1) -> bool:
+    """Mean over seeds (rows), each seed smoothed first, with its 95% CI band from MIN_VALUES_FOR_INTERVAL seeds
+    on; whether a band was drawn."""
     data = np.vstack([smooth(np.asarray(row, dtype=np.float64), window) for row in matrix])
     mean = data.mean(axis=0)
     ax.plot(x, mean, label=label, color=color, linewidth=1.4)
-    if data.shape[0] >= 3:  # with 2 seeds the interval (t = 12.7) would cover the whole plot
-        half = t_quantile_975(data.shape[0] - 1) * data.std(axis=0, ddof=1) / math.sqrt(data.shape[0])
-        ax.fill_between(x, mean - half, mean + half, color=color, alpha=0.15, linewidth=0)
+    if data.shape[0] < MIN_VALUES_FOR_INTERVAL:
+        return False
+    half = t_quantile_975(data.shape[0] - 1) * data.std(axis=0, ddof=1) / math.sqrt(data.shape[0])
+    ax.fill_between(x, mean - half, mean + half, color=color, alpha=0.15, linewidth=0)
+    return True
+
+
+def band_caption(drawn: Sequence[bool]) -> str:
+    """The plot title's claim: an interval only when every line has its band."""
+    return "mean over seeds, band: 95% CI" if drawn and all(drawn) else f"mean over seeds; {NO_INTERVAL}"
 
 
 def method_colors(names: Sequence[str]) -> dict[str, Any]:
@@ -282,49 +306,51 @@ def plot_lab(runs: dict[str, dict[int, dict]], out: Path, prefix: str = "") -> l
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
     panels = [("acr", "ACR (all rewards equal)"), ("effective_acr", "effective ACR (all advantages zero)"),
               ("acr_all_fail", "all-fail groups"), ("acr_all_pass", "all-pass groups")]
+    drawn = []
     for ax, (key, title) in zip(axes.flat, panels):
         for name, by_seed in runs.items():
-            _band(ax, x, [run["steps"][key] for run in by_seed.values()], name, colors[name], window)
+            drawn.append(_band(ax, x, [run["steps"][key] for run in by_seed.values()], name, colors[name], window))
         ax.set_title(title)
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel("step")
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"Collapse per step (mean over seeds, 95% CI, moving average over {window} steps)")
+    fig.suptitle(f"Collapse per step ({band_caption(drawn)}; moving average over {window} steps)")
     fig.tight_layout()
     written.append(out / f"{prefix}acr.png")
     fig.savefig(written[-1], dpi=90)
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    drawn = []
     for name, by_seed in runs.items():
         seeds = list(by_seed.values())
         eval_steps = seeds[0]["evals"]["step"]
         accuracy = [run["evals"]["accuracy"] for run in seeds]
-        _band(axes[0], eval_steps, accuracy, name, colors[name])
+        drawn.append(_band(axes[0], eval_steps, accuracy, name, colors[name]))
         rollouts = np.mean([run["evals"]["rollouts"] for run in seeds], axis=0)
-        _band(axes[1], rollouts, accuracy, name, colors[name])
+        drawn.append(_band(axes[1], rollouts, accuracy, name, colors[name]))
     axes[0].set_xlabel("step")
     axes[1].set_xlabel("rollouts (mean over seeds)")
     axes[0].set_ylabel("held-out accuracy")
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle("Held-out accuracy (mean over seeds, 95% CI)")
+    fig.suptitle(f"Held-out accuracy ({band_caption(drawn)})")
     fig.tight_layout()
     written.append(out / f"{prefix}accuracy.png")
     fig.savefig(written[-1], dpi=90)
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for name, by_seed in runs.items():
-        _band(ax, x, [run["steps"]["entropy"] for run in by_seed.values()], name, colors[name], window)
+    drawn = [_band(ax, x, [run["steps"]["entropy"] for run in by_seed.values()], name, colors[name], window)
+             for name, by_seed in runs.items()]
     ax.set_xlabel("step")
     ax.set_ylabel("mean token entropy (nats)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(f"Entropy (mean over seeds, 95% CI, moving average over {window} steps)", fontsize=10)
+    ax.set_title(f"Entropy ({band_caption(drawn)};\nmoving average over {window} steps)", fontsize=10)
     fig.tight_layout()
     written.append(out / f"{prefix}entropy.png")
     fig.savefig(written[-1], dpi=90)

@@ -1,4 +1,4 @@
-"""`avspo lab --quick` and `avspo lab sweep --quick` end to end, as CI runs them (about 2 minutes in all)."""
+"""`avspo lab --quick` and a short `avspo lab sweep --quick` end to end (about 2 minutes in all)."""
 
 import json
 import subprocess
@@ -45,11 +45,14 @@ def test_quick_lab_writes_every_output(quick_reports):
                 assert len(run["steps"][key]) == steps
             assert run["evals"]["step"][0] == 0 and run["evals"]["step"][-1] == steps
     summary = report["summary"]["methods"]
-    assert summary["avspo"]["final_accuracy"]["ci95"] is not None
+    # Two seeds: means without t(1) intervals, and the report says so.
+    assert summary["avspo"]["final_accuracy"]["ci95"] is None
+    assert summary["avspo"]["final_accuracy"]["ci95_reason"].startswith("too few seeds for an interval")
     assert "final_accuracy_vs_grpo" in summary["dapo"]
     assert summary["dapo"]["rollouts_total"]["mean"] >= summary["grpo"]["rollouts_total"]["mean"]
     markdown = (out / "report.md").read_text()
     assert "## Same number of rollouts" in markdown and "| avspo_opposite |" in markdown
+    assert "too few seeds for an interval" in markdown and "±" not in markdown
     assert "## Same number of steps" in stdout
     for name in ("acr.png", "accuracy.png", "entropy.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -72,17 +75,32 @@ def test_same_seeds_give_the_same_series_whatever_the_number_of_workers(quick_re
                            "warmup_cpu_s": one["base"]["warmup_cpu_s"]}
 
 
-def test_quick_sweep_fits_a_line_that_analyze_reads(tmp_path):
-    avspo("lab", "sweep", "--quick", "--out", str(tmp_path), "--no-progress")
+def test_quick_sweep_fits_lines_that_analyze_reads(tmp_path):
+    # One seed and 4 steps keep it short (36 runs); fits over several seeds are tested in test_sweep.py.
+    avspo("lab", "sweep", "--quick", "--seeds", "1", "--steps", "4", "--warmup-steps", "50", "--out", str(tmp_path),
+          "--no-progress", "--jobs", "2")
     report = json.loads((tmp_path / "sweep.json").read_text())
-    assert len(report["points"]) >= 24
-    fit = report["fit"]
-    assert 0.0 <= fit["r2"] <= 1.0 and fit["n"] == len(report["points"])
+    assert len(report["points"]) == len(report["configurations"]) == 36 and report["seeds"] == [0]
+    for point in report["points"]:
+        run = report["runs"][f"{point['label']} seed=0"]
+        final = point["final_pct"]
+        # Temperature 1.0 is also the runs' evaluation temperature: the extra reading is that evaluation.
+        assert final["temperature_1.0"] == pytest.approx(100 * run["evals"]["accuracy"][-1])
+        assert final["greedy"] == pytest.approx(100 * run["evals"]["greedy"][-1])
+    assert report["base"]["sweep_readings_pct"]["1.0"] == pytest.approx(100 * report["base"]["held_out"]["accuracy"])
+    for by_unit in report["fits"].values():
+        # One seed per configuration: the configuration means are the runs.
+        assert by_unit["configurations"] == by_unit["runs"]
+        assert 0.0 <= by_unit["runs"]["r2"] <= 1.0 and by_unit["runs"]["n"] == 36
+        assert by_unit["runs"]["partial"]["dof"] == 32
+    fit = report["fits"]["temperature_1.0"]["configurations"]
     loaded = load_fit(tmp_path / "fit.json")
     assert loaded.intercept == pytest.approx(fit["intercept"]) and loaded.slope == pytest.approx(fit["slope"])
-    assert loaded.early_steps == fit["early_steps"]
+    assert loaded.early_steps == report["fit"]["early_steps"] == 1
+    assert loaded.acr_range == tuple(fit["acr_range"])
     assert (tmp_path / "sweep_scatter.png").read_bytes()[:4] == b"\x89PNG"
-    assert "R^2" in (tmp_path / "sweep.md").read_text()
+    markdown = (tmp_path / "sweep.md").read_text()
+    assert "R^2 [95% CI]" in markdown and "partial R^2 given lr, G" in markdown
 
 
 @pytest.mark.parametrize(

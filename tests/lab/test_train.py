@@ -93,7 +93,12 @@ def test_mean_ci_and_rollout_budget():
     stat = mean_ci([1.0, 2.0, 3.0, 4.0, 5.0])
     assert stat["mean"] == 3.0
     assert stat["ci95"] == pytest.approx(2.776 * np.std([1, 2, 3, 4, 5], ddof=1) / np.sqrt(5), rel=1e-4)
-    assert mean_ci([0.5])["ci95"] is None
+    assert stat["ci95_reason"] is None
+    assert mean_ci([1.0, 2.0, 4.0])["ci95"] == pytest.approx(4.303 * np.std([1, 2, 4], ddof=1) / np.sqrt(3), rel=1e-4)
+    for few in ([0.5], [0.359, 0.5]):  # no t(0) or t(1) interval ("0.359 ± 0.993")
+        stat = mean_ci(few)
+        assert stat["ci95"] is None and stat["ci95_reason"].startswith("too few seeds for an interval")
+        assert stat["mean"] == pytest.approx(np.mean(few)) and stat["n"] == len(few)
     run = {"evals": {"rollouts": [0, 100, 200, 300], "accuracy": [0.1, 0.2, 0.3, 0.4], "step": [0, 1, 2, 3]}}
     assert accuracy_at_rollouts(run, 250) == (0.3, 2)
 
@@ -109,3 +114,16 @@ def test_summary_pairs_methods_with_grpo_by_seed(base_state):
     assert dapo["final_accuracy_vs_grpo"]["values"] == pytest.approx(deltas)
     assert "final_accuracy_vs_grpo" not in summary["methods"]["grpo"]
     assert set(dapo["final_accuracy_by_tier"]) == {str(d) for d in TINY.tiers}
+
+
+def test_extra_final_evals_read_the_final_policy_at_each_temperature(base_state):
+    settings = dataclasses.replace(TINY, steps=2, eval_every=1)
+    run = train(settings, PRESETS["grpo"], 0, base_state, extra_final_evals=(settings.eval_temperature, 0.5))
+    evals = run["evals"]
+    assert evals["at_temperature"][:-1] == [{}, {}]
+    final = evals["at_temperature"][-1]
+    assert list(final) == [str(float(settings.eval_temperature)), "0.5"]
+    # At the evaluation's own temperature the extra reading is the final evaluation itself (same generator seed).
+    assert final[str(float(settings.eval_temperature))] == evals["accuracy"][-1]
+    plain = train(settings, PRESETS["grpo"], 0, base_state)
+    assert plain["steps"] == run["steps"] and plain["evals"]["at_temperature"] == [{}, {}, {}]
