@@ -4,10 +4,11 @@ What a user imports is listed here (``__all__``) and, per host, in that adapter'
 lists it all. Everything else in the package is how these work.
 """
 
-from .config import AVSPOConfig, ConfigError
+from .config import AVSPOConfig, ConfigError, SelectionConfig
 from .core import (
     AVSPOResult,
     AVSPOSession,
+    PromptSelector,
     ThresholdState,
     aggregate_metrics,
     compute_group_advantages,
@@ -24,7 +25,9 @@ __all__ = [
     "ConfigError",
     "ESTIMATOR",
     "METRIC_PREFIX",
+    "PromptSelector",
     "STATE_FILE",
+    "SelectionConfig",
     "ThresholdState",
     "aggregate_metrics",
     "compute_group_advantages",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Union
+from typing import Any, ClassVar, Mapping, Optional, TypeVar, Union
 
 STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed_partial", "exp_decay")
 # Strategies whose virtual rewards are placed between reward_low and reward_high.
@@ -26,24 +26,37 @@ VIRTUAL_SAMPLES = "Virtual samples"
 THRESHOLD = "Threshold"
 COLLAPSE_AND_STATISTICS = "Collapse and statistics"
 EARLY_WARNINGS = "Early warnings"
-SECTIONS = (VIRTUAL_SAMPLES, THRESHOLD, COLLAPSE_AND_STATISTICS, EARLY_WARNINGS)
+# Sections of the prompt-selection keys (docs/selection.md).
+PREDICTION = "Prediction"
+EXPLORATION = "Exploration"
+RESUMING = "Resuming"
+ON_DATASET_CHANGE = ("error", "reset")
 
 
 @dataclass(frozen=True)
 class Number:
-    """A finite number in [low, high] ((low, high] when ``low_open``)."""
+    """A finite number in [low, high] (open at low when ``low_open``, at high when ``high_open``)."""
 
     low: float = -math.inf
     high: float = math.inf
     low_open: bool = False
+    high_open: bool = False
 
     def problem(self, value: Any) -> Optional[str]:
         """What is allowed, when ``value`` is not; None when it is."""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return "a finite number"
-        if (value <= self.low if self.low_open else value < self.low) or value > self.high:
-            return f"a number in {'(' if self.low_open else '['}{self.low}, {self.high}]"
+        below = value <= self.low if self.low_open else value < self.low
+        above = value >= self.high if self.high_open else value > self.high
+        if below or above:
+            return f"a number in {self._open()}{self.low}, {self.high}{self._close()}"
         return None
+
+    def _open(self) -> str:
+        return "(" if self.low_open else "["
+
+    def _close(self) -> str:
+        return ")" if self.high_open else "]"
 
     def wording(self) -> str:
         low, high = _plain(self.low), _plain(self.high)
@@ -51,7 +64,7 @@ class Number:
             return "any finite number"
         if math.isinf(self.high):
             return f"{'>' if self.low_open else '>='} {low}"
-        return f"{'(' if self.low_open else '['}{low}, {high}]"
+        return f"{self._open()}{low}, {high}{self._close()}"
 
 
 @dataclass(frozen=True)
@@ -106,7 +119,16 @@ class Boolean:
         return "true or false"
 
 
-Allowed = Union[Number, Integer, OneOf, Boolean]
+@dataclass(frozen=True)
+class NonEmptyText:
+    def problem(self, value: Any) -> Optional[str]:
+        return None if isinstance(value, str) and value.strip() else self.wording()
+
+    def wording(self) -> str:
+        return "a non-empty string"
+
+
+Allowed = Union[Number, Integer, OneOf, Boolean, NonEmptyText]
 
 
 def _plain(bound: float) -> str:
@@ -132,9 +154,53 @@ class ConfigError(ValueError):
     """A config key is unknown or has a value outside its allowed range."""
 
 
+class ConfigBlock:
+    """What every config dataclass here shares: its keys checked against their declared values, built
+    from a host's key/value block with errors naming the key, copied with changes, written as a dict."""
+
+    def check_keys(self) -> None:
+        """Each key against its declared values, in declaration order (the rules that join keys follow it)."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            allowed = f.metadata["allowed"].problem(value)
+            if allowed is not None:
+                raise ConfigError(_bad(f.name, value, allowed))
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_mapping(cls: type[Block], values: Mapping[str, Any] | None, where: Optional[str] = None) -> Block:
+        """Build from a host's key/value block; ``where`` names that block in error messages (default: BLOCK)."""
+        where = cls.BLOCK if where is None else where
+        values = dict(values or {})
+        unknown = sorted(set(values) - set(cls.keys()))
+        if unknown:
+            raise ConfigError(
+                f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; valid keys: {', '.join(cls.keys())}"
+            )
+        try:
+            return cls(**values)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: {err}") from None
+
+    def replace(self: Block, **changes: Any) -> Block:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+Block = TypeVar("Block", bound=ConfigBlock)
+
+
 @dataclass(frozen=True)
-class AVSPOConfig:
+class AVSPOConfig(ConfigBlock):
     """AVSPO and ACR settings. Equation numbers refer to the AVSPO paper (see docs/method.md)."""
+
+    # The block's name in error messages when the host gives none.
+    BLOCK: ClassVar[str] = "avspo"
 
     # Virtual samples: how many, and where their rewards sit (Eqs. 9-10).
     strategy: str = _key(
@@ -234,12 +300,7 @@ class AVSPOConfig:
     )
 
     def __post_init__(self) -> None:
-        # Each key against its declared values, in declaration order; then the rules that join keys.
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            allowed = f.metadata["allowed"].problem(value)
-            if allowed is not None:
-                raise ConfigError(_bad(f.name, value, allowed))
+        self.check_keys()
         if self.threshold_min > self.threshold_max:
             raise ConfigError(
                 f"threshold_min={self.threshold_min!r} is above threshold_max={self.threshold_max!r}: "
@@ -256,46 +317,111 @@ class AVSPOConfig:
                 "need reward_low < reward_high"
             )
 
-    @classmethod
-    def keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None, where: str = "avspo") -> "AVSPOConfig":
-        """Build from a host's key/value block; ``where`` names that block in error messages."""
-        values = dict(values or {})
-        unknown = sorted(set(values) - set(cls.keys()))
-        if unknown:
-            raise ConfigError(
-                f"unknown key(s) {', '.join(f'{where}.{k}' for k in unknown)}; valid keys: {', '.join(cls.keys())}"
-            )
-        try:
-            return cls(**values)
-        except ConfigError as err:
-            raise ConfigError(f"{where}: {err}") from None
-
-    def replace(self, **changes: Any) -> "AVSPOConfig":
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
     @property
     def bounded(self) -> bool:
         """Whether the strategy places virtual rewards by reward_low/reward_high (so rewards must lie there)."""
         return self.strategy in BOUNDED_STRATEGIES
 
 
+@dataclass(frozen=True)
+class SelectionConfig(ConfigBlock):
+    """Collapse-aware prompt selection: skip, before generation, prompts predicted to collapse again.
+
+    A prompt is predicted to collapse when its last ``min_collapsed_visits`` visits all collapsed (in a
+    regime of ``apply_to``); such a prompt is still retried with the probability of
+    :func:`avspo_plugin.core.selection.retry_probability`, and at most ``max_skip_fraction`` of the
+    candidates of one choice are skipped (docs/selection.md).
+    """
+
+    BLOCK: ClassVar[str] = "avspo_selection"
+
+    enable: bool = _key(
+        False, PREDICTION, "Skip prompts predicted to collapse before generating their responses. Off by default.",
+        Boolean(),
+    )
+    id_key: str = _key(
+        "index", PREDICTION,
+        "The dataset field holding a stable, unique id per prompt (verl: a column of the training data, or a key "
+        "of its extra_info column; verl's own examples write extra_info.index). The per-step uid cannot serve.",
+        NonEmptyText(),
+    )
+    min_collapsed_visits: int = _key(
+        1, PREDICTION,
+        "Consecutive collapsed visits after which a prompt is predicted to collapse again (1: GRESO's rule, "
+        "from the first zero-variance visit on).",
+        Integer(1),
+    )
+    apply_to: str = _key(
+        "all", PREDICTION,
+        "Which collapses count towards the prediction: all, all_fail (every response at reward_low) or all_pass "
+        "(every response at reward_high); a collapse in another regime ends the streak.",
+        OneOf(APPLY_TO),
+    )
+    collapse_tol: float = _key(
+        1e-6, PREDICTION,
+        "A visit with >= 2 responses is collapsed when their reward std is below this (ACR's rule, as "
+        "algorithm.avspo.collapse_tol).",
+        Number(0.0, low_open=True),
+    )
+    reward_low: float = _key(
+        0.0, PREDICTION, "The all-fail reward value (as algorithm.avspo.reward_low); names the regime only.", Number()
+    )
+    reward_high: float = _key(
+        1.0, PREDICTION,
+        "The all-pass reward value (as algorithm.avspo.reward_high); names the regime only; must exceed reward_low.",
+        Number(),
+    )
+    explore: float = _key(
+        0.5, EXPLORATION,
+        "Probability that a prompt predicted to collapse after exactly min_collapsed_visits collapses is generated "
+        "anyway, just after its last visit; each further collapse multiplies it by explore (GRESO's p_e, whose "
+        "released scripts start it at 0.5). 1 never skips.",
+        Number(0.0, 1.0),
+    )
+    retry_half_life: float = _key(
+        100.0, EXPLORATION,
+        "Steps after which the chance of skipping a predicted prompt has halved: the retry probability is "
+        "1 - (1 - explore**m) * 0.5**(age / retry_half_life), age = steps since the prompt's last visit, m = its "
+        "collapsed visits beyond min_collapsed_visits, plus 1.",
+        Number(0.0, low_open=True),
+    )
+    max_skip_fraction: float = _key(
+        0.5, EXPLORATION,
+        "Most of the candidates of one choice that may be skipped (those predicted with the largest margin go "
+        "first); 0.5 caps the saving at the 2x reported for selective rollouts.",
+        Number(0.0, 1.0, high_open=True),
+    )
+    seed: int = _key(
+        0, EXPLORATION, "Seed of the retry draws; the draws of a choice come from a generator seeded with "
+        "(seed, step, number of choices made before).", Integer(0),
+    )
+    on_dataset_change: str = _key(
+        "error", RESUMING,
+        "A checkpoint's selection state from another dataset (different prompt ids): error stops with the two "
+        "datasets' sizes and fingerprints; reset starts the history afresh (logged as a warning).",
+        OneOf(ON_DATASET_CHANGE),
+    )
+
+    def __post_init__(self) -> None:
+        self.check_keys()
+        if not self.reward_low < self.reward_high:
+            raise ConfigError(
+                f"reward_low={self.reward_low!r} is not below reward_high={self.reward_high!r}: "
+                "need reward_low < reward_high"
+            )
+
+
 def _bad(name: str, value: Any, allowed: str) -> str:
     return f"{name}={value!r} is invalid: allowed {allowed}"
 
 
-def config_help() -> list[tuple[str, Any, str]]:
+def config_help(config_class: type[ConfigBlock] = AVSPOConfig) -> list[tuple[str, Any, str]]:
     """(key, default, help) for every key, in declaration order: the source of the docs and the YAML."""
-    return [(f.name, f.default, f.metadata["help"]) for f in dataclasses.fields(AVSPOConfig)]
+    return [(f.name, f.default, f.metadata["help"]) for f in dataclasses.fields(config_class)]
 
 
-def config_sections() -> list[tuple[str, list[tuple[str, Any, str]]]]:
-    """(section, its keys as :func:`config_help` gives them) for each section, in order."""
-    by_key = {f.name: f.metadata["section"] for f in dataclasses.fields(AVSPOConfig)}
-    return [(section, [row for row in config_help() if by_key[row[0]] == section]) for section in SECTIONS]
+def config_sections(config_class: type[ConfigBlock] = AVSPOConfig) -> list[tuple[str, list[tuple[str, Any, str]]]]:
+    """(section, its keys as :func:`config_help` gives them) for each section of the class, in order."""
+    by_key = {f.name: f.metadata["section"] for f in dataclasses.fields(config_class)}
+    sections = dict.fromkeys(by_key.values())
+    return [(section, [row for row in config_help(config_class) if by_key[row[0]] == section]) for section in sections]

@@ -26,18 +26,23 @@ def label_array(index: Any) -> np.ndarray:
     return arr
 
 
-def factorize_labels(labels: np.ndarray, device: torch.device) -> tuple[torch.Tensor, int]:
-    """Map arbitrary labels to contiguous group ids.
+def unique_labels(labels: np.ndarray, device: torch.device) -> tuple[np.ndarray, torch.Tensor]:
+    """The distinct labels (N,), sorted, and each label's position among them: group_ids (B,) int64 on ``device``.
 
     labels: (B,) numpy array of hashable, mutually comparable labels (str, int, ...).
-    Returns group_ids: (B,) int64 in [0, N) on ``device``, and N, the number of distinct labels.
     Two labels are one group exactly when they are equal (no coercion: "3" and 3 differ).
     """
     try:
         uniques, inverse = np.unique(labels, return_inverse=True)
     except TypeError as err:
         raise ValueError(f"group labels (index/uid) must be mutually comparable: {err}") from None
-    return torch.from_numpy(inverse.reshape(-1).astype(np.int64)).to(device), int(len(uniques))
+    return uniques, torch.from_numpy(inverse.reshape(-1).astype(np.int64)).to(device)
+
+
+def factorize_labels(labels: np.ndarray, device: torch.device) -> tuple[torch.Tensor, int]:
+    """Map arbitrary labels to contiguous group ids: (B,) int64 in [0, N) on ``device``, and N (see unique_labels)."""
+    uniques, group_ids = unique_labels(labels, device)
+    return group_ids, int(len(uniques))
 
 
 def segment_sum(values: torch.Tensor, group_ids: torch.Tensor, num_groups: int) -> torch.Tensor:
