@@ -242,3 +242,37 @@ def test_v1_uids_and_rewards_reach_the_selector_and_the_tracker():
     assert metrics["avspo/selection/unidentified_rows"] == N
     tracking.log({"actor/entropy": 1.0}, step=2)
     assert not any(key.startswith("avspo/selection/") for key in logged[-1][1]), "metrics leaked into the next step"
+
+
+def test_v1_init_dataloader_over_verls_own_dataset(tmp_path):
+    """verl's own PPOTrainer._init_dataloader (hooked) over verl's RLHFDataset of the demo's parquet (ids from
+    extra_info.index), then _fetch_one_gen_batch: the prompts it hands out are remembered under their uids."""
+    import random
+
+    import pandas as pd
+    from hydra import compose, initialize_config_module
+    from transformers import AutoTokenizer
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from avspo_plugin.verl.demo import DemoFiles, build_tokenizer, cpu_overrides, task_rows
+
+    model_dir, data = tmp_path / "model", tmp_path / "data"
+    model_dir.mkdir(), data.mkdir()
+    build_tokenizer(model_dir)
+    files = DemoFiles(model_dir, data / "train.parquet", data / "test.parquet")
+    rng = random.Random(0)
+    pd.DataFrame(task_rows(24, "train", rng)).to_parquet(files.train_file)
+    pd.DataFrame(task_rows(4, "test", rng)).to_parquet(files.test_file)
+    overrides = [o for o in cpu_overrides(files) if not o.startswith("+ray_kwargs")]
+    with initialize_config_module("avspo_plugin.verl.config", version_base=None):
+        cfg = compose("avspo_trainer", overrides=[*overrides, "algorithm.adv_estimator=grpo",
+                                                  "algorithm.avspo_selection.enable=true"])  # fmt: skip
+    trainer = SimpleNamespace(config=cfg, tokenizer=AutoTokenizer.from_pretrained(model_dir), processor=None,
+                              trainer_mode="sync", parameter_sync_step=1)  # fmt: skip
+    PPOTrainer._init_dataloader(trainer)
+    run = selection.active()
+    assert run.trainer == "v1" and isinstance(trainer.train_dataloader.sampler, selection.SelectiveSampler)
+    assert run.selector.fingerprint.startswith("24:") and trainer.steps_per_epoch == 24 // cfg.data.train_batch_size
+    batch = PPOTrainer._fetch_one_gen_batch(trainer)
+    assert sorted(run.prompt_of_uid) == sorted(batch["uid"])
+    assert sorted(run.prompt_of_uid.values()) == sorted(info["index"] for info in batch["extra_info"])
