@@ -276,3 +276,44 @@ def test_v1_init_dataloader_over_verls_own_dataset(tmp_path):
     batch = PPOTrainer._fetch_one_gen_batch(trainer)
     assert sorted(run.prompt_of_uid) == sorted(batch["uid"])
     assert sorted(run.prompt_of_uid.values()) == sorted(info["index"] for info in batch["extra_info"])
+
+
+def test_a_missing_selection_hook_stops_only_selection_runs(monkeypatch, caplog):
+    import logging
+    import sys
+    import types
+
+    name = "verl_release_without_the_v1_fetch"
+    module = types.ModuleType(name)
+    module.Trainer = type("Trainer", (), {})
+    monkeypatch.setitem(sys.modules, name, module)
+    absent = patches.Hook(name, "Trainer", "_fetch_one_gen_batch", patches._fetch_with_prompt_ids,
+                          "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1",
+                          features=(patches.SELECTION,))  # fmt: skip
+    monkeypatch.setattr(patches, "HOOKS", (*patches.HOOKS, absent))
+    monkeypatch.setattr(patches, "HOOK_PROBLEMS", {})
+    with caplog.at_level(logging.INFO, logger="avspo_plugin.verl"):
+        absent.apply(module)
+    record = next(r for r in caplog.records if "cannot hook" in r.getMessage())
+    assert record.levelno == logging.INFO  # not a warning in every verl process: selection is opt-in
+    assert "Runs with algorithm.avspo_selection.enable=true will refuse to start" in record.getMessage()
+    with pytest.raises(patches.HookError, match=rf"algorithm.avspo_selection.enable=true cannot run .* v1 trainer.*{name}"):
+        patches.check_launch_config(OmegaConf.merge(config(enable=True), {"trainer": {"use_v1": True}}))
+    patches.require_hooks("v1", patches.AVSPO)
+    patches.check_launch_config(OmegaConf.merge(config(), {"trainer": {"use_v1": True}}))
+
+
+def test_doctor_warns_of_missing_selection_hooks_without_failing(capsys):
+    from avspo_plugin.doctor.verl import _print_hooks
+
+    report = {
+        "hooks": {"a.selection_hook": "a.selection_hook does not exist", "a.estimator_hook": "in place"},
+        "selection_only_hooks": ["a.selection_hook"], "trl_patch": {}, "metrics_route": "the Tracking.log hook",
+        "versions": {"verl": "0.8.0"}, "known_good_verl": ["0.8.0"],
+    }  # fmt: skip
+    assert _print_hooks("this process", report) is False
+    out = capsys.readouterr().out
+    assert "[warn] hooks in this process: 1 of 2 in place, 0 not needed, 1 missing" in out
+    assert "prompt selection (algorithm.avspo_selection) cannot run with this verl: 1 of its hooks missing" in out
+    report["hooks"]["a.estimator_hook"] = "a.estimator_hook does not exist"
+    assert _print_hooks("this process", report) is True
