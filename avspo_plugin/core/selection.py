@@ -34,10 +34,9 @@ STATE_FORMAT = 1
 HISTORY_KEYS = ("streak", "last_seen", "visits", "regime", "keep_prob")
 STATE_KEYS = ("format", "fingerprint", "closed", "ids", *HISTORY_KEYS, "choices", "group_size", "totals")
 
-# Regime of a prompt's last visit (the ``regime`` history array).
+# Regime of a prompt's last visit (the ``regime`` history array, as the state file holds it): not seen yet,
+# split (rewards differ), collapsed at reward_low, at reward_high, or at another value.
 NOT_SEEN, SPLIT, ALL_FAIL, ALL_PASS, OTHER_COLLAPSE = 0, 1, 2, 3, 4
-REGIME_NAMES = {NOT_SEEN: "not_seen", SPLIT: "split", ALL_FAIL: "all_fail", ALL_PASS: "all_pass",
-                OTHER_COLLAPSE: "other_collapse"}  # fmt: skip
 
 METRIC_PREFIX = "selection/"
 
@@ -254,7 +253,7 @@ class PromptSelector:
     # ---- the two calls of a step
 
     def predicted(self, prompt_ids: Sequence[Hashable]) -> np.ndarray:
-        """Whether each id's history predicts a collapse now (n,) bool; changes nothing."""
+        """Whether each id's history predicts a collapse now (n,) bool; changes no history."""
         slots = self.slots(prompt_ids, "predicted")  # first: it may add slots, replacing the history arrays
         return predicted_to_collapse(self._history["streak"][slots], self.config.min_collapsed_visits)
 
@@ -329,7 +328,7 @@ class PromptSelector:
         )
 
     def judged(self, prompt_ids: Sequence[Hashable]) -> np.ndarray:
-        """Whether each id has the min_collapsed_visits earlier visits a prediction needs (n,) bool; changes nothing."""
+        """Whether each id has the min_collapsed_visits earlier visits a prediction needs (n,) bool; changes no history."""
         slots = self.slots(prompt_ids, "judged")
         return self._history["visits"][slots] >= self.config.min_collapsed_visits
 
