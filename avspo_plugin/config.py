@@ -364,11 +364,13 @@ class SelectionConfig(ConfigBlock):
         Number(0.0, low_open=True),
     )
     reward_low: float = _key(
-        0.0, PREDICTION, "The all-fail reward value (as algorithm.avspo.reward_low); names the regime only.", Number()
+        0.0, PREDICTION, "The all-fail reward value (as algorithm.avspo.reward_low): where the all_fail regime of apply_to sits.",
+        Number(),
     )
     reward_high: float = _key(
         1.0, PREDICTION,
-        "The all-pass reward value (as algorithm.avspo.reward_high); names the regime only; must exceed reward_low.",
+        "The all-pass reward value (as algorithm.avspo.reward_high): where the all_pass regime of apply_to sits; "
+        "must exceed reward_low.",
         Number(),
     )
     explore: float = _key(

@@ -6,3 +6,5 @@ ESTIMATOR = "avspo"
 METRIC_PREFIX = "avspo/"
 # The AVSPO state (threshold, warnings) saved beside each checkpoint.
 STATE_FILE = "avspo_state.json"
+# The prompt-selection history saved beside each checkpoint (docs/selection.md).
+SELECTION_STATE_FILE = "avspo_selection.json"

@@ -21,3 +21,13 @@ def test_every_key_and_metric_is_documented():
     assert all(f"| `{key}` |" in config_page for key in AVSPOConfig.keys())
     assert set(METRIC_HELP) == set(METRIC_REDUCTIONS)
     assert all(f"| `{name}` |" in metrics_page for name in METRIC_REDUCTIONS)
+
+
+def test_selection_page_lists_every_key_as_generated():
+    from avspo_plugin.config import SelectionConfig
+    from avspo_plugin.docs_pages import SELECTION_BEGIN, SELECTION_END, selection_config_markdown
+
+    page = (DOCS / "selection.md").read_text()
+    generated = page.split(SELECTION_BEGIN, 1)[1].split(SELECTION_END, 1)[0]
+    assert generated == f"\n{selection_config_markdown()}\n", "regenerate: python -m avspo_plugin.docs_pages selection"
+    assert all(f"| `{key}` |" in generated for key in SelectionConfig.keys())

@@ -9,9 +9,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..config import AVSPOConfig
+from ..config import AVSPOConfig, SelectionConfig
 from . import detect, signals
 from .records import AnalyzeError
+from .selection_replay import replay_selection
 from .timeline import PromptTable, Timeline, sample_timeline, scalar_timeline
 
 
@@ -21,6 +22,7 @@ class Settings:
 
     monitor: AVSPOConfig  # threshold_mode "never": how ACR and regimes are measured
     replay: AVSPOConfig  # the AVSPO whose effect is replayed on per-sample rewards
+    selection: SelectionConfig  # the prompt selection replayed on per-sample rewards
     early_steps: int
     stagnation_acr: float
     stagnation_steps: int
@@ -81,6 +83,8 @@ def analyse(label: str, path: Path, val_path: Optional[Path], settings: Settings
     report["avspo"] = signals.avspo_estimate(timeline, settings.replay.threshold_init)
     if prompts is not None:
         report["prompts"] = signals.prompt_summary(prompts, settings.top)
+    if loaded.samples is not None:
+        report["selection"] = replay_selection(loaded.samples, settings.selection)
     if val_report is not None:
         report["validation"] = val_report
     report["advice"] = signals.advice(report)

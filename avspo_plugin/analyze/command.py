@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..config import AVSPOConfig
+from ..config import AVSPOConfig, SelectionConfig
 
 DEFAULTS = AVSPOConfig()
 
@@ -45,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"reward of a passed sample: all-pass groups sit here (default {DEFAULTS.reward_high})")
     parser.add_argument("--collapse-tol", type=float, default=DEFAULTS.collapse_tol,
                         help=f"a group is collapsed when its reward std is below this (default {DEFAULTS.collapse_tol})")
+    parser.add_argument(
+        "--selection", action="append", default=[], metavar="KEY=VALUE",
+        help="a key of the prompt selection replayed on rollout dumps (docs/selection.md), e.g. explore=0.25; "
+             "repeat for several; reward_low, reward_high and collapse_tol follow the options above",
+    )
     parser.add_argument("--top", type=_positive, default=10, help="prompts listed as the biggest wasters (default 10)")
     parser.add_argument("--no-plots", action="store_true", help="write analysis.json only")
 
@@ -80,6 +85,11 @@ def _run(args: argparse.Namespace) -> int:
     settings = analysis.Settings(
         monitor=monitor,
         replay=monitor.replace(threshold_mode=DEFAULTS.threshold_mode),
+        selection=SelectionConfig.from_mapping(
+            {"enable": True, "reward_low": args.reward_low, "reward_high": args.reward_high,
+             "collapse_tol": args.collapse_tol, **_key_values(args.selection, "--selection")},
+            where="avspo analyze --selection",
+        ),
         early_steps=args.early_steps,
         stagnation_acr=args.stagnation_acr,
         stagnation_steps=args.stagnation_steps,
@@ -119,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
             "group_size": args.group_size,
             "monitor": monitor.to_dict(),
             "avspo_replay": settings.replay.to_dict(),
+            "selection_replay": settings.selection.to_dict(),
         },
         "runs": [result.report for result in results],
         "comparison": rows,
@@ -135,6 +146,22 @@ def _run(args: argparse.Namespace) -> int:
     print(report.summary(results, rows))
     print(f"\nWrote {out / 'analysis.json'}" + ("" if args.no_plots else " and plots"))
     return 0
+
+
+def _key_values(specs: list[str], option: str) -> dict:
+    """['explore=0.25', ...] -> {'explore': 0.25}: each value read as JSON (numbers, true, false), else as text."""
+    from .records import AnalyzeError
+
+    values = {}
+    for spec in specs:
+        key, sep, text = spec.partition("=")
+        if not sep or not key:
+            raise AnalyzeError(f"{option} {spec!r}: expected KEY=VALUE, e.g. {option} explore=0.25")
+        try:
+            values[key] = json.loads(text)
+        except json.JSONDecodeError:
+            values[key] = text
+    return values
 
 
 def _split_label(spec: str) -> tuple[Optional[str], Path]:

@@ -79,6 +79,14 @@ def run_block(result: RunResult) -> str:
                 f"    {row['wasted_rollouts']:>6} {row['groups']:>6} {row['all_fail']:>5} {row['all_pass']:>5}  "
                 f"{_short(row['prompt'], 70)}"
             )
+    chosen = r.get("selection")
+    if chosen is not None:
+        lines.append(
+            f"  prompt selection replayed: would have skipped {chosen['skipped']} of {chosen['prompts']} prompt visits "
+            f"({_pct(chosen['skipped_fraction'])}), {chosen['rollouts_saved']} of {chosen['rollouts']} rollouts "
+            f"({_pct(chosen['rollouts_saved_fraction'])}); right on {_pct(chosen['skip_precision'])} of the skips "
+            f"(they collapsed); prediction precision {_num(chosen['precision'])}, recall {_num(chosen['recall'])}"
+        )
     if r["advice"]:
         lines.append("  advice (estimates):")
         lines += [f"    - {line}" for line in r["advice"]]

@@ -18,6 +18,7 @@ import hashlib
 import logging
 import math
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Hashable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -33,10 +34,9 @@ STATE_FORMAT = 1
 HISTORY_KEYS = ("streak", "last_seen", "visits", "regime", "keep_prob")
 STATE_KEYS = ("format", "fingerprint", "closed", "ids", *HISTORY_KEYS, "choices", "group_size", "totals")
 
-# Regime of a prompt's last visit (the ``regime`` history array).
+# Regime of a prompt's last visit (the ``regime`` history array, as the state file holds it): not seen yet,
+# split (rewards differ), collapsed at reward_low, at reward_high, or at another value.
 NOT_SEEN, SPLIT, ALL_FAIL, ALL_PASS, OTHER_COLLAPSE = 0, 1, 2, 3, 4
-REGIME_NAMES = {NOT_SEEN: "not_seen", SPLIT: "split", ALL_FAIL: "all_fail", ALL_PASS: "all_pass",
-                OTHER_COLLAPSE: "other_collapse"}  # fmt: skip
 
 METRIC_PREFIX = "selection/"
 
@@ -163,6 +163,22 @@ def id_list(prompt_ids: Any) -> list:
     return [i.item() if isinstance(i, np.generic) else i for i in prompt_ids]
 
 
+@dataclass(frozen=True)
+class Visits:
+    """One batch of rewards grouped by prompt (N distinct ids, sorted; B rows).
+
+    ids: (N,) the prompt ids; counted: (N,) bool, collapsed in a regime of apply_to; regime: (N,) int8
+    regime codes (SPLIT, ALL_FAIL, ALL_PASS, OTHER_COLLAPSE); size: (N,) int64 responses per prompt;
+    row_visit: (B,) int64, each row's position in ids.
+    """
+
+    ids: np.ndarray
+    counted: np.ndarray
+    regime: np.ndarray
+    size: np.ndarray
+    row_visit: np.ndarray
+
+
 class PromptSelector:
     """Per-prompt collapse history and the skip decision before generation.
 
@@ -237,9 +253,9 @@ class PromptSelector:
     # ---- the two calls of a step
 
     def predicted(self, prompt_ids: Sequence[Hashable]) -> np.ndarray:
-        """Whether each id's history predicts a collapse now (n,) bool; changes nothing."""
-        return predicted_to_collapse(self._history["streak"][self.slots(prompt_ids, "predicted")],
-                                     self.config.min_collapsed_visits)  # fmt: skip
+        """Whether each id's history predicts a collapse now (n,) bool; changes no history."""
+        slots = self.slots(prompt_ids, "predicted")  # first: it may add slots, replacing the history arrays
+        return predicted_to_collapse(self._history["streak"][slots], self.config.min_collapsed_visits)
 
     def choose(self, prompt_ids: Sequence[Hashable], step: int) -> np.ndarray:
         """Which candidates to generate at ``step``: a keep mask (n,) bool (see retry_probability, skip_mask).
@@ -271,42 +287,58 @@ class PromptSelector:
         )
         return ~skip
 
-    def observe(self, prompt_ids_per_row: Sequence[Hashable], scores: torch.Tensor, step: int) -> None:
-        """Learn from one batch of rewards: rows (B,) grouped by prompt id, scores (B,) sequence rewards.
+    def visits(self, prompt_ids_per_row: Sequence[Hashable], scores: torch.Tensor, where: str = "observe") -> "Visits":
+        """One batch of rewards as visits: rows (B,) grouped by prompt id, scores (B,) sequence rewards.
 
         Each distinct id is one visit: collapsed when its >= 2 rewards have std < collapse_tol (ACR's
         rule, unbiased std), in regime all-fail / all-pass when their value is reward_low / reward_high.
+        Changes no history.
         """
         scores = torch.as_tensor(scores).detach().reshape(-1).to(torch.float64).cpu()
-        ids = self._checked_ids(id_list(prompt_ids_per_row), "observe")
+        ids = self._checked_ids(id_list(prompt_ids_per_row), where)
         labels = np.empty(len(ids), dtype=object)
         labels[:] = ids
         if labels.shape[0] != scores.shape[0]:
-            raise ValueError(f"observe: {labels.shape[0]} prompt ids for {scores.shape[0]} scores; need one id per row")
+            raise ValueError(f"{where}: {labels.shape[0]} prompt ids for {scores.shape[0]} scores; need one id per row")
         bad = ~torch.isfinite(scores)
         if bool(bad.any()):
             first = int(bad.nonzero()[0])
             raise ValueError(
-                f"observe: {int(bad.sum())} non-finite reward(s); the first is {float(scores[first])} at row {first}, "
+                f"{where}: {int(bad.sum())} non-finite reward(s); the first is {float(scores[first])} at row {first}, "
                 f"prompt id {labels[first]!r}"
             )
-        if scores.shape[0] == 0:
-            return
         try:
             uniques, group_ids = unique_labels(labels, scores.device)
         except ValueError:
             other = next(x for x in ids if type(x) is not type(ids[0]))
             raise ValueError(
-                f"observe: prompt ids (field {self.config.id_key!r}) mix {type(ids[0]).__name__} and "
+                f"{where}: prompt ids (field {self.config.id_key!r}) mix {type(ids[0]).__name__} and "
                 f"{type(other).__name__} (e.g. {ids[0]!r} and {other!r}): one dataset needs one id type"
             ) from None
-        slots = self.slots(uniques, "observe")
         stats = group_stats(scores, group_ids, len(uniques), torch.ones_like(scores, dtype=torch.bool), ddof=1)
         collapsed_t = collapsed_groups(stats, self.config.collapse_tol)
         all_fail_t, all_pass_t = collapse_regimes(collapsed_t, stats, self.config.reward_low, self.config.reward_high)
         collapsed, all_fail, all_pass = (t.numpy() for t in (collapsed_t, all_fail_t, all_pass_t))
-        counted = counted_collapses(collapsed, all_fail, all_pass, self.config.apply_to)
-        history = self._history
+        return Visits(
+            ids=uniques,
+            counted=counted_collapses(collapsed, all_fail, all_pass, self.config.apply_to),
+            regime=visit_regimes(collapsed, all_fail, all_pass),
+            size=stats.count.numpy().astype(np.int64),
+            row_visit=group_ids.numpy(),
+        )
+
+    def judged(self, prompt_ids: Sequence[Hashable]) -> np.ndarray:
+        """Whether each id has the min_collapsed_visits earlier visits a prediction needs (n,) bool; changes no history."""
+        slots = self.slots(prompt_ids, "judged")
+        return self._history["visits"][slots] >= self.config.min_collapsed_visits
+
+    def observe(self, prompt_ids_per_row: Sequence[Hashable], scores: torch.Tensor, step: int) -> None:
+        """Learn from one batch of rewards at ``step``: rows (B,) grouped by prompt id, scores (B,) (see visits)."""
+        visits = self.visits(prompt_ids_per_row, scores)
+        if len(visits.ids) == 0:
+            return
+        slots = self.slots(visits.ids, "observe")
+        history, counted = self._history, visits.counted
         # Only prompts with min_collapsed_visits earlier visits could have been predicted: the others are not judged.
         judged = history["visits"][slots] >= self.config.min_collapsed_visits
         predicted = predicted_to_collapse(history["streak"][slots], self.config.min_collapsed_visits)
@@ -314,9 +346,9 @@ class PromptSelector:
         history["streak"][slots] = streak_after_visit(history["streak"][slots], counted)
         history["last_seen"][slots] = int(step)
         history["visits"][slots] += 1
-        history["regime"][slots] = visit_regimes(collapsed, all_fail, all_pass)
+        history["regime"][slots] = visits.regime
         history["keep_prob"][slots] = 1.0
-        self._group_size = int(stats.count.max())
+        self._group_size = int(visits.size.max())
         self._count(observed=len(slots), observed_collapsed=counted.sum(), **tallies)
 
     # ---- metrics

@@ -74,6 +74,7 @@ def probe() -> dict[str, Any]:
     if hooks is not None:
         # Imports the trainer modules, as a training process does, so every hook is placed or reported.
         report["hooks"] = hooks.hook_status(load=True)
+        report["selection_only_hooks"] = [hook.name for hook in hooks.HOOKS if hooks.AVSPO not in hook.features]
         report["metrics_route"] = hooks.metrics_route()
         report["known_good_verl"] = list(hooks.KNOWN_GOOD_VERL)
         from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, trl_patch_status
@@ -269,19 +270,25 @@ def _print_hooks(where: str, report: dict[str, Any]) -> bool:
     """Print every hook and the trl patch of one process; True when one an avspo run needs is missing."""
     hooks = {**report["hooks"], **report["trl_patch"]}
     missing = [name for name, state in hooks.items() if not state.startswith(("in place", "not needed"))]
+    # Hooks only prompt selection needs (opt-in, checked with verl 0.9.1): missing, they stop only selection runs.
+    selection_only = [name for name in missing if name in report.get("selection_only_hooks", ())]
+    failing = [name for name in missing if name not in selection_only]
     placed = sum(state.startswith("in place") for state in hooks.values())
-    line("FAIL" if missing else "ok",
+    line("FAIL" if failing else "warn" if missing else "ok",
           f"hooks in {where}: {placed} of {len(hooks)} in place, {len(hooks) - placed - len(missing)} not needed, "
           f"{len(missing)} missing; metrics via {report['metrics_route']}")  # fmt: skip
     for name, state in hooks.items():
         print(f"      {'MISSING' if name in missing else '-'} {name}: {state}")
+    if selection_only:
+        line("warn", f"prompt selection (algorithm.avspo_selection) cannot run with this verl: {len(selection_only)} of "
+                     "its hooks missing; the avspo estimator is not affected")  # fmt: skip
     verl_version = report["versions"]["verl"]
     known = report["known_good_verl"]
     if verl_version in known:
         line("ok", f"verl {verl_version}: the hooks are checked with verl {', '.join(known)}")
     else:
         line("warn", f"verl {verl_version} is not a version the plugin was checked with ({', '.join(known)})")
-    return bool(missing)
+    return bool(failing)
 
 
 def _user_runtime_env(config: Any) -> Optional[dict]:

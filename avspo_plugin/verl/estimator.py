@@ -36,7 +36,7 @@ def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:
     A missing block means the defaults. ``algorithm.norm_adv_by_std_in_grpo=False`` turns the std
     division off (Dr. GRPO), as it does for verl's own GRPO. Raises ConfigError naming the key.
     """
-    block = _to_plain(config_entry(algorithm, "avspo"))
+    block = to_plain(config_entry(algorithm, "avspo"))
     if block is not None and not isinstance(block, Mapping):
         raise ConfigError(
             f"{CONFIG_BLOCK} must be a block of keys ({', '.join(AVSPOConfig.keys())}), got {block!r}"
@@ -173,7 +173,7 @@ def config_entry(node: Any, key: str) -> Any:
     return getter(key) if getter is not None else getattr(node, key, None)
 
 
-def _to_plain(block: Any) -> Any:
+def to_plain(block: Any) -> Any:
     try:
         from omegaconf import OmegaConf
 

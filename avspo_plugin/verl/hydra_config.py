@@ -1,10 +1,12 @@
-"""The packaged hydra configs, generated from :class:`AVSPOConfig`.
+"""The packaged hydra configs, generated from :class:`AVSPOConfig` and :class:`SelectionConfig`.
 
 * ``avspo_algorithm.yaml``: ``algorithm.adv_estimator: avspo`` and the full ``algorithm.avspo``
   block, each key with its default and help text (a global-package config that any verl
   config can list in its defaults).
-* ``avspo_trainer.yaml``: verl's own ``ppo_trainer`` with ``avspo_algorithm`` on top; the
-  primary config for verl's stock entry point::
+* ``avspo_selection.yaml``: the ``algorithm.avspo_selection`` block of prompt selection (off),
+  likewise; it sets no estimator, so it composes on ``grpo`` runs as well.
+* ``avspo_trainer.yaml``: verl's own ``ppo_trainer`` with ``avspo_algorithm`` and
+  ``avspo_selection`` on top; the primary config for verl's stock entry point::
 
     python -m verl.trainer.main_ppo --config-path pkg://avspo_plugin.verl.config --config-name avspo_trainer ...
 
@@ -25,18 +27,19 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ..config import config_sections
+from ..config import AVSPOConfig, ConfigBlock, SelectionConfig, config_sections
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 TRAINER_CONFIG_NAME = "avspo_trainer"
 ALGORITHM_CONFIG_NAME = "avspo_algorithm"
+SELECTION_CONFIG_NAME = "avspo_selection"
 
 _GENERATED = """\
-# GENERATED from avspo_plugin.config.AVSPOConfig by avspo_plugin.verl.hydra_config: do not edit by hand;
+# GENERATED from avspo_plugin.config.{source} by avspo_plugin.verl.hydra_config: do not edit by hand;
 # regenerate with `python -m avspo_plugin.verl.hydra_config`.
 """
 
-_TRAINER = _GENERATED + f"""\
+_TRAINER = _GENERATED.format(source="AVSPOConfig and SelectionConfig") + f"""\
 #
 # verl's ppo_trainer with the AVSPO advantage estimator (the block of {ALGORITHM_CONFIG_NAME}.yaml). Run it
 # with verl's stock entry point:
@@ -50,10 +53,11 @@ hydra:
 defaults:
   - ppo_trainer
   - {ALGORITHM_CONFIG_NAME}
+  - {SELECTION_CONFIG_NAME}
   - _self_
 """
 
-_ALGORITHM_HEADER = _GENERATED + f"""\
+_ALGORITHM_HEADER = _GENERATED.format(source="AVSPOConfig") + f"""\
 #
 # The AVSPO advantage estimator and every key of algorithm.avspo with its default (a missing block
 # means these defaults). A recipe composes it on verl's ppo_trainer:
@@ -67,6 +71,19 @@ algorithm:
 
   # AVSPO and ACR settings (avspo_plugin.config.AVSPOConfig).
   avspo:
+"""
+
+_SELECTION_HEADER = _GENERATED.format(source="SelectionConfig") + f"""\
+#
+# Collapse-aware prompt selection (docs/selection.md): every key of algorithm.avspo_selection with its
+# default (a missing block means these: off). It sets no estimator, so it composes on grpo runs as well:
+#   hydra: {{searchpath: [pkg://verl.trainer.config, pkg://avspo_plugin.verl.config]}}
+#   defaults: [ppo_trainer, {SELECTION_CONFIG_NAME}, _self_]
+# @package _global_
+
+algorithm:
+  # Prompt selection settings (avspo_plugin.config.SelectionConfig).
+  avspo_selection:
 """
 
 _INDENT = " " * 4
@@ -93,10 +110,10 @@ def yaml_scalar(value: Any) -> str:
     raise TypeError(f"no YAML form for default {value!r} of type {type(value).__name__}")
 
 
-def render_algorithm_config() -> str:
-    """The text of ``avspo_algorithm.yaml`` for the current AVSPOConfig."""
-    lines = [_ALGORITHM_HEADER.rstrip("\n")]
-    for section, keys in config_sections():
+def render_block(header: str, config_class: type[ConfigBlock]) -> str:
+    """A packaged block config: ``header`` and every key of ``config_class`` with its help and default."""
+    lines = [header.rstrip("\n")]
+    for section, keys in config_sections(config_class):
         lines += ["", f"{_INDENT}# --- {section} ---"]
         for key, default, help_text in keys:
             lines.append("")
@@ -109,7 +126,8 @@ def render_configs() -> dict[Path, str]:
     """Each packaged config file and its text."""
     return {
         CONFIG_DIR / f"{TRAINER_CONFIG_NAME}.yaml": _TRAINER,
-        CONFIG_DIR / f"{ALGORITHM_CONFIG_NAME}.yaml": render_algorithm_config(),
+        CONFIG_DIR / f"{ALGORITHM_CONFIG_NAME}.yaml": render_block(_ALGORITHM_HEADER, AVSPOConfig),
+        CONFIG_DIR / f"{SELECTION_CONFIG_NAME}.yaml": render_block(_SELECTION_HEADER, SelectionConfig),
     }
 
 

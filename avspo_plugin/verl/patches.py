@@ -1,8 +1,9 @@
 """What the plugin installs in a process when verl loads it, and why.
 
 verl gives a registered estimator no way to log metrics, to check its config before the
-first rollout, to keep state across a resume, or to see agent-loop sessions. Loading the plugin
-therefore wraps, in memory and only for runs with ``algorithm.adv_estimator=avspo`` (verl's files
+first rollout, to keep state across a resume, or to see agent-loop sessions, and it has no way to
+choose prompts before generation. Loading the plugin therefore wraps, in memory and only for runs
+with ``algorithm.adv_estimator=avspo`` or ``algorithm.avspo_selection.enable=true`` (verl's files
 stay as installed), the verl functions listed in :data:`HOOKS`:
 
 * ``verl.utils.config.validate_config`` (the launcher's config check in ``main_ppo``): checks
@@ -22,13 +23,17 @@ stay as installed), the verl functions listed in :data:`HOOKS`:
 * the trainers' ``_save_checkpoint`` / ``_load_checkpoint``: the AVSPO state beside verl's
   checkpoint, written before verl records the checkpoint as the latest.
 * ``verl.utils.tracking.Tracking.log``: the step's ``avspo/*`` metrics merged into what the
-  trainer logs, unless the installed verl has the estimator metrics channel of
-  ``patches/verl-estimator-metrics.patch`` (``core_algos.register_adv_est_metrics``), which is
-  then used instead.
+  trainer logs (the estimator's through verl's own channel instead, when the installed verl has
+  that of ``patches/verl-estimator-metrics.patch``, ``core_algos.register_adv_est_metrics``).
+* prompt selection (:mod:`avspo_plugin.verl.selection`): the trainers' dataloader builders
+  (legacy ``RayPPOTrainer._create_dataloader``, v1 ``PPOTrainer._init_dataloader``) rebuild the
+  training dataloader over the selecting sampler; the rewards reach it through the legacy
+  ``compute_advantage`` and the v1 ``compute_advantage_for_multi_trajectories``, the v1 uids
+  through ``PPOTrainer._fetch_one_gen_batch``; its state goes with the checkpoint hooks above.
 
 Each target is checked when its module loads: a missing function, or one whose parameters are
 not those the wrapper relies on, is a warning naming it and the installed verl version, and a run
-that selects ``avspo`` refuses to start (:func:`require_hooks`). The trainer modules are heavy,
+that selects ``avspo`` or prompt selection refuses to start (:func:`require_hooks`). The trainer modules are heavy,
 so their patches wait until something imports them (a post-import hook); every patch is applied
 once per process, whichever copy of this package asks.
 """
@@ -51,8 +56,9 @@ from verl.trainer.ppo import core_algos
 
 from ..import_patching import after_import, is_patched, wrap
 from ..names import ESTIMATOR, METRIC_PREFIX
-from . import checkpoint
+from . import checkpoint, selection
 from .estimator import config_entry, compute_avspo_outcome_advantage, avspo_config_from_algorithm, session
+from .selection import selection_config_from_algorithm, uses_selection
 from .multi_output import session_advantages
 from .model_build_fix import skip_missing_trl_value_head
 
@@ -67,6 +73,12 @@ logger = logging.getLogger("avspo_plugin.verl")
 
 # verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/compatibility.md).
 KNOWN_GOOD_VERL = ("0.6.1", "0.7.1", "0.8.0", "0.9.1")
+
+# What a hook serves: the estimator (algorithm.adv_estimator=avspo), prompt selection, or both.
+AVSPO = "avspo"
+SELECTION = "selection"
+# How each feature is named in the refusal of a run that lacks its hooks.
+FEATURE_SETTING = {AVSPO: "algorithm.adv_estimator=avspo", SELECTION: "algorithm.avspo_selection.enable=true"}
 
 
 class RegistrationError(RuntimeError):
@@ -116,8 +128,19 @@ def trainer_of(config: Any) -> str:
     return "v1" if config_entry(config_entry(config, "trainer"), "use_v1") else "legacy"
 
 
+def features_of(config: Any) -> tuple[str, ...]:
+    """What of the plugin a full verl config uses: AVSPO (the estimator), SELECTION (prompt selection)."""
+    return tuple(name for name, used in ((AVSPO, uses_avspo(config)), (SELECTION, uses_selection(config))) if used)
+
+
 def refuse_unsupported_trainer(config: Any) -> None:
-    """verl's experimental fully-async trainer (configs with ``async_training``) is refused for avspo."""
+    """verl's experimental fully-async trainer (configs with ``async_training``) is refused for avspo and for
+    prompt selection (it builds its own dataloader and saves checkpoints without the trainer's method)."""
+    if uses_selection(config) and config_entry(config, "async_training") is not None:
+        raise HookError(
+            "algorithm.avspo_selection does not run in verl's experimental fully-async trainer "
+            "(verl.experimental.fully_async_policy); use verl's default trainer (trainer.use_v1=true)."
+        )
     if uses_avspo(config) and config_entry(config, "async_training") is not None:
         raise HookError(
             "algorithm.adv_estimator=avspo does not run in verl's experimental fully-async trainer "
@@ -133,27 +156,39 @@ def check_launch_config(config: Any) -> None:
 
     Raises ConfigError or HookError.
     """
+    refuse_unsupported_trainer(config)
     if uses_avspo(config):
-        refuse_unsupported_trainer(config)
         avspo_config_from_algorithm(config.algorithm)
-        require_hooks(trainer_of(config))
+    # Read even when off: a misspelt key of a block the user wrote is an error, not a silent default.
+    selection_config_from_algorithm(config_entry(config, "algorithm"))
+    for feature in features_of(config):
+        require_hooks(trainer_of(config), feature)
 
 
 def prepare_trainer(config: Any) -> None:
     """The trainer process's check, before workers start: registered here, config valid and in
     force, every hook of the run's trainer in place."""
+    refuse_unsupported_trainer(config)
+    selection_config_from_algorithm(config_entry(config, "algorithm"))
+    if uses_selection(config):
+        require_hooks(trainer_of(config), SELECTION)
     if not uses_avspo(config):
         return
-    refuse_unsupported_trainer(config)
     # verl's own unit tests clear the registry; a run must not depend on the import order.
     register_estimator()
     session().configure(config.algorithm)
-    require_hooks(trainer_of(config))
+    require_hooks(trainer_of(config), AVSPO)
     logger.info("avspo estimator registered in process %d with %s", os.getpid(), session().config)
 
 
 # ----------------------------------------------------------------------------------------------
 # Metrics
+
+
+def selection_metrics() -> dict[str, float]:
+    """The ``avspo/selection/*`` metrics since the last log, when this process's trainer selects prompts."""
+    run = selection.active()
+    return {} if run is None else run.pop_metrics()
 
 
 def step_metrics(data: Mapping, step: Optional[int]) -> dict[str, float]:
@@ -197,7 +232,8 @@ def _log_with_avspo_metrics(original: Callable) -> Callable:
         backend = kwargs.get("backend", args[0] if args else None)
         # A log to a subset of backends is not the step's main log: leave the metrics pending.
         if backend is None and isinstance(data, Mapping):
-            extra = step_metrics(data, step)
+            # The estimator's metrics take verl's own channel where it has one.
+            extra = {**(step_metrics(data, step) if verl_metrics_channel() is None else {}), **selection_metrics()}
             if extra:
                 data = {**data, **extra}
         return original(self, data, step, *args, **kwargs)
@@ -223,7 +259,7 @@ def _runtime_env_with_plugin(original: Callable) -> Callable:
     def get_ppo_ray_runtime_env(*args, **kwargs):
         runtime_env = original(*args, **kwargs)
         config = kwargs.get("config", args[0] if args else None)
-        if config is not None and uses_avspo(config):
+        if config is not None and features_of(config):
             refuse_unsupported_trainer(config)
             env_vars = runtime_env.setdefault("env_vars", {})
             current = env_vars.get(EXTERNAL_MODULES_ENV, os.environ.get(EXTERNAL_MODULES_ENV, ""))
@@ -271,6 +307,10 @@ def _multi_trajectories_with_avspo(original: Callable) -> Callable:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         arguments = dict(bound.arguments)
+        run = selection.active()
+        if run is not None and run.trainer == "v1":
+            data = arguments["data"]
+            run.observe_uids(list(data.non_tensor_batch["uid"]), selection.sequence_scores(data))
         if str(arguments["adv_estimator"]) != ESTIMATOR:
             return original(*args, **kwargs)
         data, batch_keys = arguments.pop("data"), arguments.pop("batch_keys")
@@ -284,6 +324,10 @@ def _multi_trajectories_with_avspo(original: Callable) -> Callable:
 def _trainer_save_checkpoint(original: Callable) -> Callable:
     @functools.wraps(original)
     def _save_checkpoint(self, *args, **kwargs):
+        run = selection.active()
+        if run is not None:
+            path = selection.write_state(checkpoint.saved_step_folder(self.config.trainer, self.global_steps), run)
+            logger.info("prompt-selection state saved to %s", path)
         if not uses_avspo(self.config):
             return original(self, *args, **kwargs)
         live = session()
@@ -304,6 +348,11 @@ def _trainer_load_checkpoint(original: Callable) -> Callable:
     def _load_checkpoint(self, *args, **kwargs):
         refuse_unsupported_trainer(self.config)  # FullyAsyncTrainer inherits this method, not _save_checkpoint's hook
         result = original(self, *args, **kwargs)
+        run = selection.active()
+        if run is not None and getattr(self, "global_steps", 0):
+            folder = checkpoint.resumed_step_folder(self.config.trainer, self.global_steps)
+            if selection.read_state(folder, run):
+                logger.info("prompt-selection state restored from %s", folder)
         if uses_avspo(self.config) and getattr(self, "global_steps", 0):
             folder = checkpoint.resumed_step_folder(self.config.trainer, self.global_steps)
             state = checkpoint.read_state(folder)
@@ -315,12 +364,54 @@ def _trainer_load_checkpoint(original: Callable) -> Callable:
     return _load_checkpoint
 
 
+def _dataloader_with_selection(kind: str) -> Callable[[Callable], Callable]:
+    def make_wrapper(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def build(self, *args, **kwargs):
+            result = original(self, *args, **kwargs)
+            selection.attach(self, kind)
+            return result
+
+        return build
+
+    return make_wrapper
+
+
+def _fetch_with_prompt_ids(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def _fetch_one_gen_batch(self, *args, **kwargs):
+        batch = original(self, *args, **kwargs)
+        run = selection.active()
+        if run is not None:
+            uids = list(batch["uid"])
+            columns = {key: list(batch[key]) for key in (run.config.id_key, "extra_info") if key in batch.keys()}
+            run.remember(uids, columns, len(uids))
+        return batch
+
+    return _fetch_one_gen_batch
+
+
+def _compute_advantage_observed(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def compute_advantage(data, *args, **kwargs):
+        run = selection.active()
+        # The v1 trainer reaches this function through compute_advantage_for_multi_trajectories, observed there.
+        if run is not None and run.trainer == "legacy":
+            rows = data.non_tensor_batch
+            ids = selection.ids_of_rows(rows, len(data), run.config.id_key, "the step's batch")
+            run.observe(ids, selection.sequence_scores(data))
+        return original(data, *args, **kwargs)
+
+    return compute_advantage
+
+
 @dataclass(frozen=True)
 class Hook:
     """``module.owner.attribute`` (owner None: a module function) is wrapped by ``make_wrapper``.
 
     parameters: the leading parameter names the wrapper relies on (checked when the module loads);
-    trainer: the verl trainer whose runs need it (``v1``, ``legacy``; None: every avspo run).
+    trainer: the verl trainer whose runs need it (``v1``, ``legacy``; None: both);
+    features: what needs it (AVSPO: runs of the estimator; SELECTION: runs with prompt selection).
     """
 
     module: str
@@ -330,8 +421,7 @@ class Hook:
     purpose: str
     parameters: tuple[str, ...] = ()
     trainer: Optional[str] = None
-    # The Tracking.log hook steps aside when verl has its own estimator metrics channel.
-    needs_no_channel: bool = False
+    features: tuple[str, ...] = (AVSPO, SELECTION)
 
     @property
     def name(self) -> str:
@@ -339,9 +429,6 @@ class Hook:
 
     def target(self, module) -> Any:
         return module if self.owner is None else getattr(module, self.owner, None)
-
-    def steps_aside(self) -> bool:
-        return self.needs_no_channel and verl_metrics_channel() is not None
 
     def problem(self, module) -> Optional[str]:
         """Why this hook cannot be placed in ``module`` (None when it can, or is placed)."""
@@ -362,19 +449,20 @@ class Hook:
         return None
 
     def apply(self, module) -> None:
-        if self.steps_aside():
-            HOOK_PROBLEMS.pop(self.name, None)
-            return
         problem = self.problem(module)
         if problem is None:
             wrap(self.target(module), self.attribute, self.make_wrapper)
             HOOK_PROBLEMS.pop(self.name, None)
             return
         HOOK_PROBLEMS[self.name] = problem
-        logger.warning(
-            "avspo_plugin cannot hook %s (%s) in verl %s: %s. Runs with algorithm.adv_estimator=avspo will refuse "
-            "to start; the plugin's hooks are known to work with verl %s.",
-            self.name, self.purpose, verl_version(), problem, ", ".join(KNOWN_GOOD_VERL),
+        # Prompt selection is opt-in and checked with verl 0.9.1 only: its hooks missing from another verl
+        # concern only runs that turn it on (which then refuse to start), so they are not a warning for all.
+        logger.log(
+            logging.WARNING if AVSPO in self.features else logging.INFO,
+            "avspo_plugin cannot hook %s (%s) in verl %s: %s. Runs with %s will refuse to start; the plugin's "
+            "hooks are known to work with verl %s.",
+            self.name, self.purpose, verl_version(), problem, " or ".join(FEATURE_SETTING[f] for f in self.features),
+            ", ".join(KNOWN_GOOD_VERL) if AVSPO in self.features else "0.9.1",
         )  # fmt: skip
 
 
@@ -389,7 +477,7 @@ HOOKS: tuple[Hook, ...] = (
     Hook("verl.trainer.constants_ppo", None, "get_ppo_ray_runtime_env", _runtime_env_with_plugin,
          "imports the plugin in the trainer process with errors raised"),
     Hook("verl.utils.tracking", "Tracking", "log", _log_with_avspo_metrics,
-         "logs avspo/* metrics", ("self", "data", "step"), needs_no_channel=True),
+         "logs avspo/* metrics", ("self", "data", "step")),
     *(
         Hook(module, owner, attribute, make_wrapper, purpose, parameters, trainer)
         for module, owner, trainer in _TRAINER_CLASSES
@@ -400,13 +488,25 @@ HOOKS: tuple[Hook, ...] = (
         )
     ),
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "step", _v1_step,
-         "one step of Eq. 12 per global step", ("self", "metrics"), trainer="v1"),
+         "one step of Eq. 12 per global step", ("self", "metrics"), trainer="v1", features=(AVSPO,)),
     *(
         Hook(module, None, "compute_advantage_for_multi_trajectories", _multi_trajectories_with_avspo,
-             "groups agent-loop sessions as GRPO does", _MULTI_TRAJECTORY_PARAMETERS, trainer="v1")
+             "groups agent-loop sessions as GRPO does; feeds prompt selection the step's rewards",
+             _MULTI_TRAJECTORY_PARAMETERS, trainer="v1")
         # verl's module, and the trainer's binding of the name (should the trainer have been imported first).
         for module in ("verl.trainer.ppo.v1.utils", "verl.trainer.ppo.v1.trainer_base")
     ),
+    Hook("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "_create_dataloader", _dataloader_with_selection("legacy"),
+         "draws the training prompts through prompt selection",
+         ("self", "train_dataset", "val_dataset", "collate_fn", "train_sampler"), trainer="legacy",
+         features=(SELECTION,)),
+    Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_init_dataloader", _dataloader_with_selection("v1"),
+         "draws the training prompts through prompt selection", ("self",), trainer="v1", features=(SELECTION,)),
+    Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_fetch_one_gen_batch", _fetch_with_prompt_ids,
+         "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1", features=(SELECTION,)),
+    Hook("verl.trainer.ppo.ray_trainer", None, "compute_advantage", _compute_advantage_observed,
+         "feeds prompt selection the step's rewards", ("data", "adv_estimator"), trainer="legacy",
+         features=(SELECTION,)),
 )  # fmt: skip
 
 # Hook name -> why it could not be placed, for the hooks whose module loaded.
@@ -420,19 +520,22 @@ def verl_version() -> str:
         return "(not installed)"
 
 
-def hooks_for(trainer: Optional[str]) -> list[Hook]:
-    """The hooks a run of ``trainer`` (``v1``, ``legacy``; None: both) needs."""
-    return [hook for hook in HOOKS if trainer is None or hook.trainer in (None, trainer)]
+def hooks_for(trainer: Optional[str], feature: Optional[str] = None) -> list[Hook]:
+    """The hooks a run of ``trainer`` (``v1``, ``legacy``; None: both) needs for ``feature`` (None: any)."""
+    return [
+        hook for hook in HOOKS
+        if (trainer is None or hook.trainer in (None, trainer)) and (feature is None or feature in hook.features)
+    ]  # fmt: skip
 
 
-def hook_status(trainer: Optional[str] = None, load: bool = True) -> dict[str, str]:
-    """Each hook of ``trainer``'s runs: ``in place``, ``not needed`` (verl's metrics channel is used),
-    ``not loaded`` (its module not imported; load=False) or why it is missing.
+def hook_status(trainer: Optional[str] = None, load: bool = True, feature: Optional[str] = None) -> dict[str, str]:
+    """Each hook of ``trainer``'s runs of ``feature``: ``in place``, ``not loaded`` (its module not imported;
+    load=False) or why it is missing.
 
     load: import the hooks' verl modules first (what the trainer process does before training).
     """
     status = {}
-    for hook in hooks_for(trainer):
+    for hook in hooks_for(trainer, feature):
         module = sys.modules.get(hook.module)
         if module is None and load:
             try:
@@ -442,8 +545,6 @@ def hook_status(trainer: Optional[str] = None, load: bool = True) -> dict[str, s
                 continue
         if module is None:
             status[hook.name] = "not loaded"
-        elif hook.steps_aside():
-            status[hook.name] = "not needed (verl's estimator metrics channel is used)"
         elif hook.name in HOOK_PROBLEMS:
             status[hook.name] = HOOK_PROBLEMS[hook.name]
         else:
@@ -453,15 +554,13 @@ def hook_status(trainer: Optional[str] = None, load: bool = True) -> dict[str, s
     return status
 
 
-def require_hooks(trainer: str) -> None:
-    """Raise HookError unless every hook a run of ``trainer`` needs is in place (imports their modules)."""
-    missing = {
-        name: state for name, state in hook_status(trainer).items() if state != "in place" and not state.startswith("not needed")
-    }
+def require_hooks(trainer: str, feature: str = AVSPO) -> None:
+    """Raise HookError unless every hook a run of ``trainer`` needs for ``feature`` is in place (imports their modules)."""
+    missing = {name: state for name, state in hook_status(trainer, feature=feature).items() if state != "in place"}
     if missing:
         details = "; ".join(f"{name}: {state}" for name, state in missing.items())
         raise HookError(
-            f"algorithm.adv_estimator=avspo cannot run on verl {verl_version()} with the {trainer} trainer: "
+            f"{FEATURE_SETTING[feature]} cannot run on verl {verl_version()} with the {trainer} trainer: "
             f"{len(missing)} verl function(s) the plugin must wrap are missing or changed ({details}). Without "
             f"them the run would silently differ from what avspo promises. Known to work: verl "
             f"{', '.join(KNOWN_GOOD_VERL)}; run `avspo doctor` for the full report."

@@ -215,3 +215,12 @@ def test_resume_with_another_dataset(caplog):
         same.load_state_dict({**state, "format": 2})
     with pytest.raises(ValueError, match=r"lacks \['totals'\]"):
         same.load_state_dict({k: v for k, v in state.items() if k != "totals"})
+
+
+def test_queries_of_new_ids_in_an_open_set():
+    selector = PromptSelector(ON)
+    assert selector.predicted(["new", "other"]).tolist() == [False, False]
+    assert selector.judged(["third"]).tolist() == [False]
+    observe(selector, {"new": [0, 0]}, 0)
+    assert selector.predicted(["new", "fourth"]).tolist() == [True, False]
+    assert selector.judged(["new"]).tolist() == [True]

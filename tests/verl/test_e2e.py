@@ -3,7 +3,8 @@
 Every run goes through verl's real trainer, workers, rollout and tracker, with the package's
 opt-in CPU support (``avspo_plugin.verl.cpu``). One ``avspo verl-demo`` run (verl's default
 trainer, 4 steps, a checkpoint at step 2) is made once and shared: its model, tokenizer and
-data train the other runs: the legacy trainer's 2 steps, and the run resumed from the demo's
+data train the other runs: the legacy trainer's 2 steps (with prompt selection on, over a
+4-prompt dataset so that step 2 revisits step 1's prompts), and the run resumed from the demo's
 step-2 checkpoint with a multi-output agent loop and two mini-batch updates per step. Metrics
 are read from the tracker's own output: the file backend's JSONL and the console backend's lines.
 
@@ -26,9 +27,9 @@ from typing import Sequence
 import pytest
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.names import STATE_FILE
+from avspo_plugin.names import SELECTION_STATE_FILE, STATE_FILE
 from avspo_plugin.verl.cpu_main_ppo import TrainingRun, avspo_metrics_by_step, run_main_ppo
-from avspo_plugin.verl.demo import DemoFiles, main_ppo_command
+from avspo_plugin.verl.demo import GROUP_SIZE, DemoFiles, main_ppo_command
 
 # One main_ppo launch needs well under this on 2 cores; a hung run fails instead of stalling CI.
 RUN_TIMEOUT_S = 420
@@ -79,11 +80,11 @@ def log_tail(path: Path, lines: int = 60) -> str:
 
 
 def train(files: DemoFiles, out: Path, run_name: str, use_v1: bool, save_freq: int = -1,
-          steps: int = STEPS) -> TrainingRun:  # fmt: skip
+          steps: int = STEPS, overrides: Sequence[str] = ()) -> TrainingRun:  # fmt: skip
     """main_ppo on the demo files for ``steps`` steps, checkpoints in ``out/checkpoints``; fails with
     the log's tail unless the run ends cleanly."""
     command = main_ppo_command(
-        files, out, steps, use_v1=use_v1, save_freq=save_freq, extra_overrides=AVSPO_OVERRIDES
+        files, out, steps, use_v1=use_v1, save_freq=save_freq, extra_overrides=(*AVSPO_OVERRIDES, *overrides)
     )
     run = run_main_ppo(command, out, run_name=run_name, echo=False, timeout=RUN_TIMEOUT_S)
     assert run.returncode == 0, f"main_ppo exited with {run.returncode}; end of {run.log_file}:\n{log_tail(run.log_file)}"
@@ -117,12 +118,25 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     return DemoRun(out, completed.stdout)
 
 
+# Prompt selection in the legacy run: 4 prompts (one batch), so step 2 draws step 1's prompts again; a
+# prompt that collapsed at step 1 is then skipped (explore 0, no retry within the run), half a choice at most.
+SELECTION_PROMPTS = 4
+SELECTION_OVERRIDES = (
+    f"data.train_max_samples={SELECTION_PROMPTS}",
+    "algorithm.avspo_selection.enable=true",
+    "algorithm.avspo_selection.explore=0.0",
+    "algorithm.avspo_selection.retry_half_life=1000000.0",
+)
+
+
 @pytest.fixture(scope="module")
 def legacy_run(demo_run: DemoRun, tmp_path_factory: pytest.TempPathFactory) -> TrainingRun:
     """The legacy trainer (trainer.use_v1=false) on the demo's files, CHECKPOINT_STEP steps, a checkpoint at
-    the last. (Its resume is checked at the trainer-method level, tests/verl/test_checkpoint.py.)"""
+    the last, prompt selection on. (Its resume is checked at the trainer-method level,
+    tests/verl/test_checkpoint.py and tests/verl/test_selection.py.)"""
     out = tmp_path_factory.mktemp("verl_legacy")
-    return train(demo_run.files, out, "train", use_v1=False, save_freq=CHECKPOINT_STEP, steps=CHECKPOINT_STEP)
+    return train(demo_run.files, out, "train", use_v1=False, save_freq=CHECKPOINT_STEP, steps=CHECKPOINT_STEP,
+                 overrides=SELECTION_OVERRIDES)  # fmt: skip
 
 
 def test_demo_trains_with_the_default_trainer_and_logs_avspo_metrics_at_every_step(demo_run: DemoRun):
@@ -144,6 +158,27 @@ def test_legacy_trainer_logs_avspo_metrics_at_every_step_and_saves_the_state(leg
     saved = legacy_run.log_file.parent / "checkpoints" / f"global_step_{CHECKPOINT_STEP}" / STATE_FILE
     state = json.loads(saved.read_text())
     assert state["threshold"]["step"] == CHECKPOINT_STEP and state["logged_steps"] == CHECKPOINT_STEP
+
+
+def test_legacy_trainer_selects_prompts_before_generation(legacy_run: TrainingRun):
+    """verl's legacy trainer drew its prompts through prompt selection: every step's selection metrics in
+    verl's tracker, step 1's collapses skipped at step 2 with full batches, the history in the checkpoint."""
+    logged = avspo_metrics_by_step(legacy_run.metrics_file)
+    first, second = ({k[len("avspo/selection/"):]: v for k, v in logged[step].items() if "/selection/" in k}
+                     for step in (1, 2))  # fmt: skip
+    # Step 1: one choice over the 4 prompts, none with a history; their rewards observed.
+    assert (first["candidates"], first["skipped"], first["observed"]) == (4, 0, SELECTION_PROMPTS), first
+    collapsed = first["observed_collapsed"]
+    # Step 2: the batch is full (candidates - skipped = 4); every prompt that collapsed at step 1 is predicted,
+    # and skipped up to the cap (half of each choice of 4).
+    assert second["candidates"] - second["skipped"] == 4, second
+    assert second["predicted"] >= collapsed and (second["skipped"] > 0) == (collapsed > 0), (first, second)
+    assert second["rollouts_saved"] == second["skipped"] * GROUP_SIZE
+    state = json.loads((legacy_run.log_file.parent / "checkpoints" / f"global_step_{CHECKPOINT_STEP}"
+                        / SELECTION_STATE_FILE).read_text())  # fmt: skip
+    assert state["fingerprint"].startswith(f"{SELECTION_PROMPTS}:")
+    assert state["totals"]["candidates"] == first["candidates"] + second["candidates"]
+    assert sum(state["visits"]) == first["observed"] + second["observed"]
 
 
 def test_resumed_v1_run_with_multi_output_sessions_in_mini_batches(demo_run: DemoRun, tmp_path: Path):

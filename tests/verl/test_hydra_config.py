@@ -103,3 +103,26 @@ def test_which_override_prefix_each_config_takes(config_name, override, outcome)
             return
         config = compose(config_name, overrides=["algorithm.adv_estimator=avspo", override])
     assert avspo_config_from_algorithm(config.algorithm).alpha == outcome
+
+
+def test_selection_block_reads_back_as_its_defaults_and_composes_on_grpo(tmp_path):
+    """avspo_selection.yaml: every key of SelectionConfig with its default; composed on verl's ppo_trainer it
+    leaves the estimator alone (grpo runs select prompts too)."""
+    from hydra import compose, initialize_config_dir
+
+    from avspo_plugin.config import SelectionConfig
+    from avspo_plugin.verl.hydra_config import SELECTION_CONFIG_NAME
+    from avspo_plugin.verl.selection import selection_config_from_algorithm
+
+    loaded = OmegaConf.load(CONFIG_DIR / f"{SELECTION_CONFIG_NAME}.yaml")
+    assert "adv_estimator" not in loaded.algorithm
+    assert OmegaConf.to_container(loaded.algorithm.avspo_selection) == SelectionConfig().to_dict()
+    (tmp_path / "grpo_recipe.yaml").write_text(
+        "hydra:\n"
+        "  searchpath: [pkg://verl.trainer.config, pkg://avspo_plugin.verl.config]\n"
+        f"defaults: [ppo_trainer, {SELECTION_CONFIG_NAME}, _self_]\n"
+    )
+    with initialize_config_dir(str(tmp_path), version_base=None):
+        config = compose("grpo_recipe", overrides=["algorithm.adv_estimator=grpo", "algorithm.avspo_selection.enable=true"])
+    assert config.algorithm.adv_estimator == "grpo"
+    assert selection_config_from_algorithm(config.algorithm) == SelectionConfig(enable=True)

@@ -33,11 +33,17 @@ for _ in range(2):
         non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)},
     )
     compute_advantage(batch, adv_estimator="avspo", config={"adv_estimator": "avspo"})
+# The Tracking.log hook (there for prompt selection's metrics) leaves the estimator's to the channel.
+logged = []
+tracking = Tracking("avspo-test", "channel", default_backend=[])
+tracking.logger["probe"] = type("Probe", (), {"log": lambda self, data, step: logged.append(dict(data))})()
+tracking.log({"actor/entropy": 2.0}, step=5)
 step = core_algos.collect_adv_estimator_metrics("avspo", metrics={"actor/entropy": 2.0}, global_step=5)
 print(json.dumps({
     "verl_file": verl.__file__,
     "route": patches.metrics_route(),
     "tracking_log_hooked": hasattr(Tracking.log, "__avspo_patch__"),
+    "tracking_added": sorted(set(logged[0]) - {"actor/entropy"}),
     "step": step,
     "after": core_algos.collect_adv_estimator_metrics("avspo", metrics={}, global_step=6),
 }))
@@ -83,7 +89,7 @@ def test_adapter_uses_verls_channel_and_the_patch_tests_pass(patched_verl):
     report = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("{")))
     assert report["verl_file"].startswith(str(patched_verl))
     assert report["route"] == "verl's estimator metrics channel (core_algos.register_adv_est_metrics)"
-    assert not report["tracking_log_hooked"]
+    assert report["tracking_log_hooked"] and report["tracking_added"] == []
     step = report["step"]
     assert step["avspo/acr"] == 0.5 and step["avspo/groups"] == 4.0  # two calls, counts summed
     assert "avspo/entropy_collapse" in step

@@ -181,4 +181,4 @@ def test_doctor_beside_a_running_cluster_checks_in_that_cluster(ray_session):
     assert "[ok] avspo registered in a fresh Ray actor (pid" in run.stdout
     assert f"in the Ray cluster at {address})" in run.stdout
     # The actor imported the trainer modules: every hook and the trl patch in place there too.
-    assert run.stdout.count("13 of 13 in place, 0 not needed, 0 missing") == 2, run.stdout
+    assert run.stdout.count("17 of 17 in place, 0 not needed, 0 missing") == 2, run.stdout
