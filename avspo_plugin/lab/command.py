@@ -125,14 +125,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
-def _timing(started: float, jobs: int) -> dict:
-    from .experiment import children_cpu_s, own_cpu_s
-
-    return {"wall_s": time.perf_counter() - started, "cpu_s": own_cpu_s() + children_cpu_s(), "jobs": jobs}
-
-
 def run_lab(args: argparse.Namespace) -> int:
-    from .experiment import RunSpec, default_jobs, prepare_base, run_all, run_keys
+    from .experiment import RunSpec, default_jobs, prepare_base, run_all, run_keys, run_timing
     from .methods import DEFAULT_METHODS, parse_method
     from .report import lab_markdown, plot_lab, summarize
 
@@ -169,7 +163,7 @@ def run_lab(args: argparse.Namespace) -> int:
         "base": base,
         "summary": summarize(runs),
         "runs": {name: {str(seed): run for seed, run in by_seed.items()} for name, by_seed in runs.items()},
-        "timing": _timing(started, jobs),
+        "timing": run_timing(started, jobs),
     }
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     plot_lab(runs, out)
@@ -181,7 +175,7 @@ def run_lab(args: argparse.Namespace) -> int:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from .experiment import RunSpec, default_jobs, prepare_base, run_all
+    from .experiment import RunSpec, default_jobs, prepare_base, run_all, run_timing
     from .methods import PRESETS
     from .sweep import (SWEEP_SEEDS, base_accuracy_pct, configuration_means, final_eval_temperatures, fit_file,
                         plot_sweep, sweep_fits, sweep_grid, sweep_markdown, sweep_point)
@@ -227,7 +221,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         "configurations": configurations,
         "points": points,
         "runs": {spec.key: results[spec.key] for spec in specs},
-        "timing": _timing(started, jobs),
+        "timing": run_timing(started, jobs),
     }
     (out / "sweep.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     (out / "fit.json").write_text(json.dumps(fitted, indent=1) + "\n", encoding="utf-8")

@@ -146,5 +146,10 @@ def own_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def run_timing(started: float, jobs: int) -> dict:
+    """Wall seconds since ``started``, CPU seconds of this process and its workers, and the worker count."""
+    return {"wall_s": time.perf_counter() - started, "cpu_s": own_cpu_s() + children_cpu_s(), "jobs": jobs}
+
+
 def run_keys(methods: Iterable[Method], seeds: Iterable[int]) -> list[tuple[str, Method, int]]:
     return [(f"{m.name}/seed{seed}", m, seed) for m in methods for seed in seeds]

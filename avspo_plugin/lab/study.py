@@ -246,7 +246,7 @@ def summarize_method(runs: Sequence[dict], tiers: Sequence[int]) -> dict:
 
 def run(args) -> int:
     """The study from one command line: bases, pilot, runs, analysis, report (study.json, study.md, plots)."""
-    from .experiment import RunSpec, children_cpu_s, default_jobs, own_cpu_s, quiet_process, run_all
+    from .experiment import RunSpec, default_jobs, quiet_process, run_all, run_timing
     from .methods import parse_method
     from .study_report import plot_study, study_markdown
 
@@ -302,7 +302,7 @@ def run(args) -> int:
                       for m, by_base in endpoints.items()},
         "analysis": analyse(endpoints, [m.name for m in methods], task_seeds),
         "summaries": summaries,
-        "timing": {"wall_s": time.perf_counter() - started, "cpu_s": own_cpu_s() + children_cpu_s(), "jobs": jobs},
+        "timing": run_timing(started, jobs),
     }
     (out / "study.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     plot_study(report, out)

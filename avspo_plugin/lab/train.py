@@ -79,15 +79,20 @@ class Groups:
             np.concatenate([p.prompt_ids for p in parts]),
         )
 
-    def varied_rows(self) -> np.ndarray:
-        """Rows of the groups whose rewards are not all equal (the groups DAPO keeps)."""
+    def varied_groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's group index (B,), and per group whether its rewards are not all equal (groups,)."""
         _, inverse = np.unique(self.uids, return_inverse=True)
         scores = self.scores.numpy()
         low = np.full(inverse.max() + 1, np.inf)
         high = np.full(inverse.max() + 1, -np.inf)
         np.minimum.at(low, inverse, scores)
         np.maximum.at(high, inverse, scores)
-        return np.flatnonzero((high > low)[inverse])
+        return inverse, high > low
+
+    def varied_rows(self) -> np.ndarray:
+        """Rows of the groups whose rewards are not all equal (the groups DAPO keeps)."""
+        inverse, varied = self.varied_groups()
+        return np.flatnonzero(varied[inverse])
 
 
 def sample_groups(policy, problems: Problems, ids: np.ndarray, settings: LabSettings, generator, uid_prefix: str) -> Groups:
@@ -381,15 +386,10 @@ def train(
 
 def collapse_by_tier(groups: Groups, tiers: tuple[int, ...]) -> dict[str, float]:
     """Per tier: the fraction of the tier's sampled groups whose rewards are all equal (None: none sampled)."""
-    _, inverse = np.unique(groups.uids, return_inverse=True)
-    scores = groups.scores.numpy()
-    low = np.full(inverse.max() + 1, np.inf)
-    high = np.full(inverse.max() + 1, -np.inf)
-    np.minimum.at(low, inverse, scores)
-    np.maximum.at(high, inverse, scores)
-    group_tier = np.zeros(inverse.max() + 1, dtype=np.int64)
+    inverse, varied = groups.varied_groups()
+    group_tier = np.zeros(varied.size, dtype=np.int64)
     group_tier[inverse] = groups.tiers
-    collapsed = high == low
+    collapsed = ~varied
     return {f"acr_tier{d}": float(collapsed[group_tier == d].mean()) if (group_tier == d).any() else None
             for d in tiers}
 
