@@ -64,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="worker processes (default: the CPUs this process may use); results do not depend on it")
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default ./avspo_lab, or ./avspo_lab_sweep for sweep)")
+    parser.add_argument("--train-per-tier", type=int, default=None,
+                        help="a fixed training set of N problems per tier in shuffled epochs (default: fresh problems "
+                             "every step); the select_* methods need one")
     parser.add_argument("--bases", type=int, default=None,
                         help="study only: how many accepted base policies (default 3)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -85,6 +88,7 @@ def _settings(args: argparse.Namespace, preset: dict):
         "eval_every": args.eval_every,
         "dapo_max_gen_batches": args.dapo_max_gen_batches,
         "task_seed": args.task_seed,
+        "train_per_tier": args.train_per_tier,
     }
     values.update({k: v for k, v in given.items() if v is not None})
     if args.mix is not None:
@@ -102,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "study":
             fixed = [f"--{name}" for name in ("steps", "prompts", "group-size", "temperature", "lr", "mix",
-                                              "warmup-steps", "eval-every", "dapo-max-gen-batches", "task-seed")
+                                              "warmup-steps", "eval-every", "dapo-max-gen-batches", "task-seed",
+                                              "train-per-tier")
                      if getattr(args, name.replace("-", "_")) is not None]
             if fixed:
                 raise ValueError(f"the study's design fixes {', '.join(fixed)}; leave them out (docs/study.md)")

@@ -34,7 +34,8 @@ class LabSettings:
     warmup_lr: float = 3e-3
     task_seed: int = 0  # held-out split, base-model initialisation and warm-up data
     held_out_per_tier: int | tuple[int, ...] = 50  # one count for every tier, or one per tier
-    # 0: every step draws fresh problems; > 0 (or one count per tier): a fixed training set, shuffled epochs
+    # 0: every step draws fresh problems (by mix); > 0 (or one count per tier): a fixed training set in shuffled
+    # epochs, whose composition is these counts (mix does not apply)
     train_per_tier: int | tuple[int, ...] = 0
     steps: int = 250
     # 0: a run is `steps` steps. > 0: a run ends when it has sampled this many rollouts (a multiple of P x G;
@@ -71,6 +72,14 @@ class LabSettings:
             raise ValueError(f"temperature={self.temperature} must be > 0 for sampling")
         if self.eval_temperature < 0:
             raise ValueError(f"eval_temperature={self.eval_temperature} must be >= 0 (0: greedy)")
+        for name, least in (("held_out_per_tier", 1), ("train_per_tier", 0)):
+            counts = getattr(self, name)
+            counts = (counts,) if isinstance(counts, int) else tuple(counts)
+            if len(counts) not in (1, len(self.tiers)) or any(c < least for c in counts):
+                raise ValueError(f"{name}={getattr(self, name)}: one count >= {least}, or one per tier {self.tiers}")
+        if self.fixed_training_set and sum(self.train_counts()) < self.prompts:
+            raise ValueError(f"train_per_tier={self.train_per_tier}: a fixed training set needs at least prompts="
+                             f"{self.prompts} problems, so that one step's prompts are distinct")
         batch = self.prompts * self.group_size
         if self.rollout_budget < 0 or self.rollout_budget % batch:
             raise ValueError(f"rollout_budget={self.rollout_budget} must be a non-negative multiple of "
@@ -83,6 +92,16 @@ class LabSettings:
         for name in ("steps", "prompts", "eval_every", "eval_samples", "dapo_max_gen_batches", "warmup_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+
+    def train_counts(self) -> tuple[int, ...]:
+        """train_per_tier as one count per tier."""
+        counts = self.train_per_tier
+        return (counts,) * len(self.tiers) if isinstance(counts, int) else tuple(counts)
+
+    @property
+    def fixed_training_set(self) -> bool:
+        """Prompts come from a fixed training set (train_per_tier > 0), not fresh draws."""
+        return sum(self.train_counts()) > 0
 
     def weights(self, name: str) -> np.ndarray:
         w = np.asarray(getattr(self, name), dtype=np.float64)

@@ -116,7 +116,7 @@ class PromptSource:
     def __init__(self, settings: LabSettings, method: Method, seed: int, held: Problems):
         rng = np.random.default_rng([seed, 2])
         self.selector = None
-        if settings.train_per_tier:
+        if settings.fixed_training_set:
             self.epochs = EpochSampler(training_set(settings.tiers, settings.train_per_tier, settings.task_seed, held), rng)
             self.fresh = None
         else:
