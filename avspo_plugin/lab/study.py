@@ -7,8 +7,8 @@ Design (docs/study.md states it in words, with the reasons):
    temperature lies in [0.02, 0.15] (all-fail groups common but learnable) and the tier the warm-up never
    shows stays unreachable (pass rate <= 0.005: the negative control). The first three accepted are used.
 2. The gradient clip by a GRPO-only pilot before any comparison (:func:`pilot_clip`): the 90th percentile of
-   GRPO's gradient norms over its first steps on the first base, so that the clip binds on about a tenth
-   of GRPO's updates rather than on nearly all.
+   GRPO's per-step gradient norms (each the mean over the step's mini-batch updates) over its first steps on
+   the first base, meant to make the clip bind on about a tenth of GRPO's updates rather than on nearly all.
 3. Every method runs from every base with seeds 0..19 to exactly the same rollout budget (DAPO's last
    step samples only what is left), and is evaluated at 35%, 70% and 100% of it: avg@16 at temperature 1
    on 200 held-out problems per tier (tier 1 has only 100 problems in all, so 50).
@@ -101,7 +101,8 @@ def choose_bases(settings: LabSettings, count: int, progress: bool) -> list[dict
 
 def pilot_clip(settings: LabSettings, base: dict) -> dict:
     """Design point 2: GRPO alone, no clip, PILOT_STEPS steps from the first base; the clip is the PILOT_QUANTILE
-    quantile of its gradient norms, rounded up to two significant digits."""
+    quantile of its per-step gradient norms (the mean over each step's mini-batches), rounded up to two
+    significant digits."""
     from .methods import PRESETS
     from .train import train
 

@@ -69,7 +69,9 @@ def study_markdown(report: dict) -> str:
         "",
         f"Gradient clip: GRPO alone without a clip, seed {pilot['seed']}, {pilot['steps']} steps on base "
         f"{pilot['task_seed']}: median gradient norm {pilot['median_norm']:.3g}, {design['pilot']['quantile']:.0%} "
-        f"quantile {pilot['quantile']:.3g} over {pilot['updates']} updates; clip set to {pilot['grad_clip']}.",
+        f"quantile {pilot['quantile']:.3g} over its {pilot['updates']} steps (each step's norm: the mean over its "
+        f"mini-batch updates); clip set to {pilot['grad_clip']}. How often it bound in the study's runs: the "
+        "collapse and clipping table below.",
         "",
         "## Held-out accuracy at the rollout budget (primary endpoint)",
         "",
