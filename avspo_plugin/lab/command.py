@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_lab(args: argparse.Namespace) -> int:
-    from .experiment import RunSpec, default_jobs, prepare_base, run_all, run_keys, run_timing
+    from .experiment import RunSpec, default_jobs, prepare_base, run_all, run_keys, run_timing, write_report
     from .methods import DEFAULT_METHODS, parse_method
     from .report import lab_markdown, plot_lab, summarize
 
@@ -170,17 +170,14 @@ def run_lab(args: argparse.Namespace) -> int:
         "runs": {name: {str(seed): run for seed, run in by_seed.items()} for name, by_seed in runs.items()},
         "timing": run_timing(started, jobs),
     }
-    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_report(out, "report", report, lab_markdown(report))
     plot_lab(runs, out)
-    markdown = lab_markdown(report)
-    (out / "report.md").write_text(markdown, encoding="utf-8")
-    print(markdown)
     print(f"avspo lab: wrote {out / 'report.json'}, {out / 'report.md'} and plots in {out}/", file=sys.stderr)
     return 0
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from .experiment import RunSpec, default_jobs, prepare_base, run_all, run_timing
+    from .experiment import RunSpec, default_jobs, prepare_base, run_all, run_timing, write_report
     from .methods import PRESETS
     from .sweep import (SWEEP_SEEDS, base_accuracy_pct, configuration_means, final_eval_temperatures, fit_file,
                         plot_sweep, sweep_fits, sweep_grid, sweep_markdown, sweep_point)
@@ -228,12 +225,9 @@ def run_sweep(args: argparse.Namespace) -> int:
         "runs": {spec.key: results[spec.key] for spec in specs},
         "timing": run_timing(started, jobs),
     }
-    (out / "sweep.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     (out / "fit.json").write_text(json.dumps(fitted, indent=1) + "\n", encoding="utf-8")
+    write_report(out, "sweep", report, sweep_markdown(report))
     plot_sweep(report, out / "sweep_scatter.png")
-    markdown = sweep_markdown(report)
-    (out / "sweep.md").write_text(markdown, encoding="utf-8")
-    print(markdown)
     print(f"avspo lab sweep: wrote sweep.json, fit.json, sweep.md and sweep_scatter.png in {out}/", file=sys.stderr)
     return 0
 

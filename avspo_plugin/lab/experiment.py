@@ -7,6 +7,7 @@ core count: the same seed gives the same series.
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import os
@@ -15,6 +16,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Optional
 
 import torch
@@ -144,6 +146,14 @@ def children_cpu_s() -> float:
 def own_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def write_report(out: Path, name: str, report: dict, markdown: str) -> None:
+    """``name``.json and ``name``.md in ``out`` (before any plot, so that a plotting error loses no run); the
+    markdown also goes to stdout."""
+    (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    (out / f"{name}.md").write_text(markdown, encoding="utf-8")
+    print(markdown)
 
 
 def run_timing(started: float, jobs: int) -> dict:

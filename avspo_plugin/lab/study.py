@@ -25,7 +25,6 @@ Nothing is tuned per method: every method shares the settings, the bases, the cl
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import sys
 import time
@@ -247,7 +246,7 @@ def summarize_method(runs: Sequence[dict], tiers: Sequence[int]) -> dict:
 
 def run(args) -> int:
     """The study from one command line: bases, pilot, runs, analysis, report (study.json, study.md, plots)."""
-    from .experiment import RunSpec, default_jobs, quiet_process, run_all, run_timing
+    from .experiment import RunSpec, default_jobs, quiet_process, run_all, run_timing, write_report
     from .methods import parse_method
     from .study_report import plot_study, study_markdown
 
@@ -305,10 +304,7 @@ def run(args) -> int:
         "summaries": summaries,
         "timing": run_timing(started, jobs),
     }
-    (out / "study.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_report(out, "study", report, study_markdown(report))
     plot_study(report, out)
-    markdown = study_markdown(report)
-    (out / "study.md").write_text(markdown, encoding="utf-8")
-    print(markdown)
     print(f"avspo lab study: wrote study.json, study.md and plots in {out}/", file=sys.stderr)
     return 0
