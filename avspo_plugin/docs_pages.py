@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .config import SelectionConfig, config_sections
+from .config import AVSPOConfig, SelectionConfig, config_sections
 from .core.metrics import METRIC_HELP, METRIC_REDUCTIONS, REDUCTION_HELP
 from .core.selection import SELECTION_METRIC_HELP
 
@@ -52,20 +52,23 @@ def config_markdown() -> str:
         "`--algo.advantage.avspo.<key>` flags (`--avspo_<key>` up to OpenRLHF 0.10.1).",
         "Numbers outside the range a key allows are an error naming the key, the value and the range.",
     ]
-    for section, keys in config_sections():
-        lines += ["", f"## {section}", "", "| key | default | meaning |", "|---|---|---|"]
-        lines += [f"| `{key}` | `{default!r}` | {markdown_cell(text)} |" for key, default, text in keys]
+    lines += key_tables(AVSPOConfig, "##")
     lines += ["", "Prompt selection has its own block, `algorithm.avspo_selection.*`: its keys are in docs/selection.md."]
     return "\n".join(lines) + "\n"
 
 
 def selection_config_markdown() -> str:
     """The keys of SelectionConfig by section: the generated part of docs/selection.md."""
+    return "\n".join(key_tables(SelectionConfig, "###")[1:])
+
+
+def key_tables(config_class, heading: str) -> list[str]:
+    """One table of keys, defaults and meanings per section of a config dataclass, each under ``heading``."""
     lines: list[str] = []
-    for section, keys in config_sections(SelectionConfig):
-        lines += ["", f"### {section}", "", "| key | default | meaning |", "|---|---|---|"]
+    for section, keys in config_sections(config_class):
+        lines += ["", f"{heading} {section}", "", "| key | default | meaning |", "|---|---|---|"]
         lines += [f"| `{key}` | `{default!r}` | {markdown_cell(text)} |" for key, default, text in keys]
-    return "\n".join(lines[1:])
+    return lines
 
 
 def metrics_markdown() -> str:
