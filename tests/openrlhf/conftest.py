@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from release_wheels import download
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = Path(__file__).with_name("host.py")
@@ -26,23 +27,9 @@ FLAT_RELEASE = "0.10.1"
 
 def download_release(version: str, root: Path) -> Path:
     """A folder holding the release's ``openrlhf`` package and dist-info, from its wheel on PyPI."""
-    wheels = root / f"wheel-{version}"
     # The wheels are tagged cp311-manylinux1_x86_64 but hold only Python source: asking for that tag
     # fetches them from any interpreter or platform.
-    run = subprocess.run(
-        [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-            "--python-version", "3.11", "--platform", "manylinux1_x86_64",
-            "--disable-pip-version-check", "--quiet", "--dest", str(wheels), f"openrlhf=={version}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # fmt: skip
-    if run.returncode != 0:
-        # Without the release there is nothing to test the patch and the route against: say why.
-        pytest.skip(f"cannot download openrlhf=={version} from the package index: {run.stderr.strip()[-500:]}")
-    (wheel,) = wheels.glob("openrlhf-*.whl")
+    wheel = download("openrlhf", version, root, ("--python-version", "3.11", "--platform", "manylinux1_x86_64"))
     package = f"openrlhf-{version}.data/purelib/"
     source = root / version
     with zipfile.ZipFile(wheel) as archive:
