@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Optional
@@ -105,9 +104,10 @@ def _run(args: argparse.Namespace) -> int:
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    for result, folder_name in zip(results, analysis.unique_labels([_folder_name(r.label) for r in results])):
+    for result, folder_name in zip(results, analysis.folder_names([r.label for r in results])):
         folder = out / folder_name
         folder.mkdir(exist_ok=True)
+        result.report["folder"] = folder_name
         files = {}
         if result.prompts is not None:
             files["prompts_csv"] = _write_prompts(result, folder / "prompts.csv")
@@ -165,11 +165,11 @@ def _key_values(specs: list[str], option: str) -> dict:
 
 
 def _split_label(spec: str) -> tuple[Optional[str], Path]:
-    """'LABEL=PATH' -> (LABEL, PATH); a spec that is an existing path, or has no '=', is a bare path."""
+    """'LABEL=PATH' -> (LABEL, PATH); a spec that is an existing path, or has no '=', is a bare path;
+    '=PATH' is PATH without a label."""
     if "=" in spec and not Path(spec).exists():
         label, path = spec.split("=", 1)
-        if label:
-            return label, Path(path)
+        return label or None, Path(path)
     return None, Path(spec)
 
 
@@ -201,10 +201,6 @@ def _pair_validation(labels: list[str], vals: list[tuple[Optional[str], Path]]) 
                 raise AnalyzeError(f"--val {path}: more validation dumps than runs")
             paired[target] = path
     return paired
-
-
-def _folder_name(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
 
 
 def _write_prompts(result, path: Path) -> str:

@@ -15,14 +15,19 @@ def _pct(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (escape sequences, NUL, ...) shown escaped."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def run_block(result: RunResult) -> str:
     r = result.report
-    lines = [f"== {r['label']}  ({r['format']}: {r['source']})", f"  ACR from: {r['basis']}"]
+    lines = [f"== {printable(r['label'])}  ({r['format']}: {printable(r['source'])})", f"  ACR from: {r['basis']}"]
     steps = r["steps"]
     sizes = r.get("group_sizes")
     sizes_text = ""
