@@ -60,6 +60,7 @@ def analyse(label: str, path: Path, val_path: Optional[Path], settings: Settings
         "exact": timeline.exact,
         "caveats": timeline.caveats,
         "notes": loaded.notes,
+        "warnings": loaded.warnings,
         "keys": timeline.keys,
         "steps": {"first": int(timeline.steps[0]), "last": int(timeline.steps[-1]), "count": len(timeline.steps)},
     }

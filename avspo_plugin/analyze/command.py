@@ -7,7 +7,7 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..config import AVSPOConfig, SelectionConfig
 
@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from . import analysis, report, signals
+    from .report import printable
     from .records import AnalyzeError
 
     monitor = AVSPOConfig.from_mapping(
@@ -100,6 +101,9 @@ def _run(args: argparse.Namespace) -> int:
     labels = analysis.unique_labels(_default_labels(runs))
     vals = _pair_validation(labels, [_split_label(spec) for spec in args.val])
     results = [analysis.analyse(label, path, vals.get(label), settings) for label, (_, path) in zip(labels, runs)]
+    for result in results:
+        for warning in result.report["warnings"]:
+            print(f"avspo analyze: warning: {printable(warning)}", file=sys.stderr)
     rows = analysis.compare(results)
 
     out: Path = args.out
@@ -203,7 +207,18 @@ def _pair_validation(labels: list[str], vals: list[tuple[Optional[str], Path]]) 
     return paired
 
 
+# How a text cell that a spreadsheet would run as a formula starts (OWASP, "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: Any) -> Any:
+    """A text cell that starts like a formula, with a single quote before it (OWASP's rule), so that a
+    spreadsheet shows it as text; numbers stay numbers."""
+    return "'" + cell if isinstance(cell, str) and cell.startswith(FORMULA_STARTS) else cell
+
+
 def _write_prompts(result, path: Path) -> str:
+    """prompts.csv; prompt texts come from the logs, so every cell goes through :func:`spreadsheet_safe`."""
     table = result.prompts
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -211,7 +226,9 @@ def _write_prompts(result, path: Path) -> str:
                          "mean_reward"])
         for index in range(len(table.texts)):
             rollouts = int(table.rollouts[index])
-            writer.writerow([table.texts[index], int(table.groups[index]), int(table.collapsed[index]),
-                             int(table.all_fail[index]), int(table.all_pass[index]), rollouts,
-                             int(table.wasted[index]), f"{table.reward_sum[index] / rollouts:.6g}" if rollouts else ""])
+            mean = float(f"{table.reward_sum[index] / rollouts:.6g}") if rollouts else ""
+            writer.writerow(map(spreadsheet_safe, [
+                table.texts[index], int(table.groups[index]), int(table.collapsed[index]), int(table.all_fail[index]),
+                int(table.all_pass[index]), rollouts, int(table.wasted[index]), mean,
+            ]))
     return str(path)

@@ -95,7 +95,7 @@ def run_block(result: RunResult) -> str:
     if r["advice"]:
         lines.append("  advice (estimates):")
         lines += [f"    - {line}" for line in r["advice"]]
-    for title, items in (("notes", r["notes"]), ("caveats", r["caveats"])):
+    for title, items in (("WARNINGS", r["warnings"]), ("notes", r["notes"]), ("caveats", r["caveats"])):
         if items:
             lines.append(f"  {title}:")
             lines += [f"    - {item}" for item in items]

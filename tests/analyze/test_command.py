@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -130,3 +131,15 @@ def test_a_label_is_literal_text_in_the_plots(tmp_path, analyze):
     code, document, out, _ = analyze(f"$\\frac{{$\x1b[2J={run}", plots=True)
     assert code == 0 and "\\x1b[2J" in out and "\x1b" not in out
     assert open(document["runs"][0]["files"]["acr_timeline"], "rb").read(8) == PNG_MAGIC
+
+
+def test_prompts_csv_neutralises_formulas_and_keeps_numbers(tmp_path, analyze):
+    """OWASP CSV injection: text cells starting with = + - @ tab or CR get a leading quote; numbers do not."""
+    prompts = ["=HYPERLINK(\"http://x\")", "+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "plain"]
+    run = {1: [(prompt, [-1.0] * 4) for prompt in prompts], 2: [(prompt, [-1.0] * 4) for prompt in prompts]}
+    code, document, _, _ = analyze(write_dump(tmp_path / "r", run), "--reward-low", "-1")
+    assert code == 0
+    with open(document["runs"][0]["files"]["prompts_csv"], newline="") as handle:
+        rows = list(csv.reader(handle))[1:]
+    assert [row[0] for row in rows] == ["'" + text for text in prompts[:-1]] + ["plain"]
+    assert all(row[7] == "-1.0" for row in rows)  # the negative mean reward is a number, not quoted
