@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from ..cli import positive_int
 from ..config import AVSPOConfig, SelectionConfig
 
 DEFAULTS = AVSPOConfig()
@@ -27,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="verl validation dumps (trainer.validation_data_dir) of a run: LABEL picks the run, otherwise runs "
              "are taken in order; repeat for several runs",
     )
-    parser.add_argument("--early-steps", type=_positive, default=100,
+    parser.add_argument("--early-steps", type=positive_int, default=100,
                         help="length of the early window whose mean ACR is reported (default 100, the paper's)")
     parser.add_argument("--stagnation-acr", type=float, default=DEFAULTS.stagnation_acr,
                         help=f"stagnation signal: ACR above this ... (default {DEFAULTS.stagnation_acr}; 0 disables)")
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fit", type=Path, default=None,
                         help="JSON line {intercept, slope[, early_steps, target, label, acr_range]} to project the "
                              "final score from early ACR, e.g. from `avspo lab sweep` (default: the paper's line)")
-    parser.add_argument("--group-size", type=_positive, default=None,
+    parser.add_argument("--group-size", type=positive_int, default=None,
                         help="samples per prompt (G); needed to read OpenRLHF logs")
     parser.add_argument("--reward-low", type=float, default=DEFAULTS.reward_low,
                         help=f"reward of a failed sample: all-fail groups sit here (default {DEFAULTS.reward_low})")
@@ -49,29 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a key of the prompt selection replayed on rollout dumps (docs/selection.md), e.g. explore=0.25; "
              "repeat for several; reward_low, reward_high and collapse_tol follow the options above",
     )
-    parser.add_argument("--top", type=_positive, default=10, help="prompts listed as the biggest wasters (default 10)")
+    parser.add_argument("--top", type=positive_int, default=10, help="prompts listed as the biggest wasters (default 10)")
     parser.add_argument("--no-plots", action="store_true", help="write analysis.json only")
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..config import ConfigError
-    from .records import AnalyzeError
-
-    try:
-        return _run(args)
-    except (AnalyzeError, ConfigError) as err:
-        print(f"avspo analyze: error: {err}", file=sys.stderr)
-        return 2
-
-
-def _run(args: argparse.Namespace) -> int:
+    """Errors in the input raise AnalyzeError or ConfigError: the console script prints them in one line."""
     from . import analysis, report, signals
     from .report import printable
     from .records import AnalyzeError
