@@ -353,3 +353,13 @@ def test_bad_acr_values_never_enter_the_report_means(tmp_path, analyze):
     assert document["runs"][0]["steps"]["count"] == len(kept)
     assert err.startswith("avspo analyze: warning: avspo/acr: 4 logged value(s)") and "and 1 more" in err
     assert f"{path}:3: step 3: nan" in err and "WARNINGS:" in out
+
+
+def test_a_negative_or_nan_openrlhf_pass_rate_is_left_out_with_a_warning(tmp_path):
+    rows = _openrlhf_rows(G)
+    rows[4]["train/dynamic_filtering_pass_rate"], rows[7]["train/dynamic_filtering_pass_rate"] = -10.0, float("nan")
+    timeline, loaded = read(write_tensorboard(tmp_path / "tb", rows), group_size=G)
+    assert 4 not in timeline.steps.tolist() and 7 not in timeline.steps.tolist() and len(timeline.steps) == 38
+    assert loaded.scalars.warnings[0].startswith(
+        "train/dynamic_filtering_pass_rate: 2 logged value(s) NaN or outside [0, inf] left out of every mean")
+    assert "(TensorBoard events): step 4: -10.0" in loaded.scalars.warnings[0]
