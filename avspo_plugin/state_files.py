@@ -129,7 +129,8 @@ def _describe(spec: Any) -> str:
 
 
 def _wrong(spec: Any, value: Any) -> str:
-    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
     return f"should be {_describe(spec)}, found {type(value).__name__} {shown}"
 
 
@@ -156,33 +157,21 @@ def _mismatch(value: Any, spec: Any, field: str) -> Optional[tuple[str, str]]:
         same_kind = [problem for option, problem in zip(spec, problems) if kind is not None and (
             isinstance(option, ListOf) if kind is ListOf else isinstance(option, (dict, MapOf)))]
         return same_kind[0] if len(same_kind) == 1 else (field, _wrong(spec, value))
-    if isinstance(spec, dict):
-        if not isinstance(value, Mapping):
+    if isinstance(spec, (dict, ListOf, MapOf)):
+        if not isinstance(value, list if isinstance(spec, ListOf) else Mapping):
             return field, _wrong(spec, value)
-        for key, inner in spec.items():
-            if key not in value:
-                return _join(field, key), f"is missing (it should be {_describe(inner)})"
-            found = _mismatch(value[key], inner, _join(field, key))
-            if found is not None:
-                return found
-        return None
-    if isinstance(spec, ListOf):
-        if not isinstance(value, list):
-            return field, _wrong(spec, value)
-        exact = _exact_types(spec.element)
-        if exact is not None and all(type(element) in exact for element in value):
-            return None  # the common case, a long history list, in one pass without a call per element
-        for index, element in enumerate(value):
-            found = _mismatch(element, spec.element, f"{field}[{index}]")
-            if found is not None:
-                return found
-        return None
-    if isinstance(spec, MapOf):
-        if not isinstance(value, Mapping):
-            return field, _wrong(spec, value)
-        for key, element in value.items():
-            found = _mismatch(element, spec.value, _join(field, key))
-            if found is not None:
-                return found
-        return None
+        if isinstance(spec, dict):
+            missing = next((key for key in spec if key not in value), None)
+            if missing is not None:
+                return _join(field, missing), f"is missing (it should be {_describe(spec[missing])})"
+            children = ((_join(field, key), value[key], inner) for key, inner in spec.items())
+        elif isinstance(spec, MapOf):
+            children = ((_join(field, key), element, spec.value) for key, element in value.items())
+        else:
+            exact = _exact_types(spec.element)
+            if exact is not None and all(type(element) in exact for element in value):
+                return None  # the common case, a long history list, in one pass without a call per element
+            children = ((f"{field}[{index}]", element, spec.element) for index, element in enumerate(value))
+        problems = (_mismatch(child, inner, name) for name, child, inner in children)
+        return next((problem for problem in problems if problem is not None), None)
     return None if type(value) in _exact_types(spec) else (field, _wrong(spec, value))

@@ -98,7 +98,7 @@ def run_block(result: RunResult) -> str:
     for title, items in (("WARNINGS", r["warnings"]), ("notes", r["notes"]), ("caveats", r["caveats"])):
         if items:
             lines.append(f"  {title}:")
-            lines += [f"    - {item}" for item in items]
+            lines += [f"    - {printable(item)}" for item in items]
     return "\n".join(lines)
 
 
