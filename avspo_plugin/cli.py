@@ -3,6 +3,11 @@
 Each subcommand lives in its own module, imported only when that subcommand
 runs, so ``avspo --help`` stays fast and a tool's heavy dependencies load only
 for that tool. A module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Errors: bad input (see :func:`is_expected_error`) ends the command with one line,
+``avspo <command>: error: <message>`` on stderr, and exit status 2; ``avspo --debug
+<command> ...`` shows its traceback as well. Any other exception is a bug: its
+traceback is always shown, followed by an ``internal error`` line, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 from typing import Optional, Sequence
 
 # name -> (module, one-line help)
@@ -26,9 +32,44 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 # Former names: still accepted, with a note naming the command now.
 MOVED: dict[str, str] = {"demo": "advantages"}
 
+# The project's errors for bad input, as (module, class): a class is looked up only when its module is
+# loaded already (an error of that class can only come from it then), so checking imports nothing.
+INPUT_ERRORS = (
+    ("avspo_plugin.config", "ConfigError"),
+    ("avspo_plugin.state_files", "StateFileError"),
+    ("avspo_plugin.analyze.records", "AnalyzeError"),
+    ("avspo_plugin.host_versions", "UnsupportedHostVersion"),
+    ("avspo_plugin.verl.patches", "HookError"),
+    ("avspo_plugin.verl.patches", "RegistrationError"),
+)
+
+
+def is_expected_error(err: BaseException) -> bool:
+    """Whether ``err`` is bad input or a bad environment rather than a bug: the project's input errors
+    (:data:`INPUT_ERRORS`), an OS error (a missing or unreadable file, a refused connection, a timeout),
+    or a missing package other than avspo_plugin's own modules."""
+    if isinstance(err, OSError):
+        return True
+    if isinstance(err, ModuleNotFoundError):
+        return (err.name or "").split(".")[0] != "avspo_plugin"
+    classes = (getattr(sys.modules.get(module), name, None) for module, name in INPUT_ERRORS)
+    return any(cls is not None and isinstance(err, cls) for cls in classes)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="avspo", description="ACR diagnostics and AVSPO advantages.")
+    parser.add_argument(
+        "--debug", action="store_true",
+        help="show the traceback of an error too (errors in the input are otherwise one line, exit status 2)",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
@@ -48,8 +89,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command in MOVED:
         print(f"note: `avspo {args.command}` is now `avspo {MOVED[args.command]}`", file=sys.stderr)
         args.command = MOVED[args.command]
-    module = importlib.import_module(SUBCOMMANDS[args.command][0])
-    return int(module.run(args) or 0)
+    prog = f"avspo {args.command}"
+    try:
+        module = importlib.import_module(SUBCOMMANDS[args.command][0])
+        return int(module.run(args) or 0)
+    except SystemExit as stop:
+        if not isinstance(stop.code, str):  # argparse's exits print their own message
+            raise
+        return _error(prog, stop.code, args.debug)
+    except Exception as err:  # noqa: BLE001 - every error ends in a message; bugs keep their traceback
+        if is_expected_error(err):
+            return _error(prog, str(err) or type(err).__name__, args.debug)
+        traceback.print_exc()
+        print(f"{prog}: internal error: {type(err).__name__}: {err}; this is a bug in avspo, please report it "
+              "with the traceback above", file=sys.stderr)
+        return 1
+
+
+def _error(prog: str, message: str, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

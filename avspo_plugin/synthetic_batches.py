@@ -12,14 +12,15 @@ import argparse
 import numpy as np
 import torch
 
+from .cli import positive_int
 from .config import AVSPOConfig
 from .core import ThresholdState, compute_group_advantages
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prompts", type=int, default=8, help="prompt groups per batch (default 8)")
-    parser.add_argument("--group-size", type=int, default=8, help="samples per prompt, G (default 8)")
-    parser.add_argument("--steps", type=int, default=4, help="batches to draw (default 4)")
+    parser.add_argument("--prompts", type=positive_int, default=8, help="prompt groups per batch (default 8)")
+    parser.add_argument("--group-size", type=positive_int, default=8, help="samples per prompt, G (default 8)")
+    parser.add_argument("--steps", type=positive_int, default=4, help="batches to draw (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the reward draws (default 0)")
 
 

@@ -1,4 +1,10 @@
-"""The ``avspo`` console script: a renamed command still runs under its former name, with a note."""
+"""The ``avspo`` console script: a renamed command still runs under its former name, with a note; every
+subcommand ends bad input with one error line and exit status 2, and a bug with its traceback."""
+
+import subprocess
+import sys
+
+import pytest
 
 from avspo_plugin.cli import MOVED, SUBCOMMANDS, main
 
@@ -20,3 +26,88 @@ def test_listing_names_the_commands_not_their_former_names(capsys):
         pass
     listing = capsys.readouterr().out
     assert "advantages" in listing and "demo " not in listing.replace("verl-demo", "")
+
+
+# ------------------------------------------------------------------ errors
+
+
+def run_main(argv):
+    """``main(argv)`` as the console script runs it: (exit status, stderr); argparse's own exits included."""
+    try:
+        return main(argv)
+    except SystemExit as stop:
+        return stop.code
+
+
+def _without_openrlhf(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openrlhf" else find_spec(name, *a))
+
+
+# One bad input per subcommand: (argv, the message after "avspo <command>: error: ").
+BAD_INPUTS = {
+    "advantages": (["advantages", "--prompts", "0"], "argument --prompts: 0 is not a positive integer"),
+    "demo": (["demo", "--steps", "-1"], "argument --steps: -1 is not a positive integer"),
+    "lab": (["lab", "--seeds", "two"], "argument --seeds: invalid int value: 'two'"),
+    "analyze": (["analyze", "{tmp}/missing.jsonl", "--out", "{tmp}/out"], "{tmp}/missing.jsonl: no such file or directory"),
+    "math-prepare": (["math-prepare", "math", "--out", "{tmp}/m.parquet", "--levels", "three"],
+                     "--levels 'three': expected comma-separated integers"),
+    "doctor": (["doctor", "--host", "nope"], "argument --host: invalid choice: 'nope'"),
+    "openrlhf": (["openrlhf", "--help"], "OpenRLHF is not installed in this environment"),
+    "verl-demo": (["verl-demo", "--steps", "0", "--out", "{tmp}/demo"], "argument --steps: 0 is not a positive integer"),
+}
+
+
+def test_every_subcommand_has_a_bad_input_case():
+    assert set(BAD_INPUTS) | {"math-eval"} == set(SUBCOMMANDS) | set(MOVED)
+
+
+@pytest.mark.parametrize("command", sorted(BAD_INPUTS))
+def test_bad_input_is_one_error_line_and_exit_status_2(command, tmp_path, capsys, monkeypatch):
+    _without_openrlhf(monkeypatch)  # where OpenRLHF is installed, `avspo openrlhf` would start training
+    argv, message = BAD_INPUTS[command]
+    code = run_main([arg.format(tmp=tmp_path) for arg in argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"avspo {command}: error: {message.format(tmp=tmp_path)}" in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def test_math_eval_bad_input_is_one_error_line_and_exit_status_2(tmp_path, capsys):
+    """math-eval reports its own errors (math/evaluate.py): exit status 2, one line naming the file."""
+    code = run_main(["math-eval", "--generations", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"error: {tmp_path / 'none.jsonl'}: no such generations file" in err and "Traceback" not in err
+
+
+def test_debug_shows_the_traceback_of_an_input_error(tmp_path, capsys):
+    assert run_main(["--debug", "analyze", str(tmp_path / "missing"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and "AnalyzeError" in err
+    assert err.rstrip().endswith(f"avspo analyze: error: {tmp_path / 'missing'}: no such file or directory")
+
+
+@pytest.mark.parametrize("bug", [KeyError("threshold"), ModuleNotFoundError("no avspo_plugin.x", name="avspo_plugin.x")])
+def test_a_bug_keeps_its_traceback_and_says_internal_error(bug, capsys, monkeypatch):
+    import avspo_plugin.synthetic_batches as advantages
+
+    def broken(args):
+        raise bug
+
+    monkeypatch.setattr(advantages, "run", broken)
+    assert run_main(["advantages"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and "in broken" in err
+    assert f"avspo advantages: internal error: {type(bug).__name__}: " in err and "this is a bug in avspo" in err
+
+
+def test_the_console_script_exits_2_with_one_line(tmp_path):
+    """Through a real process: status 2, one stderr line, nothing on stdout."""
+    run = subprocess.run(
+        [sys.executable, "-m", "avspo_plugin.cli", "math-prepare", "math", "--out", str(tmp_path / "m"), "--levels", "x"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr == "avspo math-prepare: error: --levels 'x': expected comma-separated integers such as 3 or 3,4\n"

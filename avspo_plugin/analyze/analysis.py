@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections import Counter
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from ..config import AVSPOConfig, SelectionConfig
 from . import detect, signals
-from .records import AnalyzeError
 from .selection_replay import replay_selection
 from .timeline import PromptTable, Timeline, sample_timeline, scalar_timeline
 
@@ -61,6 +60,7 @@ def analyse(label: str, path: Path, val_path: Optional[Path], settings: Settings
         "exact": timeline.exact,
         "caveats": timeline.caveats,
         "notes": loaded.notes,
+        "warnings": loaded.warnings,
         "keys": timeline.keys,
         "steps": {"first": int(timeline.steps[0]), "last": int(timeline.steps[-1]), "count": len(timeline.steps)},
     }
@@ -153,11 +153,40 @@ def compare(results: list[RunResult]) -> list[dict[str, Any]]:
 
 def unique_labels(labels: list[str]) -> list[str]:
     """Labels made unique by numbering repeats (two runs both named 'rollouts')."""
-    seen: Counter = Counter()
+    return numbered_unique(labels, str)
+
+
+def numbered_unique(names: list[str], key: Callable[[str], str]) -> list[str]:
+    """``names`` with each repeat (equal under ``key``) numbered ``-2``, ``-3``, ... until no two are equal."""
+    taken: set[str] = set()
     result = []
-    for label in labels:
-        seen[label] += 1
-        result.append(label if seen[label] == 1 else f"{label}-{seen[label]}")
-    if len(set(result)) != len(result):
-        raise AnalyzeError(f"run labels are not unique: {', '.join(result)}")
+    for name in names:
+        candidate, number = name, 1
+        while key(candidate) in taken:
+            number += 1
+            candidate = f"{name}-{number}"
+        taken.add(key(candidate))
+        result.append(candidate)
     return result
+
+
+# Longest folder name made from a label: far below every file system's 255-byte limit, room for "-N".
+FOLDER_NAME_MAX = 64
+# Device names Windows reserves in every folder, whatever the extension.
+RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+
+
+def folder_name(label: str) -> str:
+    """A name for a run's folder under --out that is one plain path component on every platform.
+
+    Only ASCII letters, digits, '.', '_' and '-' are kept (anything else, '/' and NUL included, becomes '_');
+    leading dots, dashes and underscores are dropped, so no label gives '.', '..', a hidden file or an
+    option-like name; Windows device names get a prefix. The label itself stays as given in the report.
+    """
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[:FOLDER_NAME_MAX].lstrip("._-").rstrip("._") or "run"
+    return f"run_{name}" if name.split(".")[0].lower() in RESERVED_NAMES else name
+
+
+def folder_names(labels: list[str]) -> list[str]:
+    """One :func:`folder_name` per run, unique even on case-insensitive file systems (macOS, Windows)."""
+    return numbered_unique([folder_name(label) for label in labels], str.casefold)

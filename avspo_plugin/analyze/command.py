@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import re
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
+from ..cli import positive_int
 from ..config import AVSPOConfig, SelectionConfig
 
 DEFAULTS = AVSPOConfig()
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="verl validation dumps (trainer.validation_data_dir) of a run: LABEL picks the run, otherwise runs "
              "are taken in order; repeat for several runs",
     )
-    parser.add_argument("--early-steps", type=_positive, default=100,
+    parser.add_argument("--early-steps", type=positive_int, default=100,
                         help="length of the early window whose mean ACR is reported (default 100, the paper's)")
     parser.add_argument("--stagnation-acr", type=float, default=DEFAULTS.stagnation_acr,
                         help=f"stagnation signal: ACR above this ... (default {DEFAULTS.stagnation_acr}; 0 disables)")
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fit", type=Path, default=None,
                         help="JSON line {intercept, slope[, early_steps, target, label, acr_range]} to project the "
                              "final score from early ACR, e.g. from `avspo lab sweep` (default: the paper's line)")
-    parser.add_argument("--group-size", type=_positive, default=None,
+    parser.add_argument("--group-size", type=positive_int, default=None,
                         help="samples per prompt (G); needed to read OpenRLHF logs")
     parser.add_argument("--reward-low", type=float, default=DEFAULTS.reward_low,
                         help=f"reward of a failed sample: all-fail groups sit here (default {DEFAULTS.reward_low})")
@@ -50,30 +50,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a key of the prompt selection replayed on rollout dumps (docs/selection.md), e.g. explore=0.25; "
              "repeat for several; reward_low, reward_high and collapse_tol follow the options above",
     )
-    parser.add_argument("--top", type=_positive, default=10, help="prompts listed as the biggest wasters (default 10)")
+    parser.add_argument("--top", type=positive_int, default=10, help="prompts listed as the biggest wasters (default 10)")
     parser.add_argument("--no-plots", action="store_true", help="write analysis.json only")
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..config import ConfigError
-    from .records import AnalyzeError
-
-    try:
-        return _run(args)
-    except (AnalyzeError, ConfigError) as err:
-        print(f"avspo analyze: error: {err}", file=sys.stderr)
-        return 2
-
-
-def _run(args: argparse.Namespace) -> int:
+    """Errors in the input raise AnalyzeError or ConfigError: the console script prints them in one line."""
     from . import analysis, report, signals
+    from .report import printable
     from .records import AnalyzeError
 
     monitor = AVSPOConfig.from_mapping(
@@ -101,13 +85,17 @@ def _run(args: argparse.Namespace) -> int:
     labels = analysis.unique_labels(_default_labels(runs))
     vals = _pair_validation(labels, [_split_label(spec) for spec in args.val])
     results = [analysis.analyse(label, path, vals.get(label), settings) for label, (_, path) in zip(labels, runs)]
+    for result in results:
+        for warning in result.report["warnings"]:
+            print(f"avspo analyze: warning: {printable(warning)}", file=sys.stderr)
     rows = analysis.compare(results)
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    for result, folder_name in zip(results, analysis.unique_labels([_folder_name(r.label) for r in results])):
+    for result, folder_name in zip(results, analysis.folder_names([r.label for r in results])):
         folder = out / folder_name
         folder.mkdir(exist_ok=True)
+        result.report["folder"] = folder_name
         files = {}
         if result.prompts is not None:
             files["prompts_csv"] = _write_prompts(result, folder / "prompts.csv")
@@ -165,11 +153,11 @@ def _key_values(specs: list[str], option: str) -> dict:
 
 
 def _split_label(spec: str) -> tuple[Optional[str], Path]:
-    """'LABEL=PATH' -> (LABEL, PATH); a spec that is an existing path, or has no '=', is a bare path."""
+    """'LABEL=PATH' -> (LABEL, PATH); a spec that is an existing path, or has no '=', is a bare path;
+    '=PATH' is PATH without a label."""
     if "=" in spec and not Path(spec).exists():
         label, path = spec.split("=", 1)
-        if label:
-            return label, Path(path)
+        return label or None, Path(path)
     return None, Path(spec)
 
 
@@ -203,11 +191,18 @@ def _pair_validation(labels: list[str], vals: list[tuple[Optional[str], Path]]) 
     return paired
 
 
-def _folder_name(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "run"
+# How a text cell that a spreadsheet would run as a formula starts (OWASP, "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: Any) -> Any:
+    """A text cell that starts like a formula, with a single quote before it (OWASP's rule), so that a
+    spreadsheet shows it as text; numbers stay numbers."""
+    return "'" + cell if isinstance(cell, str) and cell.startswith(FORMULA_STARTS) else cell
 
 
 def _write_prompts(result, path: Path) -> str:
+    """prompts.csv; prompt texts come from the logs, so every cell goes through :func:`spreadsheet_safe`."""
     table = result.prompts
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
@@ -215,7 +210,9 @@ def _write_prompts(result, path: Path) -> str:
                          "mean_reward"])
         for index in range(len(table.texts)):
             rollouts = int(table.rollouts[index])
-            writer.writerow([table.texts[index], int(table.groups[index]), int(table.collapsed[index]),
-                             int(table.all_fail[index]), int(table.all_pass[index]), rollouts,
-                             int(table.wasted[index]), f"{table.reward_sum[index] / rollouts:.6g}" if rollouts else ""])
+            mean = float(f"{table.reward_sum[index] / rollouts:.6g}") if rollouts else ""
+            writer.writerow(map(spreadsheet_safe, [
+                table.texts[index], int(table.groups[index]), int(table.collapsed[index]), int(table.all_fail[index]),
+                int(table.all_pass[index]), rollouts, int(table.wasted[index]), mean,
+            ]))
     return str(path)

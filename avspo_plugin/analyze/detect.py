@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
 from . import dumps, scalars
-from .records import AnalyzeError, Loaded
+from .records import AnalyzeError, JsonLines, Loaded
 
 TRL_STATE = "trainer_state.json"
 
@@ -92,19 +91,17 @@ def _load_file(path: Path) -> Loaded:
 
 
 def _first_jsonl_record(path: Path) -> Any:
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if raw.strip():
-                try:
-                    return json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                    raise AnalyzeError(f"{path}:{number}: not valid JSON ({err})") from None
+    lines = JsonLines(path)
+    for _, record in lines:
+        return record
+    if lines.truncated_line is not None:
+        raise AnalyzeError(f"{path}:{lines.truncated_line}: the file's only line is cut short")
     raise AnalyzeError(f"{path}: empty file")
 
 
 def _has_log_history(path: Path) -> bool:
-    with open(path, encoding="utf-8") as handle:
-        return '"log_history"' in handle.read(1 << 20)
+    with open(path, "rb") as handle:
+        return b'"log_history"' in handle.read(1 << 20)
 
 
 def _keys(value: Any) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .analysis import RunResult
+from .report import printable
 
 FAIL_COLOR, PASS_COLOR, OTHER_COLOR = "#d62728", "#2ca02c", "#9e9e9e"
 
@@ -57,7 +58,7 @@ def acr_timeline(result: RunResult, path: Path) -> None:
                 label=f"early window (ACR {_fmt(report['early_warning']['acr'])})")
     top.set_ylim(0, 1)
     top.set_ylabel("fraction of groups")
-    top.set_title(f"{result.label}: advantage collapse rate\nfrom {report['basis']}", fontsize=9)
+    top.set_title(_plain(f"{result.label}: advantage collapse rate\nfrom {report['basis']}"), fontsize=9)
     top.legend(loc="upper right", fontsize=7, ncol=2)
     if bottom is None:
         top.set_xlabel("step")
@@ -93,7 +94,7 @@ def prompt_histogram(result: RunResult, path: Path) -> None:
         bottom += counts
     axis.set_xlabel("fraction of the prompt's groups that collapsed")
     axis.set_ylabel("prompts")
-    axis.set_title(f"{result.label}: per-prompt collapse ({result.report['prompts']['prompts']} prompts)", fontsize=9)
+    axis.set_title(f"{_plain(result.label)}: per-prompt collapse ({result.report['prompts']['prompts']} prompts)", fontsize=9)
     axis.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -110,7 +111,7 @@ def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> 
         steps, acr = result.timeline.steps, result.timeline.series["acr"]
         axis.plot(steps, acr, color=color, linewidth=0.6, alpha=0.3)
         axis.plot(steps, _moving_average(acr, window), color=color, linewidth=1.5,
-                  label=f"{result.label} (early {_fmt(result.report['early_warning']['acr'])})")
+                  label=f"{_plain(result.label)} (early {_fmt(result.report['early_warning']['acr'])})")
     if stagnation_acr > 0:
         axis.axhline(stagnation_acr, color="black", linestyle="--", linewidth=1, label="stagnation level")
     axis.set_ylim(0, 1)
@@ -131,6 +132,12 @@ def _moving_average(values: np.ndarray, window: int) -> np.ndarray:
     sums[window:] = sums[window:] - sums[:-window]
     counts[window:] = counts[window:] - counts[:-window]
     return np.divide(sums, counts, out=np.full(len(values), np.nan), where=counts > 0)
+
+
+def _plain(text: str) -> str:
+    """Text from the inputs (labels, key names) as literal text in a plot: a '$' would start matplotlib's math
+    mode, which may not parse; control characters have no glyph."""
+    return printable(text).replace("$", r"\$")
 
 
 def _fmt(value) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,10 @@ class ScalarLog:
     values: dict[int, dict[str, float]]
     nonnumeric: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # step -> where its values were read ("file:line", "file (record N)"), to name a bad value's place
+    where: dict[int, str] = field(default_factory=dict)
+    # values left out of the analysis (NaN, a fraction outside [0, 1]), each naming file, step and value
+    warnings: list[str] = field(default_factory=list)
 
     def keys(self) -> set[str]:
         return {key for row in self.values.values() for key in row} | set(self.nonnumeric)
@@ -67,17 +72,43 @@ class Loaded:
     def notes(self) -> list[str]:
         return (self.samples or self.scalars).notes
 
+    @property
+    def warnings(self) -> list[str]:
+        return [] if self.scalars is None else self.scalars.warnings
+
 
 def location(path: Path, line: int) -> str:
     return f"{path}:{line}"
 
 
+def not_utf8(path: Path, line: int, offset: int, err: UnicodeDecodeError) -> AnalyzeError:
+    """The error for bytes that are not UTF-8: logs are read as UTF-8, never decoded by guesswork or with
+    replacement characters (a replaced prompt text could merge two prompts' groups)."""
+    return AnalyzeError(
+        f"{location(path, line)}: not UTF-8 text: byte offset {offset} (0x{err.object[err.start]:02x}: {err.reason}); "
+        f"avspo analyze reads logs as UTF-8: convert the file first, e.g. iconv -f <its encoding> -t utf-8"
+    )
+
+
+def read_text(path: Path) -> str:
+    """A whole text file, decoded as UTF-8 (a leading byte-order mark is dropped); bytes that are not UTF-8
+    are an error naming the file, line and byte offset."""
+    data = path.read_bytes()
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return data[start:].decode("utf-8")
+    except UnicodeDecodeError as err:
+        offset = start + err.start
+        raise not_utf8(path, data.count(b"\n", 0, offset) + 1, offset, err) from None
+
+
 class JsonLines:
-    """Iterate the JSON values of a JSON-lines file as (line number, value).
+    """Iterate the JSON values of a JSON-lines file (UTF-8) as (line number, value).
 
     A last line that lacks its newline and does not parse is a write cut short (the run was
     stopped mid-write): iteration ends there and :attr:`truncated_line` names it. Any other
-    line that does not parse is an error naming the file and line. Blank lines are skipped.
+    line that does not parse, or is not UTF-8, is an error naming the file and line (and the
+    byte offset). Blank lines are skipped.
     """
 
     def __init__(self, path: Path) -> None:
@@ -86,13 +117,22 @@ class JsonLines:
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         with open(self.path, "rb") as handle:
+            end = 0
             for number, raw in enumerate(handle, start=1):
+                start, end = end, end + len(raw)
                 complete = raw.endswith(b"\n")
+                if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                    raw, start = raw[len(codecs.BOM_UTF8):], start + len(codecs.BOM_UTF8)
                 if not raw.strip():
                     continue
                 try:
-                    value = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                    value = json.loads(raw.decode("utf-8"))
+                except UnicodeDecodeError as err:
+                    if not complete and err.reason == "unexpected end of data":  # cut inside a character
+                        self.truncated_line = number
+                        return
+                    raise not_utf8(self.path, number, start + err.start, err) from None
+                except json.JSONDecodeError as err:
                     if not complete:
                         self.truncated_line = number
                         return
@@ -100,10 +140,8 @@ class JsonLines:
                 yield number, value
 
 
-def _reason(err: Exception) -> str:
-    if isinstance(err, json.JSONDecodeError):
-        return f"{err.msg} at column {err.colno}"
-    return str(err)
+def _reason(err: json.JSONDecodeError) -> str:
+    return f"{err.msg} at column {err.colno}"
 
 
 def parse_json_document(path: Path, text: str, records_key: Optional[str]) -> tuple[list[Any], Optional[int]]:

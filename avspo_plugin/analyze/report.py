@@ -15,14 +15,19 @@ def _pct(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (escape sequences, NUL, ...) shown escaped."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def run_block(result: RunResult) -> str:
     r = result.report
-    lines = [f"== {r['label']}  ({r['format']}: {r['source']})", f"  ACR from: {r['basis']}"]
+    lines = [f"== {printable(r['label'])}  ({r['format']}: {printable(r['source'])})", f"  ACR from: {r['basis']}"]
     steps = r["steps"]
     sizes = r.get("group_sizes")
     sizes_text = ""
@@ -90,10 +95,10 @@ def run_block(result: RunResult) -> str:
     if r["advice"]:
         lines.append("  advice (estimates):")
         lines += [f"    - {line}" for line in r["advice"]]
-    for title, items in (("notes", r["notes"]), ("caveats", r["caveats"])):
+    for title, items in (("WARNINGS", r["warnings"]), ("notes", r["notes"]), ("caveats", r["caveats"])):
         if items:
             lines.append(f"  {title}:")
-            lines += [f"    - {item}" for item in items]
+            lines += [f"    - {printable(item)}" for item in items]
     return "\n".join(lines)
 
 

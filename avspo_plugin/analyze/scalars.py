@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from .records import AnalyzeError, JsonLines, ScalarLog, location, parse_json_document
+from .records import AnalyzeError, JsonLines, ScalarLog, location, parse_json_document, read_text
 
 # Columns that hold the step in a wandb history export, best first: transformers logs the
 # trainer's step as train/global_step while wandb's own _step counts log calls.
@@ -30,7 +30,11 @@ TB_EVENT_FILE = re.compile(r"events\.out\.tfevents\.")
 
 
 class _Collector:
-    """Accumulate values per step; a key logged again at a step with a different value is a repeat."""
+    """Accumulate values per step; a key logged again at a step with a different value is a repeat.
+
+    NaN is kept as a logged value (the analysis leaves it out with a warning naming it); an empty
+    cell or null is no value.
+    """
 
     def __init__(self) -> None:
         self.log = ScalarLog(values={})
@@ -38,13 +42,14 @@ class _Collector:
 
     def add(self, step: int, row: dict[str, Any], where: str) -> None:
         target = self.log.values.setdefault(step, {})
+        self.log.where[step] = where
         for key, value in row.items():
             number = _number(value)
             if number is None:
                 if not _is_missing(value):
                     self.log.nonnumeric.setdefault(key, where)
                 continue
-            if key in target and target[key] != number:
+            if key in target and target[key] != number and not (math.isnan(target[key]) and math.isnan(number)):
                 self.repeated.add(step)
             target[key] = number
 
@@ -58,7 +63,7 @@ class _Collector:
 
 
 def _number(value: Any) -> Optional[float]:
-    """A float from a JSON/CSV value; None for missing (NaN) and for non-numeric or infinite values."""
+    """A float from a JSON/CSV value (NaN included); None for missing, non-numeric or infinite values."""
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)):
@@ -70,21 +75,17 @@ def _number(value: Any) -> Optional[float]:
             return None
     else:
         return None
-    return number if math.isfinite(number) else None
+    return None if math.isinf(number) else number
 
 
 def _is_missing(value: Any) -> bool:
-    """Empty cells and NaN: wandb's sparse rows and TRL's NaN-free logs mark a missing value so."""
-    if value is None or value == "":
-        return True
-    if isinstance(value, float):
-        return math.isnan(value)
-    return isinstance(value, str) and value.strip().lower() == "nan"
+    """Empty cells and null: wandb's sparse rows mark a key not logged at a step so."""
+    return value is None or value == ""
 
 
 def _step_of(value: Any, where: str, key: str) -> int:
     number = _number(value)
-    if number is None or number != int(number):
+    if number is None or math.isnan(number) or number != int(number):
         raise AnalyzeError(f"{where}: {key} {value!r} is not an integer step")
     return int(number)
 
@@ -108,7 +109,7 @@ def read_records(records: Iterable[tuple[str, Any]]) -> ScalarLog:
     for where, record in records:
         if not isinstance(record, dict):
             raise AnalyzeError(f"{where}: expected an object per logged step, found {type(record).__name__}")
-        step_key = next((key for key in STEP_COLUMNS if _number(record.get(key)) is not None), None)
+        step_key = next((key for key in STEP_COLUMNS if _is_number(record.get(key))), None)
         if step_key is None:
             if _is_summary_record(record):
                 continue
@@ -119,6 +120,11 @@ def read_records(records: Iterable[tuple[str, Any]]) -> ScalarLog:
     return collector.finish()
 
 
+def _is_number(value: Any) -> bool:
+    number = _number(value)
+    return number is not None and not math.isnan(number)
+
+
 def _is_summary_record(record: dict) -> bool:
     """wandb rows logged without a trainer step (run summaries such as train_runtime)."""
     return any(key in record for key in ("train_runtime", "total_flos"))
@@ -126,7 +132,7 @@ def _is_summary_record(record: dict) -> bool:
 
 def read_json_records(path: Path, records_key: Optional[str] = None) -> ScalarLog:
     """A JSON document of records: a wandb list export, or trainer_state.json (records_key='log_history')."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     records, cut = parse_json_document(path, text, records_key)
     # A parsed document has no line numbers: locations name the record instead.
     what = f"{records_key} record" if records_key else "record"
@@ -145,7 +151,7 @@ def read_wandb_jsonl(path: Path) -> ScalarLog:
 
 def read_wandb_csv(path: Path) -> ScalarLog:
     """A wandb history CSV. A last row cut short (no newline) is left out and noted."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader)
@@ -234,6 +240,7 @@ def read_tensorboard(directory: Path) -> ScalarLog:
             value = _scalar_tensor(event.tensor_proto)
             if value is not None:
                 log.values.setdefault(int(event.step), {})[tag] = value
+    log.where = dict.fromkeys(log.values, f"{directory} (TensorBoard events)")
     if cut_newest:
         _drop_last_step(log)
     return log

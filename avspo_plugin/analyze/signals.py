@@ -16,7 +16,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..core.early_warnings import StreakWarning
-from .records import AnalyzeError
+from .records import AnalyzeError, read_text
 from .timeline import PromptTable, Timeline
 
 
@@ -47,7 +47,7 @@ def load_fit(path: Path) -> Fit:
     """A fitted line from JSON: {"intercept", "slope"} at least; optional "early_steps" (the window it was
     fitted on), "target" (what it predicts), "label", and "acr_range" ([low, high] of the fitted ACRs)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except FileNotFoundError:
         raise AnalyzeError(f"{path}: fit file not found") from None
     except json.JSONDecodeError as err:

@@ -10,6 +10,7 @@ each proxy does and does not measure written into the timeline's caveats.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
@@ -164,10 +165,28 @@ def _candidates(keys: set[str], names: tuple[str, ...]) -> list[str]:
     return sorted(found, key=lambda key: (key not in names, len(key), key))
 
 
-def _series(log: ScalarLog, steps: list[int], key: str, source: str) -> np.ndarray:
+# Series that are fractions (of groups, of rollouts): a logged value outside [0, 1] is not one of them.
+FRACTION_SERIES = ("acr", "acr_all_fail", "acr_all_pass", "near_collapse", "effective_acr")
+# Bad values listed by name in a warning; the rest are counted.
+WARNING_EXAMPLES = 3
+
+
+def _logged_values(log: ScalarLog, key: str, source: str, bounds: tuple[float, float]) -> dict[int, float]:
+    """{step: value} of ``key``; a NaN, infinite or out-of-``bounds`` value is left out with a warning in
+    ``log.warnings`` naming where it was read, its step and its value, so that no mean takes it in."""
+    values = {step: row[key] for step, row in log.values.items() if key in row}
     if key in log.nonnumeric:
         raise AnalyzeError(f"{log.nonnumeric[key]}: {key!r} has a value that is not a number ({source})")
-    return np.asarray([log.values[step].get(key, np.nan) for step in steps], dtype=np.float64)
+    low, high = bounds
+    bad = sorted(step for step, value in values.items() if not low <= value <= high)  # NaN fails both tests
+    if bad:
+        shown = "; ".join(f"{log.where.get(step, source)}: step {step}: {values[step]!r}" for step in bad[:WARNING_EXAMPLES])
+        more = f"; and {len(bad) - WARNING_EXAMPLES} more" if len(bad) > WARNING_EXAMPLES else ""
+        what = "NaN or infinite" if (low, high) == (-math.inf, math.inf) else f"NaN or outside [{low:g}, {high:g}]"
+        log.warnings.append(f"{key}: {len(bad)} logged value(s) {what} left out of every mean and plot: {shown}{more}")
+    for step in bad:
+        del values[step]
+    return values
 
 
 REWARD_MEAN_KEYS = (f"{METRIC_PREFIX}reward_mean", "critic/score/mean", "reward", "rollout/reward_mean")
@@ -220,11 +239,23 @@ def scalar_timeline(log: ScalarLog, group_size: Optional[int], monitor: AVSPOCon
 
 
 def _from_keys(log: ScalarLog, found: dict[str, str], source: str, basis: str, exact: bool,
-               avspo: Optional[str] = None) -> Timeline:
-    steps = sorted(step for step, row in log.values.items() if found["acr"] in row)
+               avspo: Optional[str] = None, acr_bounds: tuple[float, float] = (0.0, 1.0)) -> Timeline:
+    """The timeline of the logged keys ``found`` (series name -> key), at the steps with a valid ``acr``.
+
+    acr_bounds: the range of the key read as ``acr`` (a fraction unless a proxy says otherwise); the other
+    fraction series must lie in [0, 1], every series must be finite: a value that does not is left out
+    with a warning (:func:`_logged_values`), and a step whose ``acr`` is left out is no step of the timeline.
+    """
+    values = {
+        name: _logged_values(log, key, source, acr_bounds if name == "acr" else
+                             (0.0, 1.0) if name in FRACTION_SERIES else (-math.inf, math.inf))
+        for name, key in found.items()
+    }
+    steps = sorted(values["acr"])
     if not steps:
-        raise AnalyzeError(f"{source}: {found['acr']!r} has no numeric value at any step")
-    series = {name: _series(log, steps, key, source) for name, key in found.items()}
+        raise AnalyzeError(f"{source}: {found['acr']!r} has no valid numeric value at any step")
+    series = {name: np.asarray([by_step.get(step, np.nan) for step in steps], dtype=np.float64)
+              for name, by_step in values.items()}
     return Timeline(steps=np.asarray(steps, dtype=np.int64), series=series, basis=basis, exact=exact,
                     keys=dict(found), avspo=avspo)
 
@@ -232,7 +263,8 @@ def _from_keys(log: ScalarLog, found: dict[str, str], source: str, basis: str, e
 def _from_pass_rate(log: ScalarLog, key: str, extra: dict, group_size: int, source: str) -> Timeline:
     """OpenRLHF 0.11: pass_rate = 100 * accepted samples / consumed prompts, so accepted prompts = rate / (100 G)."""
     timeline = _from_keys(log, {"acr": key, **extra}, source,
-                          basis=f"OpenRLHF {key} with G = {group_size} (dynamic filtering)", exact=False)
+                          basis=f"OpenRLHF {key} with G = {group_size} (dynamic filtering)", exact=False,
+                          acr_bounds=(0.0, math.inf))
     accepted = timeline.series["acr"] / (100.0 * group_size)
     if np.nanmax(accepted) > 1 + 1e-9:
         at = int(timeline.steps[np.nanargmax(accepted)])
@@ -262,7 +294,8 @@ def _from_group_std(log: ScalarLog, key: str, extra: dict, group_size: int, moni
     if group_size < 2:
         raise AnalyzeError(f"{source}: --group-size {group_size}: a group needs at least 2 samples")
     timeline = _from_keys(log, {"acr": key, **extra}, source,
-                          basis=f"OpenRLHF {key} with G = {group_size}, binary rewards (an interval)", exact=False)
+                          basis=f"OpenRLHF {key} with G = {group_size}, binary rewards (an interval)", exact=False,
+                          acr_bounds=(0.0, math.inf))
     spread = (monitor.reward_high - monitor.reward_low) / np.sqrt(group_size * (group_size - 1))
     s_min = spread * np.sqrt(group_size - 1)
     s_max = spread * np.sqrt((group_size // 2) * (group_size - group_size // 2))

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..config import SelectionConfig
+from ..state_files import ListOf, MapOf, check_fields
 from .collapse import collapse_regimes, collapsed_groups
 from .groups import group_stats, unique_labels
 
@@ -414,9 +415,12 @@ class PromptSelector:
         A state from another dataset (its fingerprint differs from this selector's) is an error naming
         both, unless on_dataset_change is reset: then the history starts afresh, with a warning.
         """
+        if not isinstance(state, Mapping):
+            raise ValueError(f"prompt-selection state should be an object, found {type(state).__name__}")
         missing = [key for key in STATE_KEYS if key not in state]
         if missing:
             raise ValueError(f"prompt-selection state lacks {missing}; it has {sorted(state)}")
+        check_fields(state, STATE_FIELDS, "prompt-selection state")
         if state["format"] != STATE_FORMAT:
             raise ValueError(
                 f"prompt-selection state has format {state['format']!r}; this version of avspo_plugin reads "
@@ -451,6 +455,12 @@ class PromptSelector:
 
 _HISTORY_DTYPES = {"streak": np.int64, "last_seen": np.int64, "visits": np.int64, "regime": np.int8,
                    "keep_prob": np.float64}  # fmt: skip
+# The type of every field of state_dict(), checked on load.
+STATE_FIELDS = {
+    "format": int, "fingerprint": (None, str), "closed": bool, "ids": ListOf((int, str)),
+    **{key: ListOf(float if dtype == np.float64 else int) for key, dtype in _HISTORY_DTYPES.items()},
+    "choices": int, "group_size": (None, int), "totals": MapOf(float),
+}
 # A prompt never seen: no streak, last seen "never" (its age does not matter: it is not predicted).
 _HISTORY_FILL = {"streak": 0, "last_seen": 0, "visits": 0, "regime": NOT_SEEN, "keep_prob": 1.0}
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Optional
 import torch
 
 from ..config import AVSPOConfig
+from ..state_files import check_fields
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .metrics import aggregate_metrics
 from .threshold import ThresholdState, advance
@@ -31,6 +32,13 @@ from .early_warnings import RunMonitor
 STATE_FORMAT = 1
 # What state_dict() holds besides its format.
 STATE_KEYS = ("threshold", "monitor", "logged_steps")
+# The type of every field of state_dict(), checked on load.
+STATE_FIELDS = {
+    "format": int,
+    "threshold": (None, {"tau": float, "prev_reward_mean": (None, float), "step": int}),
+    "monitor": {name: {"streak": int, "fired_step": (None, int)} for name in ("stagnation", "entropy_collapse")},
+    "logged_steps": int,
+}
 
 logger = logging.getLogger(__name__)
 
@@ -209,15 +217,7 @@ class AVSPOSession:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict`'s dict; pending metrics are dropped, the config in force is kept
         (a tau outside its threshold range is clipped into it)."""
-        missing = [key for key in STATE_KEYS if key not in state]
-        if missing:
-            raise ValueError(f"avspo checkpoint state lacks {sorted(missing)}; it has {sorted(state)}")
-        # States written before the format number existed hold exactly format 1's keys.
-        if state.get("format", STATE_FORMAT) != STATE_FORMAT:
-            raise ValueError(
-                f"avspo checkpoint state has format {state['format']!r}; this version of avspo_plugin reads "
-                f"format {STATE_FORMAT}"
-            )
+        state = checked_state(state)
         with self._lock:
             saved = state["threshold"]
             self.state = None if saved is None else ThresholdState.from_state_dict(saved)
@@ -225,6 +225,25 @@ class AVSPOSession:
             self._logged_steps = int(state["logged_steps"])
             self._pending, self._closed, self._entropy_observed = [], [], True
             self._fit_state_to_config()
+
+
+def checked_state(state: Any) -> Mapping[str, Any]:
+    """``state`` (a :meth:`AVSPOSession.state_dict` read back) once its keys, format and the type of every
+    field are checked; ValueError names what is wrong."""
+    if not isinstance(state, Mapping):
+        raise ValueError(f"avspo checkpoint state should be an object, found {type(state).__name__}")
+    missing = [key for key in STATE_KEYS if key not in state]
+    if missing:
+        raise ValueError(f"avspo checkpoint state lacks {sorted(missing)}; it has {sorted(state)}")
+    # States written before the format number existed hold exactly format 1's keys.
+    state = {"format": STATE_FORMAT, **state}
+    if state["format"] != STATE_FORMAT:
+        raise ValueError(
+            f"avspo checkpoint state has format {state['format']!r}; this version of avspo_plugin reads "
+            f"format {STATE_FORMAT}"
+        )
+    check_fields(state, STATE_FIELDS, "avspo checkpoint state")
+    return state
 
 
 def _threshold_keys(config: AVSPOConfig) -> tuple:

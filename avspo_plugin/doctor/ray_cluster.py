@@ -1,32 +1,112 @@
-"""Which Ray cluster a doctor check joins: the one a training run started here would use."""
+"""Which Ray cluster a doctor check joins: the one a training run started here would use.
+
+Joining a cluster is bounded in time: ``ray.init`` to an address that does not answer retries for
+many minutes, so the address is first tried with a plain TCP connection, and ``ray.init`` itself is
+given at most the same time. The bound is :data:`CONNECT_TIMEOUT_S` seconds, or the
+``AVSPO_RAY_CONNECT_TIMEOUT_S`` environment variable.
+"""
 
 from __future__ import annotations
 
+import math
 import os
-from typing import Optional
+import socket
+import threading
+from typing import Callable, Optional
+
+CONNECT_TIMEOUT_S = 30.0
+TIMEOUT_VARIABLE = "AVSPO_RAY_CONNECT_TIMEOUT_S"
 
 
-def connect_ray(address: Optional[str], runtime_env: Optional[dict] = None) -> str:
+def connect_timeout_s() -> float:
+    """The bound on joining a cluster: ``AVSPO_RAY_CONNECT_TIMEOUT_S`` when set, else :data:`CONNECT_TIMEOUT_S`."""
+    text = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return CONNECT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{TIMEOUT_VARIABLE}={text!r}: expected a number of seconds above 0")
+    return value
+
+
+def connect_ray(address: Optional[str], runtime_env: Optional[dict] = None, timeout_s: Optional[float] = None) -> str:
     """Join the Ray cluster the check belongs in, with ``runtime_env`` for this job; returns where.
 
     ``address`` (``--ray-address``) or ``RAY_ADDRESS``: that cluster. Else a cluster already running
     on this machine (``ray start --head``: the one a training run here would join); else a private
     instance started for the check. Never passes resources when joining a running cluster (Ray
-    refuses them there).
+    refuses them there). Joining takes at most ``timeout_s`` (default :func:`connect_timeout_s`):
+    an address that does not answer is a ConnectionError, one that answers but does not let Ray
+    join in time a TimeoutError, each naming the address.
     """
     import ray
 
+    timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
     common = {"include_dashboard": False, "log_to_driver": False, "runtime_env": runtime_env}
+    given = "--ray-address" if address else "RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address == "local":
         ray.init(address="local", num_cpus=1, **common)
         return "a private Ray instance started for the check"
-    if address:
-        ray.init(address=address, **common)
+    if address and address != "auto":
+        where = f"the Ray cluster at {address} ({given})"
+        _answers(address, where, timeout_s)
+        _within(timeout_s, where, lambda: ray.init(address=address, **common))
         return f"the Ray cluster at {address}"
     try:
-        ray.init(address="auto", **common)
+        _within(timeout_s, "the Ray cluster running on this machine (address auto)",
+                lambda: ray.init(address="auto", **common))
         return "the Ray cluster running on this machine"
     except ConnectionError:
         ray.init(address="local", num_cpus=1, **common)
         return "a private Ray instance started for the check"
+
+
+def _host_port(address: str) -> Optional[tuple[str, int]]:
+    """(host, port) of a ``[ray://]host:port`` address (IPv6 hosts in brackets); None when it is not one."""
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def _answers(address: str, where: str, timeout_s: float) -> None:
+    """A TCP connection to the address, within ``timeout_s``; a ConnectionError naming it when none opens."""
+    target = _host_port(address)
+    if target is None:
+        return  # not host:port: ray.init reads it (and is bounded all the same)
+    try:
+        socket.create_connection(target, timeout=timeout_s).close()
+    except OSError as err:
+        reason = f"no answer within {timeout_s:g} s" if isinstance(err, TimeoutError) else err.strerror or str(err)
+        raise ConnectionError(
+            f"cannot reach {where}: {reason}. Start the cluster (ray start --head), correct the address, or unset "
+            "RAY_ADDRESS and leave out --ray-address to check in a private Ray instance"
+        ) from None
+
+
+def _within(timeout_s: float, where: str, join: Callable[[], object]) -> None:
+    """Run ``join`` (a ``ray.init``) and wait at most ``timeout_s`` for it; ray.init cannot be interrupted, so a
+    join still running then is left behind in a daemon thread (it ends with the process) and a TimeoutError
+    names the address."""
+    outcome: dict[str, BaseException] = {}
+
+    def attempt() -> None:
+        try:
+            join()
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = err
+
+    thread = threading.Thread(target=attempt, name="avspo-ray-join", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(
+            f"{where} answers but Ray could not join it within {timeout_s:g} s (is it a Ray head's GCS port, "
+            f"of the same Ray version?); set {TIMEOUT_VARIABLE} to wait longer"
+        )
+    if "error" in outcome:
+        raise outcome["error"]

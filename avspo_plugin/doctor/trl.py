@@ -20,7 +20,8 @@ DISTRIBUTIONS = ("avspo-plugin", "trl", "transformers", "accelerate", "torch")
 
 
 def overridden_methods() -> dict[str, tuple[list[str], list[str]]]:
-    """Per GRPOTrainer method that AVSPOGRPOTrainer overrides: (GRPOTrainer's parameters, the override's)."""
+    """Per GRPOTrainer method that AVSPOGRPOTrainer overrides: (GRPOTrainer's parameters, the override's),
+    ``*args`` and ``**kwargs`` written so."""
     from trl import GRPOTrainer
 
     from ..trl.trainer import AVSPOGRPOTrainer
@@ -29,9 +30,22 @@ def overridden_methods() -> dict[str, tuple[list[str], list[str]]]:
     for name, override in vars(AVSPOGRPOTrainer).items():
         if name.startswith("__") or not callable(override) or not hasattr(GRPOTrainer, name):
             continue
-        parent = list(inspect.signature(getattr(GRPOTrainer, name)).parameters)
-        found[name] = (parent, list(inspect.signature(override).parameters))
+        found[name] = (_parameters(getattr(GRPOTrainer, name)), _parameters(override))
     return found
+
+
+def _parameters(function) -> list[str]:
+    return [str(parameter).split(":")[0].split("=")[0] for parameter in inspect.signature(function).parameters.values()]
+
+
+def takes_the_parents_parameters(parent: list[str], override: list[str]) -> bool:
+    """The same parameters, or the first of the parent's then ``*args, **kwargs`` handed on (a public method
+    such as ``train``, whose later parameters the override passes through whatever they are)."""
+    if override == parent:
+        return True
+    *named, rest_positional, rest_keyword = override if len(override) >= 2 else ["", "", ""]
+    passes_on = rest_positional.startswith("*") and not rest_positional.startswith("**") and rest_keyword.startswith("**")
+    return passes_on and parent[: len(named)] == named
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception:  # noqa: BLE001 - the doctor shows why the adapter does not load
         line("FAIL", "avspo_plugin.trl does not load:\n" + traceback.format_exc())
         return DOES_NOT_APPLY
-    differing = {name: pair for name, pair in methods.items() if pair[0] != pair[1]}
+    differing = {name: pair for name, pair in methods.items() if not takes_the_parents_parameters(*pair)}
     for name, (parent, override) in differing.items():
         line("FAIL", f"GRPOTrainer.{name}({', '.join(parent)}) differs from the override ({', '.join(override)})")
     if differing:

@@ -28,7 +28,6 @@ import runpy
 import sys
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from ..host_versions import UnsupportedHostVersion
 from . import preflight
 from ..names import ESTIMATOR
 from .args import LAYOUTS, add_avspo_arguments, check_avspo_args
@@ -52,18 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """A missing or unsupported OpenRLHF raises before anything runs; the console script prints it in one line."""
     if importlib.util.find_spec("openrlhf") is None:
-        print(
-            "avspo openrlhf: OpenRLHF is not installed in this environment; install it (pip install openrlhf, "
-            "or avspo-plugin[openrlhf]) with its GPU requirements (deepspeed, flash-attn, vllm)",
-            file=sys.stderr,
+        raise ModuleNotFoundError(
+            "OpenRLHF is not installed in this environment; install it (pip install openrlhf, or "
+            "avspo-plugin[openrlhf]) with its GPU requirements (deepspeed, flash-attn, vllm)", name="openrlhf",
         )
-        return 2
-    try:
-        check_openrlhf()
-    except UnsupportedHostVersion as err:
-        print(f"avspo openrlhf: {err}", file=sys.stderr)
-        return 2
+    check_openrlhf()
     launch(args.openrlhf_args)
     return 0
 

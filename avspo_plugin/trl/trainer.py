@@ -12,7 +12,9 @@ OpenRLHF adapters: the adaptive threshold (one step per training generation batc
 warnings (one observation per logged training step: the step's mean ACR and TRL's ``entropy``), the
 metrics waiting for the next log. Evaluation batches are scored with the threshold in force and
 never move it. Every checkpoint gets the session's ``state_dict()`` as ``avspo_state.json``, the
-schema verl's checkpoints and OpenRLHF's client_states hold.
+schema verl's checkpoints and OpenRLHF's client_states hold, through transformers' own callbacks
+(:class:`AVSPOStateCallback`): written atomically on ``on_save``, read back on ``on_train_begin`` of a
+resumed ``train()``.
 
 The parent has already logged its completions table entries with its own advantages by then; they are
 replaced by the ones actually used. ``frac_reward_zero_std`` is left as TRL computes it (a fraction of
@@ -20,19 +22,20 @@ samples, of the batch std under ``scale_rewards="batch"``); ``avspo/acr`` is the
 """
 
 import functools
-import json
 import logging
 import math
 import os
 from typing import Any, Mapping, Optional
 
 import torch
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import GRPOTrainer
 
 from ..core import AVSPOSession, aggregate_metrics
 from ..core.session import STATE_FORMAT
 from ..names import METRIC_PREFIX, STATE_FILE
+from ..state_files import load_json, write_json
 from .advantages import local_rows, replace_latest, reward_bounds_problem, trl_advantages, weighted_rewards
 from .config import AVSPOGRPOConfig
 
@@ -62,6 +65,8 @@ class AVSPOGRPOTrainer(GRPOTrainer):
         self.avspo_config = args.avspo_config()
         self.avspo_session = AVSPOSession(log=logger)
         self.avspo_session.configure(self.avspo_config)
+        self.avspo_state_callback = AVSPOStateCallback(self.avspo_session)
+        self.add_callback(self.avspo_state_callback)
         self._avspo_eval_metrics: list[dict[str, float]] = []
         self._avspo_gathered_rewards: Optional[torch.Tensor] = None
 
@@ -132,15 +137,41 @@ class AVSPOGRPOTrainer(GRPOTrainer):
         entropies = [value for value in self._metrics["train"].get("entropy", []) if not math.isnan(value)]
         return sum(entropies) / len(entropies) if entropies else None
 
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        if self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-            with open(os.path.join(folder, STATE_FILE), "w") as f:
-                json.dump(self.avspo_session.state_dict(), f, indent=1, sort_keys=True)
+    def train(self, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """GRPOTrainer's ``train``; a resumed run also restores the AVSPO state of its checkpoint."""
+        if resume_from_checkpoint is True and os.path.isdir(self.args.output_dir):
+            resumed = get_last_checkpoint(self.args.output_dir)  # as the parent resolves True
+        else:
+            resumed = resume_from_checkpoint or None
+        self.avspo_state_callback.resume_from = resumed
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
-    def _load_optimizer_and_scheduler(self, checkpoint):
-        super()._load_optimizer_and_scheduler(checkpoint)
+
+class AVSPOStateCallback(TrainerCallback):
+    """The AVSPO state of a run in its checkpoints: ``checkpoint-<step>/avspo_state.json``.
+
+    on_save (after the parent saved ``checkpoint-<step>``): the session's state, written atomically by
+    the main process. on_train_begin of a run resumed from a checkpoint (once transformers restored
+    the trainer state): the state read back; a damaged file is an error naming it and what to do.
+    """
+
+    def __init__(self, session: AVSPOSession) -> None:
+        self.session = session
+        self.resume_from: Optional[str] = None  # the checkpoint train() resumes from, set by the trainer
+
+    def on_save(self, args, state, control, **kwargs):
+        if not args.should_save:
+            return
+        folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        if not os.path.isdir(folder):
+            raise RuntimeError(
+                f"AVSPOGRPOTrainer: the checkpoint of step {state.global_step} is not {folder} (a hyperparameter "
+                f"search writes its runs elsewhere): the AVSPO state has no checkpoint to go into"
+            )
+        write_json(os.path.join(folder, STATE_FILE), self.session.state_dict(), indent=1)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        checkpoint, self.resume_from = self.resume_from, None
         if checkpoint is None:
             return
         path = os.path.join(checkpoint, STATE_FILE)
@@ -150,21 +181,23 @@ class AVSPOGRPOTrainer(GRPOTrainer):
                 "from avspo_threshold_init and the early-warning streaks from 0", path
             )
             return
-        with open(path) as f:
-            saved = json.load(f)
-        try:
-            self.avspo_session.load_state_dict(self._current_schema(saved, path))
-        except (ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"{path} cannot be resumed: {err}") from None
+        remedy = (
+            f"To start the AVSPO state afresh, delete {path} (the threshold restarts from avspo_threshold_init, the "
+            "warning streaks from 0); or resume from an earlier checkpoint (train(resume_from_checkpoint=<its "
+            "checkpoint-N folder>))."
+        )
+        load_json(path, lambda saved: self.session.load_state_dict(_current_schema(saved, path, state.log_history)),
+                  remedy)
 
-    def _current_schema(self, saved: Mapping[str, Any], path: str) -> Mapping[str, Any]:
-        """``saved`` in the session's schema; a file of the TRL adapter's earlier schema is converted.
 
-        That schema held the threshold and the warning streaks only. The count of logged training steps
-        it lacks is the number of this checkpoint's training log entries that carry avspo metrics.
-        """
-        if "format" in saved or set(saved) != EARLIER_TRL_STATE_KEYS:
-            return saved
-        logged = [entry for entry in self.state.log_history if any(key.startswith(METRIC_PREFIX) for key in entry)]
-        logger.info("%s has the TRL adapter's earlier schema: read as format %d", path, STATE_FORMAT)
-        return {**saved, "format": STATE_FORMAT, "logged_steps": len(logged)}
+def _current_schema(saved: Any, path: str, log_history: list[dict]) -> Any:
+    """``saved`` in the session's schema; a file of the TRL adapter's earlier schema is converted.
+
+    That schema held the threshold and the warning streaks only. The count of logged training steps
+    it lacks is the number of the checkpoint's training log entries (``log_history``) that carry avspo metrics.
+    """
+    if not isinstance(saved, Mapping) or "format" in saved or set(saved) != EARLIER_TRL_STATE_KEYS:
+        return saved
+    logged = [entry for entry in log_history if any(key.startswith(METRIC_PREFIX) for key in entry)]
+    logger.info("%s has the TRL adapter's earlier schema: read as format %d", path, STATE_FORMAT)
+    return {**saved, "format": STATE_FORMAT, "logged_steps": len(logged)}

@@ -10,12 +10,13 @@ batch reward J, the step counter t and the early-warning streaks.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any, Optional
 
+from ..core.session import checked_state
 from ..names import STATE_FILE
+from ..state_files import load_json, write_json
 
 
 logger = logging.getLogger("avspo_plugin.verl")
@@ -36,14 +37,8 @@ def resumed_step_folder(trainer_config: Any, global_steps: int) -> str:
 
 
 def write_state(step_folder: str, state: dict[str, Any]) -> str:
-    """Write ``state`` to ``step_folder/avspo_state.json`` (atomically) and return the path."""
-    os.makedirs(step_folder, exist_ok=True)
-    path = os.path.join(step_folder, STATE_FILE)
-    partial = path + ".tmp"
-    with open(partial, "w") as f:
-        json.dump(state, f, indent=1, sort_keys=True)
-    os.replace(partial, path)
-    return path
+    """Write ``state`` to ``step_folder/avspo_state.json`` (atomically, flushed to disk) and return the path."""
+    return write_json(os.path.join(step_folder, STATE_FILE), state, indent=1)
 
 
 def describe_state(state: dict[str, Any]) -> str:
@@ -57,7 +52,10 @@ def describe_state(state: dict[str, Any]) -> str:
 
 
 def read_state(step_folder: str) -> Optional[dict[str, Any]]:
-    """The state saved in ``step_folder``, or None (with a warning) when the checkpoint has none."""
+    """The state saved in ``step_folder``, or None (with a warning) when the checkpoint has none.
+
+    A file that is damaged, cut short, or has a field of the wrong type is a StateFileError naming
+    it and what to do (delete it to start afresh, or resume from an earlier checkpoint)."""
     path = os.path.join(step_folder, STATE_FILE)
     if not os.path.exists(path):
         logger.warning(
@@ -67,5 +65,9 @@ def read_state(step_folder: str) -> Optional[dict[str, Any]]:
             STATE_FILE,
         )
         return None
-    with open(path) as f:
-        return json.load(f)
+    remedy = (
+        f"To start the AVSPO state afresh, delete {path} (the adaptive threshold restarts from "
+        "algorithm.avspo.threshold_init, the warning streaks from 0); or resume from an earlier checkpoint "
+        "(trainer.resume_mode=resume_path trainer.resume_from_path=<its global_step_N folder>)."
+    )
+    return dict(load_json(path, checked_state, remedy))

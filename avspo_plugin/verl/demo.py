@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..cli import positive_int
 from ..names import METRIC_PREFIX
 from .cpu_main_ppo import avspo_metrics_by_step, run_main_ppo
 
@@ -249,7 +250,7 @@ def main_ppo_command(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("avspo-verl-demo"), help="output folder (default ./avspo-verl-demo)")
-    parser.add_argument("--steps", type=int, default=4, help="training steps, at least 1 (default 4)")
+    parser.add_argument("--steps", type=positive_int, default=4, help="training steps, at least 1 (default 4)")
     parser.add_argument(
         "--logger",
         action="append",
@@ -273,9 +274,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.steps < 1:
-        print("avspo verl-demo: --steps must be at least 1", file=sys.stderr)
-        return 2
     out = args.out.resolve()
     loggers = list(dict.fromkeys((args.logger or ["console"]) + ["file"]))
     print(f"[1/3] Building a tiny Qwen2, a byte-level BPE tokenizer and the last-digit task in {out} ...", flush=True)

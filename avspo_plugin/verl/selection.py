@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -43,6 +42,7 @@ from torchdata.stateful_dataloader.stateful import Stateful
 from ..config import ConfigError, SelectionConfig
 from ..core.selection import PromptSelector
 from ..names import METRIC_PREFIX, SELECTION_STATE_FILE
+from ..state_files import load_json, write_json
 from .estimator import to_plain, config_entry
 
 CONFIG_BLOCK = "algorithm.avspo_selection"
@@ -378,17 +378,15 @@ def detach() -> None:
 
 
 def write_state(step_folder: str, run: SelectionRun) -> str:
-    """The selector's state to ``step_folder/avspo_selection.json`` (atomically); returns the path."""
-    os.makedirs(step_folder, exist_ok=True)
-    path = os.path.join(step_folder, SELECTION_STATE_FILE)
-    with open(path + ".tmp", "w") as f:
-        json.dump(run.selector.state_dict(), f)
-    os.replace(path + ".tmp", path)
-    return path
+    """The selector's state to ``step_folder/avspo_selection.json`` (atomically, flushed to disk); returns the path."""
+    return write_json(os.path.join(step_folder, SELECTION_STATE_FILE), run.selector.state_dict())
 
 
 def read_state(step_folder: str, run: SelectionRun) -> bool:
-    """Restore the selector from ``step_folder``; False (with a warning) when that checkpoint has no selection state."""
+    """Restore the selector from ``step_folder``; False (with a warning) when that checkpoint has no selection state.
+
+    A file that is damaged, cut short, has a field of the wrong type or comes from another dataset is a
+    StateFileError naming it and what to do."""
     path = os.path.join(step_folder, SELECTION_STATE_FILE)
     if not os.path.exists(path):
         logger.warning(
@@ -396,6 +394,9 @@ def read_state(step_folder: str, run: SelectionRun) -> bool:
             "empty", step_folder, SELECTION_STATE_FILE,
         )  # fmt: skip
         return False
-    with open(path) as f:
-        run.selector.load_state_dict(json.load(f))
+    remedy = (
+        f"To start the prompt-selection history empty, delete {path}; or resume from an earlier checkpoint "
+        "(trainer.resume_mode=resume_path trainer.resume_from_path=<its global_step_N folder>)."
+    )
+    load_json(path, run.selector.load_state_dict, remedy)
     return True

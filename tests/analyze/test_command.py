@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -106,3 +107,39 @@ def test_bad_file_error_names_file_and_line(tmp_path, analyze):
     path.write_text("".join(lines))
     code, _, _, err = analyze(path)
     assert code == 2 and f"{path}:3: not valid JSON" in err
+
+
+def test_run_labels_never_write_outside_out(tmp_path, analyze):
+    """Labels that are paths ('..', 'a/b', absolute, empty, NUL) name a folder inside --out; the report keeps them."""
+    run = write_dump(tmp_path / "runs" / "r", draw_run(3, seed=27))
+    out = tmp_path / "deep" / "out"
+    labels = ["..", ".", "a/b", str(tmp_path / "abs"), "x\0y", "A", "a", "CON", "..."]
+    code, document, _, _ = analyze(*(f"{label}={run}" for label in labels), f"={run}", out=out)
+    assert code == 0
+    assert [r["label"] for r in document["runs"]][: len(labels)] == labels
+    folders = [r["folder"] for r in document["runs"]]
+    assert len({name.casefold() for name in folders}) == len(folders) == len(labels) + 1
+    written = {path for path in tmp_path.rglob("*") if path.is_file()} - set((tmp_path / "runs").rglob("*"))
+    assert len(written) == len(folders) + 1 and all(out in path.parents for path in written)  # prompts.csv each
+    for name in folders:
+        assert (out / name / "prompts.csv").is_file()
+        assert not name.startswith((".", "-")) and name.split(".")[0].lower() != "con"
+
+
+def test_a_label_is_literal_text_in_the_plots(tmp_path, analyze):
+    run = write_dump(tmp_path / "r", draw_run(3, seed=27))
+    code, document, out, _ = analyze(f"$\\frac{{$\x1b[2J={run}", plots=True)
+    assert code == 0 and "\\x1b[2J" in out and "\x1b" not in out
+    assert open(document["runs"][0]["files"]["acr_timeline"], "rb").read(8) == PNG_MAGIC
+
+
+def test_prompts_csv_neutralises_formulas_and_keeps_numbers(tmp_path, analyze):
+    """OWASP CSV injection: text cells starting with = + - @ tab or CR get a leading quote; numbers do not."""
+    prompts = ["=HYPERLINK(\"http://x\")", "+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "plain"]
+    run = {1: [(prompt, [-1.0] * 4) for prompt in prompts], 2: [(prompt, [-1.0] * 4) for prompt in prompts]}
+    code, document, _, _ = analyze(write_dump(tmp_path / "r", run), "--reward-low", "-1")
+    assert code == 0
+    with open(document["runs"][0]["files"]["prompts_csv"], newline="") as handle:
+        rows = list(csv.reader(handle))[1:]
+    assert [row[0] for row in rows] == ["'" + text for text in prompts[:-1]] + ["plain"]
+    assert all(row[7] == "-1.0" for row in rows)  # the negative mean reward is a number, not quoted

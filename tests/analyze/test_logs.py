@@ -288,3 +288,78 @@ def test_unknown_inputs_are_named(tmp_path):
     with pytest.raises(AnalyzeError, match="pass the directory"):
         load(next(event_dir.iterdir()))
     shutil.rmtree(event_dir)
+
+
+# ------------------------------------------------------------------ bad inputs
+
+
+def _latin1_byte_at_line_3(path):
+    """Put a Latin-1 'é' (0xe9, not UTF-8) in line 3 of ``path``; returns its byte offset."""
+    data = path.read_bytes()
+    start = data.index(b"\n", data.index(b"\n") + 1) + 1
+    path.write_bytes(data[:start + 1] + b"\xe9" + data[start + 1:])
+    return start + 1
+
+
+@pytest.mark.parametrize("writer", ["verl_file_log", "wandb_csv", "trl_state"])
+def test_a_log_that_is_not_utf8_is_an_error_naming_file_line_and_byte(tmp_path, writer):
+    path = {
+        "verl_file_log": lambda: write_verl_file_log(tmp_path / "exp.jsonl", avspo_rows(TRUTH)),
+        "wandb_csv": lambda: write_wandb_csv(tmp_path / "history.csv", avspo_rows(TRUTH)),
+        "trl_state": lambda: write_trl_state(tmp_path / "trainer_state.json", TRUTH),
+    }[writer]()
+    offset = _latin1_byte_at_line_3(path)
+    with pytest.raises(AnalyzeError, match=rf"^{path}:3: not UTF-8 text: byte offset {offset} \(0xe9: invalid "):
+        read(path)
+
+
+def test_a_utf8_byte_order_mark_is_read_past(tmp_path):
+    path = write_wandb_csv(tmp_path / "history.csv", avspo_rows(TRUTH))
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert_exact(read(path)[0])
+
+
+def test_a_write_cut_inside_a_character_is_a_cut_line(tmp_path):
+    path = write_verl_file_log(tmp_path / "exp.jsonl", avspo_rows(TRUTH))
+    data = path.read_bytes()
+    path.write_bytes(data[: data.rindex(b'"actor/entropy"')] + b'"\xc3')  # the last line ends in half an 'é'
+    timeline, loaded = read(path)
+    assert timeline.steps.tolist() == TRUTH.steps[:-1] and "last line cut short" in loaded.notes[0]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 1.5, -0.25])
+def test_acr_values_outside_0_1_are_left_out_with_a_warning_naming_file_step_and_value(tmp_path, bad):
+    rows = avspo_rows(TRUTH)
+    rows[5]["avspo/acr"] = bad
+    rows[9]["avspo/acr_all_fail"] = bad
+    path = write_verl_file_log(tmp_path / "exp.jsonl", rows)
+    timeline, loaded = read(path)
+    assert 5 not in timeline.steps.tolist() and len(timeline.steps) == len(TRUTH.steps) - 1
+    assert np.isnan(timeline.series["acr_all_fail"][timeline.steps.tolist().index(9)])
+    first, second = loaded.scalars.warnings
+    assert first.startswith("avspo/acr: 1 logged value(s) NaN or outside [0, 1] left out of every mean")
+    assert f"{path}:5: step 5: {bad!r}" in first and f"{path}:9: step 9: {bad!r}" in second
+
+
+def test_bad_acr_values_never_enter_the_report_means(tmp_path, analyze):
+    rows = avspo_rows(TRUTH)
+    for step in (3, 4, 5, 6):
+        rows[step]["avspo/acr"] = [float("nan"), 7.0, -1.0, 1e300][step - 3]
+    path = write_verl_file_log(tmp_path / "exp.jsonl", rows)
+    code, document, out, err = analyze(path)
+    assert code == 0
+    kept = [acr for step, acr in zip(TRUTH.steps, TRUTH.acr) if step not in (3, 4, 5, 6)]
+    assert document["runs"][0]["means"]["acr"] == pytest.approx(sum(kept) / len(kept))
+    assert document["runs"][0]["steps"]["count"] == len(kept)
+    assert err.startswith("avspo analyze: warning: avspo/acr: 4 logged value(s)") and "and 1 more" in err
+    assert f"{path}:3: step 3: nan" in err and "WARNINGS:" in out
+
+
+def test_a_negative_or_nan_openrlhf_pass_rate_is_left_out_with_a_warning(tmp_path):
+    rows = _openrlhf_rows(G)
+    rows[4]["train/dynamic_filtering_pass_rate"], rows[7]["train/dynamic_filtering_pass_rate"] = -10.0, float("nan")
+    timeline, loaded = read(write_tensorboard(tmp_path / "tb", rows), group_size=G)
+    assert 4 not in timeline.steps.tolist() and 7 not in timeline.steps.tolist() and len(timeline.steps) == 38
+    assert loaded.scalars.warnings[0].startswith(
+        "train/dynamic_filtering_pass_rate: 2 logged value(s) NaN or outside [0, inf] left out of every mean")
+    assert "(TensorBoard events): step 4: -10.0" in loaded.scalars.warnings[0]

@@ -220,4 +220,4 @@ def test_cli_says_when_openrlhf_is_missing(monkeypatch, capsys):
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec_without_openrlhf)
     assert main(["openrlhf", "--help"]) == 2
-    assert "OpenRLHF is not installed in this environment" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("avspo openrlhf: error: OpenRLHF is not installed in this environment")

@@ -92,7 +92,7 @@ def test_the_launcher_refuses_an_unsupported_release_before_running_it(wheels, t
     )  # fmt: skip
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.startswith(
-        "avspo openrlhf: the avspo runtime route (avspo_plugin.openrlhf) supports OpenRLHF 0.9.9 to 0.11.2; "
+        "avspo openrlhf: error: the avspo runtime route (avspo_plugin.openrlhf) supports OpenRLHF 0.9.9 to 0.11.2; "
         "the installed OpenRLHF is 0.9.8."
     )
     assert run.stdout == ""  # train_ppo_ray never ran, not even its --help

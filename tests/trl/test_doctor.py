@@ -52,3 +52,13 @@ def test_the_host_option_is_in_the_help(capsys):
     with pytest.raises(SystemExit):
         main(["doctor", "--help"])
     assert "--host {verl,trl,openrlhf}" in capsys.readouterr().out
+
+
+def test_an_override_that_hands_on_args_and_kwargs_applies_while_its_named_parameters_match(monkeypatch, capsys):
+    """train(self, resume_from_checkpoint, *args, **kwargs) takes whatever GRPOTrainer.train takes after its first."""
+    assert main(["doctor", "--host", "trl"]) == 0
+    assert "GRPOTrainer.train with their parameters" in capsys.readouterr().out
+    monkeypatch.setattr(GRPOTrainer, "train", lambda self, checkpoint=None, trial=None: None)
+    assert main(["doctor", "--host", "trl"]) == 1
+    assert ("[FAIL] GRPOTrainer.train(self, checkpoint, trial) differs from the override "
+            "(self, resume_from_checkpoint, *args, **kwargs)") in capsys.readouterr().out

@@ -189,3 +189,52 @@ def test_a_plain_grpo_config_is_refused_by_name(kit, tmp_path):
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[])
     with pytest.raises(TypeError, match="AVSPOGRPOConfig.*got GRPOConfig"):
         AVSPOGRPOTrainer(model=kit.build_model(), reward_funcs=kit.PresetRewards(), args=args)
+
+
+# ------------------------------------------------------------------ the AVSPO state in checkpoints
+
+
+def constant_reward(prompts, completions, **kwargs):
+    return [0.0] * len(prompts)
+
+
+def test_the_state_rides_on_transformers_callbacks_not_a_private_override(make_trainer):
+    from transformers import TrainerCallback
+
+    from avspo_plugin.trl.trainer import AVSPOStateCallback
+
+    assert not {"_save_checkpoint", "_load_optimizer_and_scheduler", "_load_from_checkpoint"} & set(vars(AVSPOGRPOTrainer))
+    trainer = make_trainer(constant_reward)
+    assert issubclass(AVSPOStateCallback, TrainerCallback)
+    assert trainer.avspo_state_callback in trainer.callback_handler.callbacks
+
+
+@pytest.fixture
+def checkpoint_1(make_trainer, tmp_path):
+    """One training step saved as checkpoint-1 (with its avspo_state.json, written atomically)."""
+    make_trainer(constant_reward, max_steps=1, save_strategy="steps", save_steps=1).train()
+    checkpoint = tmp_path / "out" / "checkpoint-1"
+    assert (checkpoint / "avspo_state.json").is_file()
+    assert not [path.name for path in checkpoint.iterdir() if ".tmp" in path.name]
+    return checkpoint
+
+
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (lambda text: "", "is empty: it is damaged or was cut short while written"),
+        (lambda text: text[: len(text) // 2], "is not valid JSON"),
+        (lambda text: text.replace('"streak": 0', '"streak": "0"', 1),
+         r"cannot be resumed: avspo checkpoint state: field monitor\.\w+\.streak should be an integer, found str '0'"),
+    ],
+    ids=["empty", "cut short", "wrong type"],
+)
+def test_a_damaged_state_file_stops_the_resume_naming_it_and_what_to_do(make_trainer, checkpoint_1, damage, problem):
+    from avspo_plugin.state_files import StateFileError
+
+    path = checkpoint_1 / "avspo_state.json"
+    path.write_text(damage(path.read_text()))
+    resumed = make_trainer(constant_reward, max_steps=2)
+    with pytest.raises(StateFileError, match=rf"^{path} {problem}.* delete {path} .*resume_from_checkpoint="):
+        resumed.train(resume_from_checkpoint=str(checkpoint_1))
+    assert resumed.state.global_step == 1  # stopped before any step of the resumed run

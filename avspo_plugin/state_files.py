@@ -1,0 +1,177 @@
+"""State files beside checkpoints (the AVSPO state, the prompt-selection state), for every host.
+
+Written whole or not at all (:func:`write_json`: a temporary file in the same folder, fsync, atomic
+rename), so a crash mid-save leaves the previous file or the new one, never a part of one. Read back
+with :func:`load_json`: a file that is empty, cut short or not JSON, or that its loader refuses (a
+field of the wrong type, see :func:`check_fields`), is a :class:`StateFileError` naming it and saying
+what to do. The states' owners describe their fields (core.session.STATE_FIELDS, core.selection's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, TypeVar
+
+T = TypeVar("T")
+
+
+class StateFileError(ValueError):
+    """A state file cannot be resumed from; the message names the file and what to do."""
+
+
+def write_json(path: str, data: Any, indent: Optional[int] = None) -> str:
+    """``data`` as JSON at ``path``, atomically; returns ``path``.
+
+    The text goes to a temporary file beside ``path``, is flushed to disk (fsync) and renamed over
+    ``path`` (atomic on POSIX and Windows); the folder is then flushed so that the rename survives
+    a power cut. A failure removes the temporary file and leaves ``path`` as it was.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    partial = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        with open(partial, "x", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=indent, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        raise
+    _flush_folder(folder)
+    return path
+
+
+def _flush_folder(folder: str) -> None:
+    if os.name != "posix":
+        return  # Windows cannot open a folder to flush it; its rename is durable once it returns
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass  # some file systems (network mounts) refuse fsync on a folder: the file itself is on disk
+    finally:
+        os.close(descriptor)
+
+
+def read_json(path: str, remedy: str) -> Any:
+    """The JSON value in ``path``; a file that is empty, cut short, not UTF-8 or not JSON is a
+    :class:`StateFileError` naming the file, followed by ``remedy`` (what the user can do)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        problem = f"is not UTF-8 text (byte offset {err.start})"
+    except json.JSONDecodeError as err:
+        problem = "is empty" if not data.strip() else f"is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
+    raise StateFileError(f"{path} {problem}: it is damaged or was cut short while written. {remedy}")
+
+
+def load_json(path: str, load: Callable[[Any], T], remedy: str) -> T:
+    """``load(value)`` of the JSON value in ``path`` (:func:`read_json`); a ValueError of ``load`` (a field of
+    the wrong type, another format) becomes a :class:`StateFileError` naming the file, followed by ``remedy``."""
+    value = read_json(path, remedy)
+    try:
+        return load(value)
+    except ValueError as err:
+        raise StateFileError(f"{path} cannot be resumed: {err}. {remedy}") from None
+
+
+# ---------------------------------------------------------------------------- field types
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A JSON array whose every element matches ``element``."""
+
+    element: Any
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A JSON object with any keys whose every value matches ``value``."""
+
+    value: Any
+
+
+def check_fields(value: Any, spec: Any, what: str) -> None:
+    """Raise ValueError naming the first field of ``value`` that does not match ``spec``.
+
+    spec: int (an integer, not a bool), float (any number but a bool), str, bool, None (null), a tuple
+    of specs (any one of them), a dict (an object with at least these keys, each matching its spec),
+    :class:`ListOf` or :class:`MapOf`. what: the state's name in the message.
+    """
+    problem = _mismatch(value, spec, "")
+    if problem is not None:
+        field, text = problem
+        raise ValueError(f"{what}: field {field or '(the whole state)'} {text}")
+
+
+_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", None: "null"}
+# Exact types of JSON values that match a simple spec (bool is an int subclass, and matches neither number).
+_EXACT = {int: (int,), float: (int, float), str: (str,), bool: (bool,), None: (type(None),)}
+
+
+def _describe(spec: Any) -> str:
+    if isinstance(spec, tuple):
+        return " or ".join(_describe(option) for option in spec)
+    if isinstance(spec, (dict, MapOf)):
+        return "an object"
+    if isinstance(spec, ListOf):
+        return "a list"
+    return _NAMES[spec]
+
+
+def _wrong(spec: Any, value: Any) -> str:
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"should be {_describe(spec)}, found {type(value).__name__} {shown}"
+
+
+def _join(field: str, key: Any) -> str:
+    return f"{field}.{key}" if field else str(key)
+
+
+def _exact_types(spec: Any) -> Optional[tuple[type, ...]]:
+    """The exact types of the values that match a simple spec (or a tuple of them); None for others."""
+    options = spec if isinstance(spec, tuple) else (spec,)
+    if not all(isinstance(option, type) or option is None for option in options):
+        return None
+    return tuple(kind for option in options for kind in _EXACT[option])
+
+
+def _mismatch(value: Any, spec: Any, field: str) -> Optional[tuple[str, str]]:
+    """(field, what is wrong with it) of the first mismatch, or None."""
+    if isinstance(spec, tuple):
+        problems = [_mismatch(value, option, field) for option in spec]
+        if None in problems:
+            return None
+        # An object or list checked against the option of its kind: name the field inside it that is wrong.
+        kind = dict if isinstance(value, Mapping) else ListOf if isinstance(value, list) else None
+        same_kind = [problem for option, problem in zip(spec, problems) if kind is not None and (
+            isinstance(option, ListOf) if kind is ListOf else isinstance(option, (dict, MapOf)))]
+        return same_kind[0] if len(same_kind) == 1 else (field, _wrong(spec, value))
+    if isinstance(spec, (dict, ListOf, MapOf)):
+        if not isinstance(value, list if isinstance(spec, ListOf) else Mapping):
+            return field, _wrong(spec, value)
+        if isinstance(spec, dict):
+            missing = next((key for key in spec if key not in value), None)
+            if missing is not None:
+                return _join(field, missing), f"is missing (it should be {_describe(spec[missing])})"
+            children = ((_join(field, key), value[key], inner) for key, inner in spec.items())
+        elif isinstance(spec, MapOf):
+            children = ((_join(field, key), element, spec.value) for key, element in value.items())
+        else:
+            exact = _exact_types(spec.element)
+            if exact is not None and all(type(element) in exact for element in value):
+                return None  # the common case, a long history list, in one pass without a call per element
+            children = ((f"{field}[{index}]", element, spec.element) for index, element in enumerate(value))
+        problems = (_mismatch(child, inner, name) for name, child, inner in children)
+        return next((problem for problem in problems if problem is not None), None)
+    return None if type(value) in _exact_types(spec) else (field, _wrong(spec, value))

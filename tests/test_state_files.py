@@ -1,0 +1,155 @@
+"""State files beside checkpoints: written whole or not at all, read back with every field's type checked,
+and a damaged file named with what to do. verl's AVSPO and prompt-selection states here; TRL's in
+tests/trl/test_trainer.py."""
+
+import json
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from avspo_plugin.config import AVSPOConfig, SelectionConfig
+from avspo_plugin.core import AVSPOSession
+from avspo_plugin.core.selection import PromptSelector
+from avspo_plugin.names import SELECTION_STATE_FILE, STATE_FILE
+from avspo_plugin.state_files import StateFileError, write_json
+from avspo_plugin.verl import checkpoint, selection
+
+
+def avspo_state():
+    session = AVSPOSession()
+    session.step(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), list("aaaabbbb"), AVSPOConfig())
+    session.close_step(step=1)
+    return session.state_dict()
+
+
+def selection_run():
+    selector = PromptSelector(SelectionConfig(enable=True), dataset_ids=["p0", "p1"])
+    selector.observe(["p0"] * 4 + ["p1"] * 4, torch.tensor([0.0] * 4 + [1.0, 0.0, 1.0, 0.0]), step=1)
+    return SimpleNamespace(selector=selector)
+
+
+# ------------------------------------------------------------------ writing
+
+
+def test_write_is_atomic_and_flushed_to_disk(tmp_path, monkeypatch):
+    flushed = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (flushed.append(os.path.realpath(f"/proc/self/fd/{fd}")), real_fsync(fd)))
+    path = write_json(str(tmp_path / "deeper" / "state.json"), {"a": 1})
+    assert json.loads(open(path).read()) == {"a": 1} and os.listdir(tmp_path / "deeper") == ["state.json"]
+    # the temporary file, then the folder that holds the rename
+    assert flushed[0].startswith(f"{path}.tmp-") and flushed[-1] == str(tmp_path / "deeper")
+
+
+@pytest.mark.parametrize("failure", ["dump", "rename"])
+def test_a_write_that_fails_leaves_the_previous_file_and_no_temporary_file(tmp_path, monkeypatch, failure):
+    path = tmp_path / STATE_FILE
+    write_json(str(path), {"step": 1})
+    if failure == "rename":
+        monkeypatch.setattr(os, "replace", lambda *args: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises((TypeError, OSError)):
+        write_json(str(path), {"step": object() if failure == "dump" else 2})
+    assert json.loads(path.read_text()) == {"step": 1} and os.listdir(tmp_path) == [STATE_FILE]
+
+
+def test_verl_states_round_trip(tmp_path):
+    state = avspo_state()
+    assert checkpoint.write_state(str(tmp_path), state) == str(tmp_path / STATE_FILE)
+    assert checkpoint.read_state(str(tmp_path)) == state
+    run, resumed = selection_run(), selection_run()
+    resumed.selector = PromptSelector(SelectionConfig(enable=True), dataset_ids=["p0", "p1"])
+    selection.write_state(str(tmp_path), run)
+    assert selection.read_state(str(tmp_path), resumed)
+    assert resumed.selector.state_dict() == run.selector.state_dict()
+
+
+# ------------------------------------------------------------------ reading damaged files
+
+DAMAGED = {
+    "empty": (lambda text: "", "is empty: it is damaged or was cut short while written"),
+    "cut short": (lambda text: text[: len(text) // 2], r"is not valid JSON \(.*\): it is damaged or was cut short"),
+    "not UTF-8": (lambda text: "\udcff" + text, r"is not UTF-8 text \(byte offset 0\)"),
+}
+
+
+def write_damaged(path, text, damage):
+    path.write_bytes(damage(text).encode("utf-8", "surrogateescape"))
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+def test_a_damaged_avspo_state_names_the_file_and_what_to_do(tmp_path, damage):
+    path = tmp_path / STATE_FILE
+    change, problem = DAMAGED[damage]
+    write_damaged(path, json.dumps(avspo_state()), change)
+    with pytest.raises(StateFileError, match=rf"^{path} {problem}.*To start the AVSPO state afresh, delete {path} "
+                                             r".*or resume from an earlier checkpoint \(trainer.resume_mode=resume_path"):
+        checkpoint.read_state(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        (("threshold", "tau"), "0.3", "field threshold.tau should be a number, found str '0.3'"),
+        (("threshold", "step"), 2.5, "field threshold.step should be an integer, found float 2.5"),
+        (("threshold", "prev_reward_mean"), [0.5], "field threshold.prev_reward_mean should be null or a number"),
+        (("monitor", "stagnation", "fired_step"), True, "field monitor.stagnation.fired_step should be null or an integer, found bool True"),
+        (("logged_steps",), None, "field logged_steps should be an integer, found NoneType None"),
+        (("monitor", "entropy_collapse"), None, "field monitor.entropy_collapse should be an object"),
+        (("threshold",), "x", "field threshold should be null or an object, found str 'x'"),
+    ],
+)
+def test_every_field_of_the_avspo_state_has_its_type_checked(tmp_path, field, value, message):
+    state = avspo_state()
+    *outer, last = field
+    target = state
+    for key in outer:
+        target = target[key]
+    target[last] = value
+    (tmp_path / STATE_FILE).write_text(json.dumps(state))
+    with pytest.raises(StateFileError, match=rf"{tmp_path / STATE_FILE} cannot be resumed: avspo checkpoint state: "
+                                             rf"{message}.*delete"):
+        checkpoint.read_state(str(tmp_path))
+    with pytest.raises(ValueError, match=message):  # the same check wherever the state comes from (OpenRLHF)
+        AVSPOSession().load_state_dict(state)
+
+
+def test_a_missing_nested_field_is_named(tmp_path):
+    state = avspo_state()
+    del state["monitor"]["stagnation"]["streak"]
+    (tmp_path / STATE_FILE).write_text(json.dumps(state))
+    with pytest.raises(StateFileError, match=r"field monitor.stagnation.streak is missing \(it should be an integer\)"):
+        checkpoint.read_state(str(tmp_path))
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+def test_a_damaged_selection_state_names_the_file_and_what_to_do(tmp_path, damage):
+    run = selection_run()
+    path = tmp_path / SELECTION_STATE_FILE
+    change, problem = DAMAGED[damage]
+    write_damaged(path, json.dumps(run.selector.state_dict()), change)
+    with pytest.raises(StateFileError, match=rf"^{path} {problem}.*To start the prompt-selection history empty, "
+                                             rf"delete {path}; or resume from an earlier checkpoint"):
+        selection.read_state(str(tmp_path), run)
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("ids", ["p0", 1.5], r"field ids\[1\] should be an integer or a string, found float 1.5"),
+        ("streak", [0, "1"], r"field streak\[1\] should be an integer, found str '1'"),
+        ("keep_prob", [1.0, None], r"field keep_prob\[1\] should be a number, found NoneType None"),
+        ("closed", 1, "field closed should be true or false, found int 1"),
+        ("choices", "3", "field choices should be an integer"),
+        ("totals", {"skipped": "2"}, "field totals.skipped should be a number"),
+        ("fingerprint", 7, "field fingerprint should be null or a string, found int 7"),
+    ],
+)
+def test_every_field_of_the_selection_state_has_its_type_checked(tmp_path, key, value, message):
+    run = selection_run()
+    state = {**run.selector.state_dict(), key: value}
+    (tmp_path / SELECTION_STATE_FILE).write_text(json.dumps(state))
+    with pytest.raises(StateFileError, match=rf"{tmp_path / SELECTION_STATE_FILE} cannot be resumed: "
+                                             rf"prompt-selection state: {message}.*delete"):
+        selection.read_state(str(tmp_path), run)
