@@ -38,6 +38,7 @@ INPUT_ERRORS = (
     ("avspo_plugin.config", "ConfigError"),
     ("avspo_plugin.state_files", "StateFileError"),
     ("avspo_plugin.analyze.records", "AnalyzeError"),
+    ("avspo_plugin.math.sources", "DataError"),
     ("avspo_plugin.host_versions", "UnsupportedHostVersion"),
     ("avspo_plugin.verl.patches", "HookError"),
     ("avspo_plugin.verl.patches", "RegistrationError"),

@@ -26,7 +26,7 @@ from typing import Any, Optional, Sequence
 
 from .answer import EVALUATION_SOURCES
 from .reward import score_many
-from .sources import BENCHMARKS, read_verl_parquet
+from .sources import BENCHMARKS, DataError, read_verl_parquet
 
 PAPER_TEMPERATURE = 0.1
 PAPER_MAX_TOKENS = 2048
@@ -130,16 +130,17 @@ def score_generations(
     seen: set[tuple[str, Any]] = set()
     k_of: dict[str, int] = {}
     for number, record in enumerate(records):
+        check_record(record, f"generation record {number}")
         key = (record["data_source"], record["index"])
         if key in seen:
-            raise ValueError(f"generation record {number}: problem {key} appears twice")
+            raise DataError(f"generation record {number}: problem {key} appears twice")
         seen.add(key)
         responses = record["responses"]
         if not responses:
-            raise ValueError(f"generation record {number} ({key}): no responses")
+            raise DataError(f"generation record {number} ({key}): no responses")
         k = k_of.setdefault(record["data_source"], len(responses))
         if len(responses) != k:
-            raise ValueError(
+            raise DataError(
                 f"generation record {number} ({key}): {len(responses)} responses, "
                 f"other problems of {record['data_source']} have {k}"
             )
@@ -157,23 +158,54 @@ def score_generations(
         result.reasons.update(outcome.reason for outcome in outcomes)
     ordered = [results[name] for name in sorted(results, key=_benchmark_order)]
     if not ordered:
-        raise ValueError("no generation records to score")
+        raise DataError("no generation records to score")
     return Report(ordered, settings)
 
 
+# Each field of a generation record and the JSON types it may hold.
+RECORD_FIELDS = {"data_source": (str,), "index": (int, str), "ground_truth": (str,), "responses": (list,)}
+
+
+def check_record(record: Any, where: str) -> dict[str, Any]:
+    """``record`` if it is a generation record with every field of the right type; else DataError naming ``where``."""
+    if not isinstance(record, dict):
+        raise DataError(f"{where}: a generation record is a JSON object, got {type(record).__name__}")
+    missing = set(RECORD_FIELDS) - set(record)
+    if missing:
+        raise DataError(f"{where}: generation record lacks {sorted(missing)}")
+    for field, types in RECORD_FIELDS.items():
+        value = record[field]
+        # JSON true/false are Python bools, which are ints: an index of true is not a problem index.
+        if not isinstance(value, types) or isinstance(value, bool):
+            expected = " or ".join(t.__name__ for t in types)
+            raise DataError(f"{where}: field {field!r} must be {expected}, got {type(value).__name__} {value!r:.80}")
+    for position, response in enumerate(record["responses"]):
+        if not isinstance(response, str):
+            raise DataError(
+                f"{where}: responses[{position}] must be str, got {type(response).__name__} {response!r:.80}"
+            )
+    return record
+
+
 def read_generations(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a generations.jsonl file, each checked (DataError names the line that is bad)."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such generations file")
     records = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    with path.open(encoding="utf-8", errors="strict") as lines:
+        try:
+            numbered = list(enumerate(lines, start=1))
+        except UnicodeDecodeError as err:
+            raise DataError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start} of a line)") from None
+    for number, line in numbered:
         if not line.strip():
             continue
-        record = json.loads(line)
-        missing = {"data_source", "index", "ground_truth", "responses"} - set(record)
-        if missing:
-            raise ValueError(f"{path}:{number}: generation record lacks {sorted(missing)}")
-        records.append(record)
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}:{number}: not a JSON record ({err.msg} at column {err.colno})") from None
+        records.append(check_record(record, f"{path}:{number}"))
     return records
 
 
@@ -232,25 +264,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser()
-    try:
-        if args.model:
-            rows = [row for path in _data_files(args) for row in read_verl_parquet(path)]
-            records = generate_records(rows, args)
-            write_generations(records, out / GENERATIONS)
-            settings = {
-                "model": args.model, "temperature": args.temperature, "max_tokens": args.max_tokens,
-                "k": args.k, "top_p": args.top_p, "seed": args.seed,
-            }
-            (out / SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
-        else:
-            records = read_generations(args.generations)
-            sidecar = Path(args.generations).expanduser().parent / SETTINGS
-            settings = json.loads(sidecar.read_text()) if sidecar.is_file() else {}
-            settings["generations"] = str(args.generations)
-        report = score_generations(records, settings, workers=args.workers)
-    except (FileNotFoundError, ValueError, RuntimeError) as err:
-        print(f"evaluate: error: {err}", file=sys.stderr)
-        return 2
+    if args.model:
+        rows = [row for path in _data_files(args) for row in read_verl_parquet(path)]
+        records = generate_records(rows, args)
+        write_generations(records, out / GENERATIONS)
+        settings = {
+            "model": args.model, "temperature": args.temperature, "max_tokens": args.max_tokens,
+            "k": args.k, "top_p": args.top_p, "seed": args.seed,
+        }
+        (out / SETTINGS).write_text(json.dumps(settings, indent=2) + "\n")
+    else:
+        records = read_generations(args.generations)
+        sidecar = Path(args.generations).expanduser().parent / SETTINGS
+        settings = json.loads(sidecar.read_text()) if sidecar.is_file() else {}
+        settings["generations"] = str(args.generations)
+    report = score_generations(records, settings, workers=args.workers)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
     markdown = report.markdown()
@@ -261,9 +289,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m avspo_plugin.math.evaluate", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    """``python -m`` this module: ``avspo math-eval``, with the CLI's error messages."""
+    from ..cli import main as avspo_main
+
+    return avspo_main(["math-eval", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

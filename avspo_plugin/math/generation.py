@@ -46,9 +46,11 @@ def generate_chat(engine: Engine, conversations: Sequence[Sequence[dict]], sampl
     try:
         from vllm import LLM, SamplingParams
     except ImportError as err:
-        raise RuntimeError(
+        # A missing package: the CLI shows this as one error line, not as a bug.
+        raise ModuleNotFoundError(
             "generation needs vLLM on a GPU machine (pip install vllm); scoring precomputed generations "
-            "does not (evaluate --generations FILE; prepare level3-500 --pass-rates FILE)"
+            "does not (evaluate --generations FILE; prepare level3-500 --pass-rates FILE)",
+            name="vllm",
         ) from err
 
     llm = LLM(

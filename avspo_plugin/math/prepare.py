@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 from .sources import (
     BENCHMARKS,
+    DataError,
     MATH_TRAIN,
     SYSTEM_PROMPT,
     parse_level,
@@ -151,15 +152,18 @@ STEPS = {"math": prepare_math, "eval": prepare_eval, "level3-500": prepare_level
 def run(args: argparse.Namespace) -> int:
     try:
         return STEPS[args.step](args)
-    except (FileNotFoundError, ValueError, RuntimeError) as err:
-        print(f"prepare {args.step}: error: {err}", file=sys.stderr)
-        return 2
+    except (ValueError, RuntimeError) as err:
+        if isinstance(err, DataError):
+            raise
+        # The data and its tools (datasets, vLLM) say what is wrong with the input; the step is named here.
+        raise DataError(f"{args.step}: {err}") from err
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m avspo_plugin.math.prepare", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    """``python -m`` this module: ``avspo math-prepare``, with the CLI's error messages."""
+    from ..cli import main as avspo_main
+
+    return avspo_main(["math-prepare", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\
 LOCAL_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
 
 
+class DataError(ValueError):
+    """Input data that cannot be used: which file, record or field is bad, and what was expected."""
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """How one dataset is found and read. ``reference`` says how the answer column becomes the

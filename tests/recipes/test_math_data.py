@@ -116,8 +116,8 @@ def test_bad_inputs_are_named(tmp_path, capsys):
     missing = tmp_path / "nowhere.jsonl"
     assert prepare.main(["math", "--local", str(missing), "--out", str(tmp_path / "o.parquet")]) == 2
     assert "nowhere.jsonl" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="unknown benchmark"):
-        prepare.main(["eval", "--out-dir", str(tmp_path), "--local=math=x.jsonl"])
+    assert prepare.main(["eval", "--out-dir", str(tmp_path), "--local=math=x.jsonl"]) == 2
+    assert "avspo math-prepare: error: --local 'math=x.jsonl'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="####"):
         gold_from_gsm8k("The answer is 5")
 
@@ -205,8 +205,8 @@ def test_level3_cli_from_a_pass_rate_table(prepared, tmp_path, capsys):
     assert len(sources.read_verl_parquet(out)) == 3
     assert prepare.main([*args, *table]) == 2  # 500 asked, 4 in range
     assert "fewer than size=500" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="--model .* or --pass-rates"):
-        prepare.main(args)
+    assert prepare.main(args) == 2
+    assert "avspo math-prepare: error: level3-500 needs --model (sample on GPUs) or --pass-rates" in capsys.readouterr().err
 
 
 def test_pass_rate_table_round_trip_and_validation(tmp_path):
@@ -278,6 +278,29 @@ def test_generation_records_are_checked():
         evaluate.score_generations([record, {**record, "index": 1, "responses": ["a", "b"]}], {}, workers=1)
     with pytest.raises(ValueError, match="no responses"):
         evaluate.score_generations([{**record, "responses": []}], {}, workers=1)
+    with pytest.raises(sources.DataError, match=r"generation record 0: field 'ground_truth' must be str, got int 1"):
+        evaluate.score_generations([{**record, "ground_truth": 1}], {}, workers=1)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('["not", "a", "record"]', "a generation record is a JSON object, got list"),
+        ('{"data_source": "amc", "index": 0}', "generation record lacks ['ground_truth', 'responses']"),
+        ('{"data_source": "amc", "index": true, "ground_truth": "1", "responses": []}', "field 'index' must be int or str, got bool"),
+        ('{"data_source": "amc", "index": 0, "ground_truth": "1", "responses": "x"}', "field 'responses' must be list, got str"),
+        ('{"data_source": "amc", "index": 0, "ground_truth": "1", "responses": ["a", 7]}', "responses[1] must be str, got int 7"),
+        ('{"data_source": "amc", "index": 0, ', "not a JSON record"),
+    ],
+)
+def test_each_bad_generation_record_is_named_by_file_and_line(tmp_path, capsys, line, message):
+    good = '{"data_source": "amc", "index": 9, "ground_truth": "1", "responses": ["1"]}'
+    generations = tmp_path / "generations.jsonl"
+    generations.write_text(f"{good}\n\n{line}\n")
+    assert cli.main(["math-eval", "--generations", str(generations), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"avspo math-eval: error: {generations}:3: {message}" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_cli_subcommands(tmp_path, capsys):
