@@ -31,6 +31,8 @@ from .threshold import ThresholdState, advance, groups_to_augment, threshold_in_
 
 # A reward this far outside [reward_low, reward_high] is an error for bounded strategies.
 BOUNDS_TOL = 1e-6
+# float32 holds every integer up to this magnitude exactly.
+FLOAT32_EXACT_INTEGERS = 2**24
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,25 @@ def rewards_outside_bounds(scores: torch.Tensor, valid: torch.Tensor, config: AV
     return valid & ((scores < config.reward_low - BOUNDS_TOL) | (scores > config.reward_high + BOUNDS_TOL))
 
 
+def float_rewards(scores: torch.Tensor, labels: np.ndarray) -> torch.Tensor:
+    """Rewards as a floating tensor: integer and boolean rewards become float32 (what verl's grpo_vectorized
+    makes of them), so their advantages are verl's GRPO of the same rewards in float32.
+
+    scores, labels: (B,). Integer sums beyond 2**24 in magnitude, which float32 cannot hold exactly, are an error.
+    """
+    if scores.is_floating_point():
+        return scores
+    if scores.is_complex():
+        raise ValueError(f"rewards must be real numbers (a float, integer or bool tensor), got dtype {scores.dtype}")
+    if scores.dtype != torch.bool and scores.numel() and int(scores.abs().max()) > FLOAT32_EXACT_INTEGERS:
+        row = int(scores.abs().argmax())
+        raise ValueError(
+            f"integer reward {int(scores[row])} at row {row} (uid {labels[row]!r}) is beyond 2**24, where float32 (the dtype integer "
+            "rewards are read in) stops holding integers exactly: pass the rewards as a float64 tensor"
+        )
+    return scores.to(torch.float32)
+
+
 def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray, config: AVSPOConfig) -> None:
     """Reject non-finite rewards anywhere, and rewards outside the bounds where virtual rewards are placed."""
     bad = ~torch.isfinite(scores)
@@ -148,6 +169,28 @@ def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray,
             "(for a sum of rewards, the sum of their lowest and of their highest values); monitor-only runs "
             "(threshold_mode never) accept any range"
         )
+
+
+def check_advantages(
+    advantages: torch.Tensor,
+    labels: np.ndarray,
+    group_ids: torch.Tensor,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    epsilon: float,
+) -> None:
+    """Refuse non-finite advantages (B,): finite rewards whose group statistics overflow the rewards' dtype
+    (float32 sums beyond 3.4e38), or an epsilon the dtype rounds to 0 (float16 below 6e-8)."""
+    bad = ~torch.isfinite(advantages)
+    if not bool(bad.any()):
+        return
+    row = int(bad.nonzero()[0])
+    group = int(group_ids[row])
+    raise ValueError(
+        f"advantage of row {row} (uid {labels[row]!r}) is {float(advantages[row])} ({int(bad.sum())} row(s) in "
+        f"all): the rewards' dtype {advantages.dtype} cannot hold its group's statistics (mean {float(mean[group])}, "
+        f"std {float(std[group])}, epsilon {epsilon}); pass the rewards in a wider dtype (float64)"
+    )
 
 
 def empty_metrics(threshold: float) -> dict[str, float]:
@@ -187,6 +230,7 @@ def compute_group_advantages(
     for name, mask in (("valid", valid), ("responded", responded)):
         if mask is not None and mask.shape != scores.shape:
             raise ValueError(f"{name} mask shape {tuple(mask.shape)} differs from rewards shape {tuple(scores.shape)}")
+    scores = float_rewards(scores, labels)
     valid = torch.ones_like(scores, dtype=torch.bool) if valid is None else valid.to(torch.bool)
     threshold = threshold_in_force(config, state)
     with torch.no_grad():
@@ -227,6 +271,7 @@ def compute_group_advantages(
 
         advantages = normalized_advantages(scores.detach(), group_ids, mean, std, config.epsilon, config.norm_by_std)
         advantages = torch.where(valid, advantages, torch.zeros_like(advantages))
+        check_advantages(advantages, labels, group_ids, mean, std, config.epsilon)
         exact_advantages = normalized_advantages(
             exact, group_ids, exact_mean, exact_std, config.epsilon, config.norm_by_std
         )

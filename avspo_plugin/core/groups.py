@@ -9,6 +9,8 @@ float64 vector stalls for milliseconds when another process holds a core.
 
 from __future__ import annotations
 
+import itertools
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,26 +19,75 @@ import torch
 
 
 def label_array(index: Any) -> np.ndarray:
-    """The labels as a 1-D numpy array, to factorise and to name in error messages."""
+    """The labels as a 1-D numpy array, to factorise and to name in error messages.
+
+    A list or tuple becomes an array of its own objects: np.asarray would coerce [3, "3"] to two strings "3".
+    """
     if isinstance(index, torch.Tensor):
         return index.detach().reshape(-1).cpu().numpy()
-    arr = np.asarray(index)
-    if arr.ndim != 1:
-        arr = arr.reshape(-1)
-    return arr
+    if isinstance(index, np.ndarray):
+        return index.reshape(-1)
+    return np.fromiter(index, dtype=object)
 
 
 def unique_labels(labels: np.ndarray, device: torch.device) -> tuple[np.ndarray, torch.Tensor]:
     """The distinct labels (N,), sorted, and each label's position among them: group_ids (B,) int64 on ``device``.
 
-    labels: (B,) numpy array of hashable, mutually comparable labels (str, int, ...).
-    Two labels are one group exactly when they are equal (no coercion: "3" and 3 differ).
+    labels: (B,) numpy array. Labels equal in Python are one group (3, 3.0 and np.int64(3)); labels of
+    types that do not compare (3 and "3") are an error naming two of them, never coerced into one group.
+    A typed array is sorted by numpy; Python objects (verl's uid strings) are looked up in a dict, one
+    C-level lookup per label, and only the N distinct labels are sorted (np.unique would sort all B of
+    them with Python comparisons, several times slower).
     """
-    try:
+    if labels.dtype != object:
         uniques, inverse = np.unique(labels, return_inverse=True)
-    except TypeError as err:
-        raise ValueError(f"group labels (index/uid) must be mutually comparable: {err}") from None
-    return uniques, torch.from_numpy(inverse.reshape(-1).astype(np.int64)).to(device)
+        return uniques, torch.from_numpy(inverse.reshape(-1).astype(np.int64)).to(device)
+    first_seen: defaultdict = defaultdict(itertools.count().__next__)
+    try:
+        seen_ids = np.fromiter(map(first_seen.__getitem__, labels), dtype=np.int64, count=labels.shape[0])
+    except TypeError:
+        bad = next(label for label in labels if not _hashable(label))
+        raise ValueError(f"group labels (index/uid) must be hashable: {bad!r} ({type(bad).__name__}) is not") from None
+    seen = np.fromiter(first_seen, dtype=object, count=len(first_seen))
+    try:
+        order = np.array(sorted(range(len(seen)), key=seen.__getitem__), dtype=np.int64)
+    except TypeError:
+        raise ValueError(_incomparable_labels(seen)) from None
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return seen[order], torch.from_numpy(rank[seen_ids]).to(device)
+
+
+def _hashable(label: Any) -> bool:
+    try:
+        hash(label)
+    except TypeError:
+        return False
+    return True
+
+
+def _comparable(a: Any, b: Any) -> bool:
+    try:
+        a < b  # noqa: B015 (the comparison is the test)
+    except TypeError:
+        return False
+    return True
+
+
+def _incomparable_labels(seen: np.ndarray) -> str:
+    """The error for labels that cannot be ordered, naming two of them and their types."""
+    first_of_type: dict = {}
+    for label in seen:
+        first_of_type.setdefault(type(label), label)
+    first_of_type = list(first_of_type.values())
+    pairs = [(a, b) for i, a in enumerate(first_of_type) for b in first_of_type[i + 1:] if not _comparable(a, b)]
+    if not pairs:
+        return f"group labels (index/uid) of type {type(seen[0]).__name__} cannot be ordered, e.g. {seen[0]!r}"
+    a, b = pairs[0]
+    return (
+        f"group labels (index/uid) mix {type(a).__name__} and {type(b).__name__}, e.g. {a!r} and {b!r}: "
+        "give every label of a batch one type"
+    )
 
 
 def factorize_labels(labels: np.ndarray, device: torch.device) -> tuple[torch.Tensor, int]:
