@@ -106,3 +106,16 @@ def test_host_statistics_are_torch_mean_and_std_of_each_group_bit_for_bit(dtype)
             torch.testing.assert_close(stats.host_std[group], expected_std, rtol=1e-15, atol=0)
         else:
             assert torch.equal(stats.host_std[group], expected_std), group
+
+
+def test_host_statistics_of_more_groups_than_int16_ids_hold():
+    """2**15 groups and more are ordered by torch's sort instead of numpy's int16 radix sort: same statistics."""
+    rng = np.random.default_rng(8)
+    num_groups = 2**15 + 7
+    group_ids = np.repeat(np.arange(num_groups), 3)[rng.permutation(3 * num_groups)]
+    scores = torch.as_tensor(rng.normal(size=group_ids.size), dtype=torch.float32)
+    stats = group_stats(scores, torch.as_tensor(group_ids), num_groups, torch.ones(group_ids.size, dtype=torch.bool), 1)
+    for group in rng.choice(num_groups, 300, replace=False):
+        rows = torch.as_tensor(np.flatnonzero(group_ids == group))
+        assert torch.equal(stats.host_mean[group], torch.mean(scores[rows]))
+        assert torch.equal(stats.host_std[group], torch.std(scores[rows]))
