@@ -206,15 +206,15 @@ def compute_group_advantages(
     config: AVSPOConfig,
     state: ThresholdState,
     valid: Optional[torch.Tensor] = None,
-    responded: Optional[torch.Tensor] = None,
+    response_mask: Optional[torch.Tensor] = None,
     call_in_step: int = 0,
 ) -> AVSPOResult:
     """AVSPO advantages of sequence rewards, the state after this batch, and the batch's metrics.
 
     scores: (B,) sequence rewards; index: (B,) group labels (uids).
     valid: (B,) bool, False for rows that join no group (advantage 0).
-    responded: (B,) bool, False for rows without a response token. A group none of whose rows
-    responded (verl's padding rows, which share one uid) joins no statistic or metric and gets
+    response_mask: (B, L) 0/1, when the rewards come from tokens. A group none of whose valid rows has
+    a response token (verl's padding rows, which share one uid) joins no statistic or metric and gets
     advantage 0; a row without response in a group that has one keeps its reward in the group's
     mean and std, as verl's GRPO keeps it (rollout-correction rejection empties such masks).
     call_in_step: this call's place in the host's step (hosts that split a step into several calls).
@@ -228,17 +228,19 @@ def compute_group_advantages(
             f"rewards and group index disagree: rewards have shape {tuple(scores.shape)}, "
             f"index has shape {labels.shape}; need rewards (B,) and index (B,)"
         )
-    for name, mask in (("valid", valid), ("responded", responded)):
-        if mask is not None and mask.shape != scores.shape:
-            raise ValueError(f"{name} mask shape {tuple(mask.shape)} differs from rewards shape {tuple(scores.shape)}")
+    if valid is not None and valid.shape != scores.shape:
+        raise ValueError(f"valid mask shape {tuple(valid.shape)} differs from rewards shape {tuple(scores.shape)}")
+    if response_mask is not None and (response_mask.dim() != 2 or response_mask.shape[0] != scores.shape[0]):
+        raise ValueError(
+            f"response_mask shape {tuple(response_mask.shape)} is not (B, L) for rewards of shape {tuple(scores.shape)}"
+        )
     scores = float_rewards(scores.detach(), labels)
     valid = torch.ones_like(scores, dtype=torch.bool) if valid is None else valid.to(torch.bool)
     threshold = threshold_in_force(config, state)
     with torch.no_grad():
         group_ids, num_groups = factorize_labels(labels, scores.device)
-        if responded is not None:
-            live = segment_sum((valid & responded.to(torch.bool)).to(torch.int64), group_ids, num_groups) > 0
-            valid = valid & live.index_select(0, group_ids)
+        if response_mask is not None:
+            valid = valid & responding_groups(response_mask, group_ids, num_groups, valid).index_select(0, group_ids)
         exact = scores.to(torch.float64)
         check_rewards(exact, valid, labels, config)
         if not bool(valid.any()):
@@ -312,18 +314,34 @@ def compute_group_advantages(
 def nonempty_rows(response_mask: torch.Tensor) -> torch.Tensor:
     """Rows with at least one response token.  response_mask: (B, L) 0/1 (bool, int or float) -> (B,) bool.
 
-    A row whose first token is a response token has one (every verl response starts with its first
-    token); only the other rows are read in full, so right-padded responses cost one column, not a
-    pass over (B, L). amax reads a float mask about six times faster than any(), which first converts it.
+    amax reads a float mask about six times faster than any() on CPU, which first converts it to bool.
     """
+    if response_mask.dtype == torch.bool:
+        return response_mask.any(dim=-1)
     if response_mask.shape[-1] == 0:
         return torch.zeros(response_mask.shape[0], dtype=torch.bool, device=response_mask.device)
-    starts = response_mask[:, 0] != 0
-    unsure = (~starts).nonzero().squeeze(1)
-    if unsure.numel() == 0:
-        return starts
-    rest = response_mask.index_select(0, unsure)
-    return starts.index_copy(0, unsure, rest.any(dim=-1) if rest.dtype == torch.bool else rest.amax(dim=-1) > 0)
+    return response_mask.amax(dim=-1) > 0
+
+
+def responding_groups(
+    response_mask: torch.Tensor, group_ids: torch.Tensor, num_groups: int, valid: torch.Tensor
+) -> torch.Tensor:
+    """Groups with a valid row that has a response token: (N,) bool.  response_mask: (B, L); group_ids, valid: (B,).
+
+    One valid row per group is looked at first, at its first token (every verl response starts with
+    one); only the rows of the groups not settled so are read in full. A batch of right-padded
+    responses thus costs N reads of the mask, not a pass over (B, L).
+    """
+    rows = torch.arange(valid.shape[0], device=valid.device)
+    some_row = torch.full((num_groups,), -1, dtype=torch.int64, device=valid.device)
+    some_row.scatter_reduce_(0, group_ids, torch.where(valid, rows, -1), reduce="amax")
+    starts = response_mask[:, 0] != 0 if response_mask.shape[-1] else torch.zeros_like(valid)
+    responding = (some_row >= 0) & (starts.index_select(0, some_row.clamp(min=0)))
+    unsettled = (valid & ~responding.index_select(0, group_ids)).nonzero().squeeze(1)
+    if unsettled.numel() == 0:
+        return responding
+    answered = nonempty_rows(response_mask.index_select(0, unsettled)).to(torch.int64)
+    return responding | (segment_sum(answered, group_ids.index_select(0, unsettled), num_groups) > 0)
 
 
 def compute_token_advantages(
@@ -348,6 +366,6 @@ def compute_token_advantages(
         )
     scores = token_level_rewards.sum(dim=-1)
     result = compute_group_advantages(
-        scores, index, config, state, responded=nonempty_rows(response_mask), call_in_step=call_in_step
+        scores, index, config, state, response_mask=response_mask, call_in_step=call_in_step
     )
     return replace(result, advantages=result.advantages.unsqueeze(-1) * response_mask)

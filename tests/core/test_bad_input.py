@@ -63,6 +63,19 @@ def test_padding_rows_are_not_bounds_checked():
     assert run([5.0, 0.0, 1.0], ["pad", "a", "a"], valid=torch.tensor([False, True, True])).metrics["groups"] == 1
 
 
+@pytest.mark.parametrize("mask_dtype", [torch.float32, torch.int64, torch.bool])
+def test_a_group_is_padding_only_when_none_of_its_rows_has_a_response_token(mask_dtype):
+    # Response tokens anywhere in a row count, not only at its first position, and in any row of the group.
+    mask = torch.tensor([[0, 1], [0, 0], [0, 0], [0, 0], [1, 0], [0, 0], [0, 0], [0, 1]]).to(mask_dtype)
+    labels = np.array(["a", "a", "pad", "pad", "c", "c", "d", "d"], dtype=object)
+    token_rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [0.0, 0.0],
+                                  [0.0, 0.0], [0.0, 1.0]])
+    config = AVSPOConfig(threshold_mode="never")
+    result = compute_token_advantages(token_rewards, mask, labels, config, ThresholdState.initial(config))
+    assert result.metrics["groups"] == 3 and result.metrics["samples"] == 6
+    assert result.advantages[2:4].abs().sum() == 0 and result.advantages.abs().sum() > 0
+
+
 def test_token_padding_rows_get_zero_advantage():
     config = AVSPOConfig(threshold_mode="never")
     token_rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.0]])
