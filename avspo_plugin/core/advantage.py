@@ -145,8 +145,9 @@ def float_rewards(scores: torch.Tensor, labels: np.ndarray) -> torch.Tensor:
     if scores.dtype != torch.bool and scores.numel() and int(scores.abs().max()) > FLOAT32_EXACT_INTEGERS:
         row = int(scores.abs().argmax())
         raise ValueError(
-            f"integer reward {int(scores[row])} at row {row} (uid {labels[row]!r}) is beyond 2**24, where float32 "
-            "(the dtype integer rewards are read in) stops holding integers exactly: pass the rewards as a float64 tensor"
+            f"integer reward {int(scores[row])} at row {row} (uid {labels[row]!r}) is beyond 2**24, where "
+            "float32 (the dtype integer rewards are read in) stops holding integers exactly: pass the rewards "
+            "as a float64 tensor"
         )
     return scores.to(torch.float32)
 
@@ -275,7 +276,8 @@ def compute_group_advantages(
 
         # A group's advantages are largest in magnitude at its lowest or its highest reward: Eq. 14's
         # advantages of those two values per group decide effective collapse, in float64.
-        extremes, extreme_ids = torch.cat([stats.low, stats.high]), torch.arange(num_groups, device=scores.device).repeat(2)
+        extremes = torch.cat([stats.low, stats.high])
+        extreme_ids = torch.arange(num_groups, device=scores.device).repeat(2)
         extreme_advantages = normalized_advantages(
             extremes, extreme_ids, exact_mean, exact_std, config.epsilon, config.norm_by_std
         )

@@ -76,11 +76,11 @@ def _comparable(a: Any, b: Any) -> bool:
 
 def _incomparable_labels(seen: np.ndarray) -> str:
     """The error for labels that cannot be ordered, naming two of them and their types."""
-    first_of_type: dict = {}
+    by_type: dict = {}
     for label in seen:
-        first_of_type.setdefault(type(label), label)
-    first_of_type = list(first_of_type.values())
-    pairs = [(a, b) for i, a in enumerate(first_of_type) for b in first_of_type[i + 1:] if not _comparable(a, b)]
+        by_type.setdefault(type(label), label)
+    samples = list(by_type.values())
+    pairs = [(a, b) for i, a in enumerate(samples) for b in samples[i + 1:] if not _comparable(a, b)]
     if not pairs:
         return f"group labels (index/uid) of type {type(seen[0]).__name__} cannot be ordered, e.g. {seen[0]!r}"
     a, b = pairs[0]
@@ -139,7 +139,8 @@ def group_stats(
       S1_j = sum_i d_i, S2_j = sum_i d_i^2 (a sequential float64 sum, as torch.std sums them);
       mu_j = m_j + S1_j / G_j;  sum_sq_dev_j = S2_j - S1_j^2 / G_j  (the corrected two-pass formula);
       sigma_j = sqrt(sum_sq_dev_j / (G_j - ddof));  host std = fl(sqrt(S2_j / (G_j - ddof))), which is
-      torch.std of a 1-D float32 or float64 CPU tensor bit for bit (bfloat16 and float16: torch's row std).
+      torch.std of a 1-D float32 CPU tensor bit for bit (float64: within one rounding, as torch fuses the
+      multiply-add; bfloat16 and float16: torch's own row-wise std).
     A group of equal rewards whose host mean is their value has d = 0, so sigma_j = 0 exactly.
     scores: (B,) any float dtype; group_ids: (B,) int64; valid: (B,) bool; ddof: 1 (unbiased) or 0.
     """
