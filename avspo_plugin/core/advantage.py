@@ -132,6 +132,12 @@ def rewards_outside_bounds(scores: torch.Tensor, valid: torch.Tensor, config: AV
     return valid & ((scores < config.reward_low - BOUNDS_TOL) | (scores > config.reward_high + BOUNDS_TOL))
 
 
+def label_at(labels: np.ndarray, row: int) -> Any:
+    """Row ``row``'s group label as a plain Python value, to name in an error (3, not np.int64(3))."""
+    label = labels[row]
+    return label.item() if isinstance(label, np.generic) else label
+
+
 def float_rewards(scores: torch.Tensor, labels: np.ndarray) -> torch.Tensor:
     """Rewards as a floating tensor: integer and boolean rewards become float32 (what verl's grpo_vectorized
     makes of them), so their advantages are verl's GRPO of the same rewards in float32.
@@ -145,7 +151,7 @@ def float_rewards(scores: torch.Tensor, labels: np.ndarray) -> torch.Tensor:
     if scores.dtype != torch.bool and scores.numel() and int(scores.abs().max()) > FLOAT32_EXACT_INTEGERS:
         row = int(scores.abs().argmax())
         raise ValueError(
-            f"integer reward {int(scores[row])} at row {row} (uid {labels[row]!r}) is beyond 2**24, where "
+            f"integer reward {int(scores[row])} at row {row} (uid {label_at(labels, row)!r}) is beyond 2**24, where "
             "float32 (the dtype integer rewards are read in) stops holding integers exactly: pass the rewards "
             "as a float64 tensor"
         )
@@ -159,7 +165,7 @@ def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray,
         first = int(bad.nonzero()[0])
         raise ValueError(
             f"{int(bad.sum())} non-finite reward(s) (NaN or inf); the first is {float(scores[first])} "
-            f"at row {first}, uid {labels[first]!r}"
+            f"at row {first}, uid {label_at(labels, first)!r}"
         )
     if not places_virtual_rewards_in_bounds(config):
         return
@@ -167,7 +173,7 @@ def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray,
     if bool(outside.any()):
         first = int(outside.nonzero()[0])
         raise ValueError(
-            f"reward {float(scores[first])!r} of uid {labels[first]!r} (row {first}; {int(outside.sum())} in all) "
+            f"reward {float(scores[first])!r} of uid {label_at(labels, first)!r} (row {first}; {int(outside.sum())} in all) "
             f"lies outside [reward_low, reward_high] = [{config.reward_low}, {config.reward_high}], which strategy "
             f"{config.strategy!r} uses to place virtual rewards: set reward_low/reward_high to your reward range "
             "(for a sum of rewards, the sum of their lowest and of their highest values); monitor-only runs "
@@ -189,7 +195,7 @@ def non_finite_advantages(
     row = int(bad.nonzero()[0])
     group = int(group_ids[row])
     return (
-        f"advantage of row {row} (uid {labels[row]!r}) is {float(advantages[row])} ({int(bad.sum())} row(s) in "
+        f"advantage of row {row} (uid {label_at(labels, row)!r}) is {float(advantages[row])} ({int(bad.sum())} row(s) in "
         f"all): the rewards' dtype {advantages.dtype} cannot hold its group's statistics (mean {float(mean[group])}, "
         f"std {float(std[group])}, epsilon {epsilon}); pass the rewards in a wider dtype (float64)"
     )

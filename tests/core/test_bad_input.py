@@ -237,3 +237,10 @@ def run_raw(scores, labels, **config):
     """One monitor-only core call on a reward tensor kept in its own dtype."""
     cfg = AVSPOConfig(threshold_mode="never", **config)
     return compute_group_advantages(scores, np.asarray(labels, dtype=object), cfg, ThresholdState.initial(cfg))
+
+
+def test_numpy_labels_are_named_as_plain_values():
+    config = AVSPOConfig()
+    with pytest.raises(ValueError, match=r"at row 2, uid 1$"):
+        compute_group_advantages(torch.tensor([0.0, 1.0, math.nan, 1.0]), np.array([0, 0, 1, 1]), config,
+                                 ThresholdState.initial(config))
