@@ -32,6 +32,18 @@ EXPLORATION = "Exploration"
 RESUMING = "Resuming"
 ON_DATASET_CHANGE = ("error", "reset")
 
+# Bounds of the numeric keys; each key's help says why its bound is where it is.
+# Reward bounds: hi - lo, the virtual rewards and Eq. 14's std stay finite in float32 (max 3.4e38).
+REWARD_LIMIT = 1e30
+# Eq. 9 never gives more than G_j virtual samples; verl's rollout.n is at most a few dozen in practice.
+MAX_VIRTUAL = 1024
+# np.random.seed, which verl, TRL and OpenRLHF seed with, takes seeds below 2**32.
+MAX_SEED = 2**32 - 1
+# Longer than any RL run by orders of magnitude: counts of steps or visits beyond it never occur.
+MAX_STEPS = 1_000_000
+# The smallest epsilon a supported host uses (OpenRLHF's group_norm, 1e-9).
+MIN_EPSILON = 1e-9
+
 
 @dataclass(frozen=True)
 class Number:
@@ -69,24 +81,23 @@ class Number:
 
 @dataclass(frozen=True)
 class Integer:
-    """An integer (not a bool) >= low."""
+    """An integer (not a bool) in [low, high]."""
 
-    low: int = 0
+    low: int
+    high: int
 
     def problem(self, value: Any) -> Optional[str]:
-        if isinstance(value, bool) or not isinstance(value, int) or value < self.low:
+        if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
             return self.wording()
         return None
 
     def wording(self) -> str:
-        return f"an integer >= {self.low}"
+        return f"an integer >= {self.low} and <= {self.high}"
 
 
 @dataclass(frozen=True)
 class AutoOrInteger(Integer):
-    """'auto' or an integer >= low."""
-
-    low: int = 1
+    """'auto' or an integer in [low, high]."""
 
     def problem(self, value: Any) -> Optional[str]:
         if isinstance(value, str) and value == "auto":
@@ -133,17 +144,17 @@ Allowed = Union[Number, Integer, OneOf, Boolean, NonEmptyText]
 
 def _plain(bound: float) -> str:
     """A range bound as a reader writes it: 0 and 1, not 0.0 and 1.0."""
-    return str(int(bound)) if float(bound).is_integer() else repr(bound)
+    return str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e15 else repr(bound)
 
 
-def _key(default: Any, section: str, help: str, allowed: Allowed) -> Any:
+def _key(default: Any, section: str, help: str, allowed: Allowed, why: str = "") -> Any:
     """A config field with its section, its values and its help text (as TRL's GRPOConfig fields carry theirs).
 
-    The help of a number or an integer ends with its range, written from ``allowed``; choices, 'auto'
-    and booleans are explained in the help itself.
+    The help of a number or an integer ends with its range, written from ``allowed``, and ``why`` the
+    range is what it is; choices and booleans are explained in the help itself.
     """
-    if isinstance(allowed, (Number, Integer)) and not isinstance(allowed, AutoOrInteger):
-        help = f"{help} Allowed: {allowed.wording()}."
+    if isinstance(allowed, (Number, Integer)):
+        help = f"{help} Allowed: {allowed.wording()}" + (f" ({why})." if why else ".")
     metadata = {"help": help, "section": section, "allowed": allowed}
     if isinstance(allowed, OneOf):
         metadata["choices"] = allowed.choices
@@ -217,27 +228,38 @@ class AVSPOConfig(ConfigBlock):
     num_virtual: Union[str, int] = _key(
         "auto", VIRTUAL_SAMPLES,
         "Virtual samples K per augmented group: 'auto' for Eq. 9, K = max(1, min(G_j, ceil(G_j * ACR_t**alpha))), "
-        "or a fixed positive integer.",
-        AutoOrInteger(1),
+        "or a fixed number.",
+        AutoOrInteger(1, MAX_VIRTUAL),
+        "Eq. 9 never gives more than the group's size, and verl's rollout.n is at most a few dozen in practice; "
+        "the bound leaves room for 16 times G = 64 and caps the virtual rewards at 8 KB per group",
     )
-    alpha: float = _key(0.5, VIRTUAL_SAMPLES, "Exponent of ACR in Eq. 9.", Number(0.0, 1.0, low_open=True))
+    alpha: float = _key(
+        0.5, VIRTUAL_SAMPLES, "Exponent of ACR in Eq. 9.", Number(0.0, 1.0, low_open=True),
+        "the paper's range: 0 would make ACR**alpha = 1, K = G_j whatever the collapse",
+    )
     reward_low: float = _key(
-        0.0, VIRTUAL_SAMPLES, "Lowest achievable sequence reward (the all-fail value for binary rewards).", Number()
+        0.0, VIRTUAL_SAMPLES, "Lowest achievable sequence reward (the all-fail value for binary rewards).",
+        Number(-REWARD_LIMIT, REWARD_LIMIT),
+        "so that the reward range, the virtual rewards and their std stay finite in float32",
     )
     reward_high: float = _key(
-        1.0, VIRTUAL_SAMPLES, "Highest achievable sequence reward (the all-pass value); must exceed reward_low.", Number()
+        1.0, VIRTUAL_SAMPLES, "Highest achievable sequence reward (the all-pass value); must exceed reward_low.",
+        Number(-REWARD_LIMIT, REWARD_LIMIT),
+        "so that the reward range, the virtual rewards and their std stay finite in float32",
     )
     partial: float = _key(
-        0.5, VIRTUAL_SAMPLES, "fixed_partial: fraction of the reward range at which virtual rewards sit.", Number(0.0, 1.0)
+        0.5, VIRTUAL_SAMPLES, "fixed_partial: fraction of the reward range at which virtual rewards sit.",
+        Number(0.0, 1.0), "a fraction of the range: virtual rewards stay between reward_low and reward_high",
     )
     decay: float = _key(
-        0.5, VIRTUAL_SAMPLES, "exp_decay: ratio between consecutive virtual rewards.", Number(0.0, 1.0, low_open=True)
+        0.5, VIRTUAL_SAMPLES, "exp_decay: ratio between consecutive virtual rewards.", Number(0.0, 1.0, low_open=True),
+        "the virtual rewards fall from reward_high towards reward_low and stay between them",
     )
     seed: int = _key(
         0, VIRTUAL_SAMPLES,
         "uniform: seed of the generator; step t draws from a generator seeded with (seed, t) (the k-th call "
         "of a step the host splits into several: (seed, t, k)).",
-        Integer(0),
+        Integer(0, MAX_SEED), "the seeds np.random.seed takes, with which verl, TRL and OpenRLHF seed their runs",
     )
     # Threshold: when virtual samples are added (Eqs. 11-12).
     threshold_mode: str = _key(
@@ -248,18 +270,26 @@ class AVSPOConfig(ConfigBlock):
     )
     threshold_init: float = _key(
         0.5, THRESHOLD, "tau_0 of the adaptive threshold (between threshold_min and threshold_max), and the threshold "
-        "of mode fixed.", Number(0.0, 1.0),
+        "of mode fixed.", Number(0.0, 1.0), "ACR is a fraction of groups",
     )
-    threshold_lr: float = _key(0.01, THRESHOLD, "eta of Eq. 12: step size of the adaptive threshold.", Number(0.0))
-    threshold_min: float = _key(0.1, THRESHOLD, "Lower clamp of the adaptive threshold.", Number(0.0, 1.0))
+    threshold_lr: float = _key(
+        0.01, THRESHOLD, "eta of Eq. 12: step size of the adaptive threshold.", Number(0.0, 1.0),
+        "at 1 tau jumps to ACR_t in one step; beyond 1 Eq. 12 overshoots ACR_t instead of tracking it",
+    )
+    threshold_min: float = _key(
+        0.1, THRESHOLD, "Lower clamp of the adaptive threshold.", Number(0.0, 1.0), "ACR is a fraction of groups"
+    )
     threshold_max: float = _key(
-        0.9, THRESHOLD, "Upper clamp of the adaptive threshold; at least threshold_min.", Number(0.0, 1.0)
+        0.9, THRESHOLD, "Upper clamp of the adaptive threshold; at least threshold_min.", Number(0.0, 1.0),
+        "ACR is a fraction of groups",
     )
     # Collapse and statistics: which groups are collapsed, and the group statistics (Eqs. 4, 13-14).
     collapse_tol: float = _key(
         1e-6, COLLAPSE_AND_STATISTICS,
         "A group of >= 2 samples is collapsed when its reward std is below this (tau of Eq. 4).",
-        Number(0.0, low_open=True),
+        Number(0.0, REWARD_LIMIT, low_open=True),
+        "a std is >= 0, so 0 would find no collapse at all; the upper limit is the one of reward_low and "
+        "reward_high",
     )
     apply_to: str = _key(
         "all", COLLAPSE_AND_STATISTICS,
@@ -268,7 +298,12 @@ class AVSPOConfig(ConfigBlock):
         OneOf(APPLY_TO),
     )
     epsilon: float = _key(
-        1e-6, COLLAPSE_AND_STATISTICS, "Added to the std in the advantage denominator (Eq. 14).", Number(0.0)
+        1e-6, COLLAPSE_AND_STATISTICS, "Added to the std in the advantage denominator (Eq. 14).",
+        Number(MIN_EPSILON, 1.0),
+        "a collapsed group that is not augmented has std 0: epsilon = 0 gives it 0/0 = NaN advantages, and a "
+        "tiny one turns the rounding of its float32 mean into huge ones; 1e-9 is OpenRLHF's, the smallest of "
+        "the hosts (verl 1e-6, TRL 1e-4); above 1 it would outweigh the std of any reward in [0, 1] "
+        "(at most about 0.7)",
     )
     std: str = _key(
         "unbiased", COLLAPSE_AND_STATISTICS,
@@ -286,17 +321,19 @@ class AVSPOConfig(ConfigBlock):
     stagnation_acr: float = _key(
         0.35, EARLY_WARNINGS,
         "Stagnation warning: ACR above this for more than stagnation_steps consecutive steps; 0 disables.",
-        Number(0.0, 1.0),
+        Number(0.0, 1.0), "ACR is a fraction of groups",
     )
     stagnation_steps: int = _key(
         50, EARLY_WARNINGS, "Consecutive steps for the stagnation and entropy-collapse warnings; 0 disables both.",
-        Integer(0),
+        Integer(0, MAX_STEPS), "a million steps is longer than any RL run",
     )
     entropy_floor: float = _key(
         0.5, EARLY_WARNINGS,
         "Entropy-collapse warning: mean token entropy (nats) below this for more than stagnation_steps steps; "
         "0 disables.",
-        Number(0.0),
+        Number(0.0, 20.0),
+        "an entropy above 20 nats needs a vocabulary of more than e**20 = 485 million tokens: a higher floor "
+        "would fire on every run",
     )
 
     def __post_init__(self) -> None:
@@ -349,7 +386,7 @@ class SelectionConfig(ConfigBlock):
         1, PREDICTION,
         "Consecutive collapsed visits after which a prompt is predicted to collapse again (1: GRESO's rule, "
         "from the first zero-variance visit on).",
-        Integer(1),
+        Integer(1, MAX_STEPS), "a prompt is visited at most once a step, and a million steps is longer than any run",
     )
     apply_to: str = _key(
         "all", PREDICTION,
@@ -361,41 +398,42 @@ class SelectionConfig(ConfigBlock):
         1e-6, PREDICTION,
         "A visit with >= 2 responses is collapsed when their reward std is below this (ACR's rule, as "
         "algorithm.avspo.collapse_tol).",
-        Number(0.0, low_open=True),
+        Number(0.0, REWARD_LIMIT, low_open=True), "as algorithm.avspo.collapse_tol",
     )
     reward_low: float = _key(
         0.0, PREDICTION, "The all-fail reward value (as algorithm.avspo.reward_low): where the all_fail regime of apply_to sits.",
-        Number(),
+        Number(-REWARD_LIMIT, REWARD_LIMIT), "as algorithm.avspo.reward_low",
     )
     reward_high: float = _key(
         1.0, PREDICTION,
         "The all-pass reward value (as algorithm.avspo.reward_high): where the all_pass regime of apply_to sits; "
         "must exceed reward_low.",
-        Number(),
+        Number(-REWARD_LIMIT, REWARD_LIMIT), "as algorithm.avspo.reward_high",
     )
     explore: float = _key(
         0.5, EXPLORATION,
         "Probability that a prompt predicted to collapse after exactly min_collapsed_visits collapses is generated "
         "anyway, just after its last visit; each further collapse multiplies it by explore (GRESO's p_e, whose "
         "released scripts start it at 0.5). 1 never skips.",
-        Number(0.0, 1.0),
+        Number(0.0, 1.0), "a probability",
     )
     retry_half_life: float = _key(
         100.0, EXPLORATION,
         "Steps after which the chance of skipping a predicted prompt has halved: the retry probability is "
         "1 - (1 - explore**m) * 0.5**(age / retry_half_life), age = steps since the prompt's last visit, m = its "
         "collapsed visits beyond min_collapsed_visits, plus 1.",
-        Number(0.0, low_open=True),
+        Number(0.0, MAX_STEPS, low_open=True),
+        "0 would divide by zero; beyond a million steps, longer than any run, the retry probability stays at explore",
     )
     max_skip_fraction: float = _key(
         0.5, EXPLORATION,
         "Most of the candidates of one choice that may be skipped (those predicted with the largest margin go "
         "first); 0.5 caps the saving at the 2x reported for selective rollouts.",
-        Number(0.0, 1.0, high_open=True),
+        Number(0.0, 1.0, high_open=True), "1 could skip every candidate and leave a step without prompts",
     )
     seed: int = _key(
         0, EXPLORATION, "Seed of the retry draws; the draws of a choice come from a generator seeded with "
-        "(seed, step, number of choices made before).", Integer(0),
+        "(seed, step, number of choices made before).", Integer(0, MAX_SEED), "as algorithm.avspo.seed",
     )
     on_dataset_change: str = _key(
         "error", RESUMING,

@@ -5,9 +5,13 @@ with both collapse regimes present, uuid group labels) it reports the median wal
 time of: avspo (as verl calls it, through the registry, metrics included), verl's
 grpo (a Python loop over samples), grpo_vectorized, and the floor, a masked copy of
 token_level_rewards (every estimator must at least read the rewards and write a
-(B, L) result). Runs on CPU, and on CUDA when present.
+(B, L) result), and the ratios avspo / grpo_vectorized and avspo / floor.
 
-    python benchmarks/estimator_bench.py [--sizes 1024x1024,8192x4096] [--repeats 5]
+The candidates are timed in interleaved rounds (each round runs each of them once, in
+rotating order), so that a change in the load of a shared machine falls on all of them
+alike and the ratios of one run stay comparable.
+
+    python benchmarks/estimator_bench.py [--device cpu|cuda] [--sizes 1024x1024,8192x4096] [--repeats 7]
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 import statistics
 import time
 import uuid
+from typing import Callable
 
 import numpy as np
 import torch
@@ -40,72 +45,81 @@ def make_batch(batch: int, length: int, device: str, seed: int = 0):
     return token_rewards.to(device), mask.to(device), labels
 
 
-def timed(fn, repeats: int, device: str) -> float:
-    fn()  # warm-up: allocator, lazy init
-    times = []
-    for _ in range(repeats):
+def timed_rounds(candidates: dict[str, tuple[Callable[[], object], int]], device: str) -> dict[str, float]:
+    """Median seconds of each candidate: (fn, repeats) each, timed in interleaved, rotating rounds."""
+    def once(fn: Callable[[], object]) -> float:
         if device == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
         fn()
         if device == "cuda":
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        return time.perf_counter() - start
+
+    names = list(candidates)
+    for fn, _ in candidates.values():
+        fn()  # warm-up: allocator, lazy init
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for round_number in range(max(repeats for _, repeats in candidates.values())):
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            fn, repeats = candidates[name]
+            if len(times[name]) < repeats:
+                times[name].append(once(fn))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def bench(batch: int, length: int, device: str, repeats: int, with_loop_grpo: bool) -> dict[str, float]:
     token_rewards, mask, labels = make_batch(batch, length, device)
     algorithm = OmegaConf.create({"adv_estimator": "avspo", "norm_adv_by_std_in_grpo": True, "avspo": {}})
     avspo, grpo, grpo_vec = (get_adv_estimator_fn(n) for n in ("avspo", "grpo", "grpo_vectorized"))
-    session().reset()
-    results = {
-        "floor": timed(lambda: token_rewards * mask, repeats, device),
-        "avspo": timed(
-            lambda: avspo(token_level_rewards=token_rewards, response_mask=mask, index=labels, config=algorithm),
-            repeats,
-            device,
-        ),
-        "grpo_vectorized": timed(
-            lambda: grpo_vec(token_level_rewards=token_rewards, response_mask=mask, index=labels, config=algorithm),
-            repeats,
-            device,
-        ),
+
+    def estimator(fn):
+        return lambda: fn(token_level_rewards=token_rewards, response_mask=mask, index=labels, config=algorithm)
+
+    candidates = {
+        "floor": (lambda: token_rewards * mask, repeats),
+        "avspo": (estimator(avspo), repeats),
+        "grpo_vectorized": (estimator(grpo_vec), repeats),
     }
     if with_loop_grpo:
-        results["grpo"] = timed(
-            lambda: grpo(token_level_rewards=token_rewards, response_mask=mask, index=labels, config=algorithm),
-            max(1, repeats // 2),
-            device,
-        )
+        candidates["grpo"] = (estimator(grpo), max(1, repeats // 2))
+    session().reset()
+    results = timed_rounds(candidates, device)
     session().reset()
     return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu",
+        help="where the tensors live (default: cuda when a GPU is present, else cpu)",
+    )
     parser.add_argument("--sizes", default="1024x1024,1024x4096,8192x1024,8192x4096", help="BxL list")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--skip-loop-grpo", action="store_true", help="leave out verl's looped grpo (slow)")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is available to torch here")
     if args.threads:
         torch.set_num_threads(args.threads)
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, devices {devices}, G = {GROUP_SIZE}")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu, threads {torch.get_num_threads()}"
+    print(f"torch {torch.__version__}, device {args.device} ({where}), G = {GROUP_SIZE}, median of {args.repeats} "
+          "interleaved rounds")
     header = f"{'device':<6} {'B':>5} {'L':>5} {'floor ms':>9} {'avspo ms':>9} {'grpo_vec ms':>11} {'grpo ms':>9}"
     header += f" {'avspo/grpo':>10} {'avspo/vec':>9} {'avspo/floor':>11}"
     print(header)
-    for device in devices:
-        for size in args.sizes.split(","):
-            batch, length = (int(x) for x in size.split("x"))
-            r = bench(batch, length, device, args.repeats, not args.skip_loop_grpo)
-            grpo = r.get("grpo", float("nan"))
-            print(
-                f"{device:<6} {batch:>5} {length:>5} {r['floor'] * 1e3:>9.2f} {r['avspo'] * 1e3:>9.2f} "
-                f"{r['grpo_vectorized'] * 1e3:>11.2f} {grpo * 1e3:>9.1f} {r['avspo'] / grpo:>10.3f} "
-                f"{r['avspo'] / r['grpo_vectorized']:>9.2f} {r['avspo'] / r['floor']:>11.2f}"
-            )
+    for size in args.sizes.split(","):
+        batch, length = (int(x) for x in size.split("x"))
+        r = bench(batch, length, args.device, args.repeats, not args.skip_loop_grpo)
+        grpo = r.get("grpo", float("nan"))
+        print(
+            f"{args.device:<6} {batch:>5} {length:>5} {r['floor'] * 1e3:>9.2f} {r['avspo'] * 1e3:>9.2f} "
+            f"{r['grpo_vectorized'] * 1e3:>11.2f} {grpo * 1e3:>9.1f} {r['avspo'] / grpo:>10.3f} "
+            f"{r['avspo'] / r['grpo_vectorized']:>9.2f} {r['avspo'] / r['floor']:>11.2f}"
+        )
 
 
 if __name__ == "__main__":

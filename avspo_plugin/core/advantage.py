@@ -1,14 +1,16 @@
 """AVSPO advantages (Eq. 13 / Eq. 14) with every ACR metric, in one vectorised pass.
 
-Collapse, the metrics and the augmented statistics of Eq. 14 are computed in float64. A group
-that gets no virtual sample is normalised by its mean and std computed in the rewards' dtype
-with the reductions the hosts use (:func:`~.groups.host_group_mean_std`), and the advantage is
-formed with verl's own operations, so that with nothing augmented the result is verl's GRPO to
-the last bit, for any reward values.
+The group statistics come from one float64 pass centred on each group's mean as verl rounds it
+(:func:`~.groups.group_stats`): collapse, the metrics and the augmented statistics of Eq. 14 use the
+float64 values, and a group that gets no virtual sample is normalised by the mean and std that verl's
+GRPO computes for it, with verl's own operations, so that with nothing augmented the result is verl's
+GRPO to the last bit, for any reward values. The (B, L) work of the token path is the token sum and the
+final broadcast A_i * response_mask, the two passes verl's own estimators make.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -24,13 +26,16 @@ from .collapse import (
     group_rate,
     multi_sample_groups,
     near_collapse_groups,
+    share,
 )
-from .groups import GroupStats, factorize_labels, group_stats, host_group_mean_std, label_array, segment_sum
+from .groups import GroupStats, factorize_labels, group_stats, label_array, segment_sum
 from .metrics import METRIC_REDUCTIONS
 from .threshold import ThresholdState, advance, groups_to_augment, threshold_in_force
 
 # A reward this far outside [reward_low, reward_high] is an error for bounded strategies.
 BOUNDS_TOL = 1e-6
+# float32 holds every integer up to this magnitude exactly.
+FLOAT32_EXACT_INTEGERS = 2**24
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,32 @@ def rewards_outside_bounds(scores: torch.Tensor, valid: torch.Tensor, config: AV
     return valid & ((scores < config.reward_low - BOUNDS_TOL) | (scores > config.reward_high + BOUNDS_TOL))
 
 
+def label_at(labels: np.ndarray, row: int) -> Any:
+    """Row ``row``'s group label as a plain Python value, to name in an error (3, not np.int64(3))."""
+    label = labels[row]
+    return label.item() if isinstance(label, np.generic) else label
+
+
+def float_rewards(scores: torch.Tensor, labels: np.ndarray) -> torch.Tensor:
+    """Rewards as a floating tensor: integer and boolean rewards become float32 (what verl's grpo_vectorized
+    makes of them), so their advantages are verl's GRPO of the same rewards in float32.
+
+    scores, labels: (B,). Integer sums beyond 2**24 in magnitude, which float32 cannot hold exactly, are an error.
+    """
+    if scores.is_floating_point():
+        return scores
+    if scores.is_complex():
+        raise ValueError(f"rewards must be real numbers (a float, integer or bool tensor), got dtype {scores.dtype}")
+    if scores.dtype != torch.bool and scores.numel() and int(scores.abs().max()) > FLOAT32_EXACT_INTEGERS:
+        row = int(scores.abs().argmax())
+        raise ValueError(
+            f"integer reward {int(scores[row])} at row {row} (uid {label_at(labels, row)!r}) is beyond 2**24, where "
+            "float32 (the dtype integer rewards are read in) stops holding integers exactly: pass the rewards "
+            "as a float64 tensor"
+        )
+    return scores.to(torch.float32)
+
+
 def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray, config: AVSPOConfig) -> None:
     """Reject non-finite rewards anywhere, and rewards outside the bounds where virtual rewards are placed."""
     bad = ~torch.isfinite(scores)
@@ -134,7 +165,7 @@ def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray,
         first = int(bad.nonzero()[0])
         raise ValueError(
             f"{int(bad.sum())} non-finite reward(s) (NaN or inf); the first is {float(scores[first])} "
-            f"at row {first}, uid {labels[first]!r}"
+            f"at row {first}, uid {label_at(labels, first)!r}"
         )
     if not places_virtual_rewards_in_bounds(config):
         return
@@ -142,12 +173,32 @@ def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray,
     if bool(outside.any()):
         first = int(outside.nonzero()[0])
         raise ValueError(
-            f"reward {float(scores[first])!r} of uid {labels[first]!r} (row {first}; {int(outside.sum())} in all) "
+            f"reward {float(scores[first])!r} of uid {label_at(labels, first)!r} (row {first}; {int(outside.sum())} in all) "
             f"lies outside [reward_low, reward_high] = [{config.reward_low}, {config.reward_high}], which strategy "
             f"{config.strategy!r} uses to place virtual rewards: set reward_low/reward_high to your reward range "
             "(for a sum of rewards, the sum of their lowest and of their highest values); monitor-only runs "
             "(threshold_mode never) accept any range"
         )
+
+
+def non_finite_advantages(
+    advantages: torch.Tensor,
+    labels: np.ndarray,
+    group_ids: torch.Tensor,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    epsilon: float,
+) -> str:
+    """The error for non-finite advantages (B,) of finite rewards: group statistics that overflow the rewards'
+    dtype (float32 sums beyond 3.4e38), or an epsilon the dtype rounds to 0 (float16 below 6e-8)."""
+    bad = ~torch.isfinite(advantages)
+    row = int(bad.nonzero()[0])
+    group = int(group_ids[row])
+    return (
+        f"advantage of row {row} (uid {label_at(labels, row)!r}) is {float(advantages[row])} ({int(bad.sum())} row(s) in "
+        f"all): the rewards' dtype {advantages.dtype} cannot hold its group's statistics (mean {float(mean[group])}, "
+        f"std {float(std[group])}, epsilon {epsilon}); pass the rewards in a wider dtype (float64)"
+    )
 
 
 def empty_metrics(threshold: float) -> dict[str, float]:
@@ -162,15 +213,15 @@ def compute_group_advantages(
     config: AVSPOConfig,
     state: ThresholdState,
     valid: Optional[torch.Tensor] = None,
-    responded: Optional[torch.Tensor] = None,
+    response_mask: Optional[torch.Tensor] = None,
     call_in_step: int = 0,
 ) -> AVSPOResult:
     """AVSPO advantages of sequence rewards, the state after this batch, and the batch's metrics.
 
     scores: (B,) sequence rewards; index: (B,) group labels (uids).
     valid: (B,) bool, False for rows that join no group (advantage 0).
-    responded: (B,) bool, False for rows without a response token. A group none of whose rows
-    responded (verl's padding rows, which share one uid) joins no statistic or metric and gets
+    response_mask: (B, L) 0/1, when the rewards come from tokens. A group none of whose valid rows has
+    a response token (verl's padding rows, which share one uid) joins no statistic or metric and gets
     advantage 0; a row without response in a group that has one keeps its reward in the group's
     mean and std, as verl's GRPO keeps it (rollout-correction rejection empties such masks).
     call_in_step: this call's place in the host's step (hosts that split a step into several calls).
@@ -184,23 +235,26 @@ def compute_group_advantages(
             f"rewards and group index disagree: rewards have shape {tuple(scores.shape)}, "
             f"index has shape {labels.shape}; need rewards (B,) and index (B,)"
         )
-    for name, mask in (("valid", valid), ("responded", responded)):
-        if mask is not None and mask.shape != scores.shape:
-            raise ValueError(f"{name} mask shape {tuple(mask.shape)} differs from rewards shape {tuple(scores.shape)}")
+    if valid is not None and valid.shape != scores.shape:
+        raise ValueError(f"valid mask shape {tuple(valid.shape)} differs from rewards shape {tuple(scores.shape)}")
+    if response_mask is not None and (response_mask.dim() != 2 or response_mask.shape[0] != scores.shape[0]):
+        raise ValueError(
+            f"response_mask shape {tuple(response_mask.shape)} is not (B, L) for rewards of shape {tuple(scores.shape)}"
+        )
+    scores = float_rewards(scores.detach(), labels)
     valid = torch.ones_like(scores, dtype=torch.bool) if valid is None else valid.to(torch.bool)
     threshold = threshold_in_force(config, state)
     with torch.no_grad():
         group_ids, num_groups = factorize_labels(labels, scores.device)
-        if responded is not None:
-            live = segment_sum((valid & responded.to(torch.bool)).to(torch.int64), group_ids, num_groups) > 0
-            valid = valid & live.index_select(0, group_ids)
-        exact = scores.detach().to(torch.float64)
+        if response_mask is not None:
+            valid = valid & responding_groups(response_mask, group_ids, num_groups, valid).index_select(0, group_ids)
+        exact = scores.to(torch.float64)
         check_rewards(exact, valid, labels, config)
         if not bool(valid.any()):
             return AVSPOResult(torch.zeros_like(scores), state, empty_metrics(threshold))
 
         ddof = 1 if config.std == "unbiased" else 0
-        stats = group_stats(exact, group_ids, num_groups, valid, ddof)
+        stats = group_stats(scores, group_ids, num_groups, valid, ddof)
         multi = multi_sample_groups(stats)
         collapsed = collapsed_groups(stats, config.collapse_tol)
         all_fail, all_pass = collapse_regimes(collapsed, stats, config.reward_low, config.reward_high)
@@ -212,47 +266,55 @@ def compute_group_advantages(
         else:
             num_virtual = torch.full_like(stats.count, config.num_virtual, dtype=torch.int64)
         num_virtual = num_virtual * augmented
-
         _, in_group = vr.virtual_slots(num_virtual)
         # Slots past K_j hold undefined values (K_j = 0 divides by zero in Eq. 10).
         virtual = torch.where(in_group, virtual_rewards(config, num_virtual, stats, state.step, call_in_step), 0.0)
+
+        # Eq. 14 in float64 for every group (with K_j = 0: the group's own statistics), and the advantages
+        # formed in the rewards' dtype from statistics rounded once to it: an untouched group's are verl's.
         exact_mean, exact_std = augmented_group_stats(stats, num_virtual, virtual, ddof)
-        # Groups without virtual samples take the host's own rounding of their statistics.
-        host_mean, host_std = host_group_mean_std(scores.detach(), group_ids, stats.count, valid, ddof)
-        mean = torch.where(augmented, exact_mean, host_mean.to(torch.float64))
-        std = torch.where(augmented, exact_std, host_std.to(torch.float64))
         singleton = stats.count == 1
-        mean, exact_mean = (torch.where(singleton, 0.0, value) for value in (mean, exact_mean))
-        std, exact_std = (torch.where(singleton, 1.0, value) for value in (std, exact_std))
+        exact_mean, exact_std = torch.where(singleton, 0.0, exact_mean), torch.where(singleton, 1.0, exact_std)
+        mean = torch.where(augmented, exact_mean.to(scores.dtype), torch.where(singleton, 0.0, stats.host_mean))
+        std = torch.where(augmented, exact_std.to(scores.dtype), torch.where(singleton, 1.0, stats.host_std))
+        advantages = normalized_advantages(scores, group_ids, mean, std, config.epsilon, config.norm_by_std)
+        advantages = torch.where(valid, advantages, 0.0)
 
-        advantages = normalized_advantages(scores.detach(), group_ids, mean, std, config.epsilon, config.norm_by_std)
-        advantages = torch.where(valid, advantages, torch.zeros_like(advantages))
-        exact_advantages = normalized_advantages(
-            exact, group_ids, exact_mean, exact_std, config.epsilon, config.norm_by_std
+        # A group's advantages are largest in magnitude at its lowest or its highest reward: Eq. 14's
+        # advantages of those two values per group decide effective collapse, in float64.
+        extremes = torch.cat([stats.low, stats.high])
+        extreme_ids = torch.arange(num_groups, device=scores.device).repeat(2)
+        extreme_advantages = normalized_advantages(
+            extremes, extreme_ids, exact_mean, exact_std, config.epsilon, config.norm_by_std
         )
-
-        # Masked sums, not boolean indexing (which stalls like advanced indexing, see groups.py).
-        num_samples = int(valid.sum())
-        reward_mean = float(torch.where(valid, exact, 0.0).sum()) / num_samples
-        num_augmented = int(augmented.sum())
+        effective = effectively_collapsed_groups(
+            extreme_advantages, extreme_ids, (stats.count > 0).repeat(2), multi, config.collapse_tol
+        )
+        near = near_collapse_groups(exact, group_ids, valid, stats, collapsed, config.collapse_tol)
+        # Every metric in one transfer: one device sync per call, not one per metric.
+        fail, pass_, effective, near, augmented_multi, num_multi, num_augmented, total_virtual = torch.stack([
+            (flags & multi).sum() for flags in (all_fail, all_pass, effective, near, augmented)
+        ] + [multi.sum(), augmented.sum(), num_virtual.sum()]).tolist()
+        num_samples, reward_sum, adv_abs_max = torch.stack([
+            stats.count.sum(), torch.where(valid, exact, 0.0).sum(), advantages.abs().max().to(torch.float64)
+        ]).tolist()
+        if not math.isfinite(adv_abs_max):  # NaN and inf propagate through the max
+            raise ValueError(non_finite_advantages(advantages, labels, group_ids, mean, std, config.epsilon))
+        reward_mean = reward_sum / num_samples
         metrics = {
             "acr": acr,
-            "acr_all_fail": group_rate(all_fail, multi),
-            "acr_all_pass": group_rate(all_pass, multi),
-            "effective_acr": group_rate(
-                effectively_collapsed_groups(exact_advantages, group_ids, valid, multi, config.collapse_tol), multi
-            ),
-            "near_collapse": group_rate(
-                near_collapse_groups(exact, group_ids, valid, stats, collapsed, config.collapse_tol), multi
-            ),
+            "acr_all_fail": share(fail, num_multi),
+            "acr_all_pass": share(pass_, num_multi),
+            "effective_acr": share(effective, num_multi),
+            "near_collapse": share(near, num_multi),
             "triggered": float(triggered),
             "threshold": threshold,
-            "num_virtual": float(num_virtual.sum()) / num_augmented if num_augmented else 0.0,
-            "augmented_groups": group_rate(augmented, multi),
-            "groups": float(multi.sum()),
-            "samples": float(num_samples),
+            "num_virtual": share(total_virtual, num_augmented),
+            "augmented_groups": share(augmented_multi, num_multi),
+            "groups": float(num_multi),
+            "samples": num_samples,
             "reward_mean": reward_mean,
-            "adv_abs_max": float(advantages.abs().max()),  # padding rows hold 0
+            "adv_abs_max": adv_abs_max,  # padding rows hold 0
         }
     return AVSPOResult(advantages, advance(config, state, acr, reward_mean), metrics, num_virtual, virtual)
 
@@ -267,6 +329,27 @@ def nonempty_rows(response_mask: torch.Tensor) -> torch.Tensor:
     if response_mask.shape[-1] == 0:
         return torch.zeros(response_mask.shape[0], dtype=torch.bool, device=response_mask.device)
     return response_mask.amax(dim=-1) > 0
+
+
+def responding_groups(
+    response_mask: torch.Tensor, group_ids: torch.Tensor, num_groups: int, valid: torch.Tensor
+) -> torch.Tensor:
+    """Groups with a valid row that has a response token: (N,) bool.  response_mask: (B, L); group_ids, valid: (B,).
+
+    One valid row per group is looked at first, at its first token (every verl response starts with
+    one); only the rows of the groups not settled so are read in full. A batch of right-padded
+    responses thus costs N reads of the mask, not a pass over (B, L).
+    """
+    rows = torch.arange(valid.shape[0], device=valid.device)
+    some_row = torch.full((num_groups,), -1, dtype=torch.int64, device=valid.device)
+    some_row.scatter_reduce_(0, group_ids, torch.where(valid, rows, -1), reduce="amax")
+    starts = response_mask[:, 0] != 0 if response_mask.shape[-1] else torch.zeros_like(valid)
+    responding = (some_row >= 0) & (starts.index_select(0, some_row.clamp(min=0)))
+    unsettled = (valid & ~responding.index_select(0, group_ids)).nonzero().squeeze(1)
+    if unsettled.numel() == 0:
+        return responding
+    answered = nonempty_rows(response_mask.index_select(0, unsettled)).to(torch.int64)
+    return responding | (segment_sum(answered, group_ids.index_select(0, unsettled), num_groups) > 0)
 
 
 def compute_token_advantages(
@@ -291,6 +374,6 @@ def compute_token_advantages(
         )
     scores = token_level_rewards.sum(dim=-1)
     result = compute_group_advantages(
-        scores, index, config, state, responded=nonempty_rows(response_mask), call_in_step=call_in_step
+        scores, index, config, state, response_mask=response_mask, call_in_step=call_in_step
     )
     return replace(result, advantages=result.advantages.unsqueeze(-1) * response_mask)

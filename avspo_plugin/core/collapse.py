@@ -43,10 +43,13 @@ def group_rate(flags: torch.Tensor, multi: torch.Tensor) -> float:
 
     flags, multi: (N,) bool -> Python float.
     """
-    denominator = int(multi.sum())
-    if denominator == 0:
-        return 0.0
-    return int((flags & multi).sum()) / denominator
+    counts = torch.stack([(flags & multi).sum(), multi.sum()]).tolist()
+    return share(*counts)
+
+
+def share(count: float, total: float) -> float:
+    """count / total, 0 when total is 0 (a rate over no group, a mean over no augmented group)."""
+    return count / total if total else 0.0
 
 
 def near_collapse_groups(

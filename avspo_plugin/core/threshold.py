@@ -1,7 +1,11 @@
 """The trigger threshold: the adaptive rule of Eq. 12 and the fixed / always / never modes.
 
-The state that crosses steps (tau, the previous batch reward J_{t-1}, the step
-counter) is a small object with ``state_dict()`` so hosts can checkpoint it.
+The state that crosses steps (tau_t, the previous step's mean reward J_{t-1}, the
+step counter t) is a small object with ``state_dict()`` so hosts can checkpoint it.
+A step is one host step: :class:`~.session.AVSPOSession` advances the state once per
+step, over all of the step's estimator calls; a direct call of
+:func:`~.advantage.compute_group_advantages` returns the state advanced as if its
+batch were a whole step. A step without any valid sample leaves the state as it is.
 """
 
 from __future__ import annotations
@@ -16,7 +20,11 @@ from ..config import AVSPOConfig
 
 @dataclass(frozen=True)
 class ThresholdState:
-    """tau_t, J_{t-1} (None before the first step) and t, the number of non-empty calls so far."""
+    """tau_t, J_{t-1} (None before the first step) and t, the number of steps advanced so far.
+
+    t counts the steps that had at least one valid sample (see the module docstring); ``uniform``
+    seeds its draws with it.
+    """
 
     tau: float
     prev_reward_mean: Optional[float] = None

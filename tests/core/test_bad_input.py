@@ -1,12 +1,22 @@
 """Bad input gets a clear error naming what is wrong; nothing is silently changed."""
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from avspo_plugin import AVSPOConfig, ConfigError, ThresholdState, compute_group_advantages, compute_token_advantages
+from avspo_plugin import (
+    AVSPOConfig,
+    AVSPOSession,
+    ConfigError,
+    SelectionConfig,
+    ThresholdState,
+    compute_group_advantages,
+    compute_token_advantages,
+)
+from avspo_plugin.config import Integer, Number
 
 from core_reference import run
 
@@ -53,6 +63,19 @@ def test_padding_rows_are_not_bounds_checked():
     assert run([5.0, 0.0, 1.0], ["pad", "a", "a"], valid=torch.tensor([False, True, True])).metrics["groups"] == 1
 
 
+@pytest.mark.parametrize("mask_dtype", [torch.float32, torch.int64, torch.bool])
+def test_a_group_is_padding_only_when_none_of_its_rows_has_a_response_token(mask_dtype):
+    # Response tokens anywhere in a row count, not only at its first position, and in any row of the group.
+    mask = torch.tensor([[0, 1], [0, 0], [0, 0], [0, 0], [1, 0], [0, 0], [0, 0], [0, 1]]).to(mask_dtype)
+    labels = np.array(["a", "a", "pad", "pad", "c", "c", "d", "d"], dtype=object)
+    token_rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [0.0, 0.0],
+                                  [0.0, 0.0], [0.0, 1.0]])
+    config = AVSPOConfig(threshold_mode="never")
+    result = compute_token_advantages(token_rewards, mask, labels, config, ThresholdState.initial(config))
+    assert result.metrics["groups"] == 3 and result.metrics["samples"] == 6
+    assert result.advantages[2:4].abs().sum() == 0 and result.advantages.abs().sum() > 0
+
+
 def test_token_padding_rows_get_zero_advantage():
     config = AVSPOConfig(threshold_mode="never")
     token_rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.0]])
@@ -62,11 +85,6 @@ def test_token_padding_rows_get_zero_advantage():
     assert result.advantages[2].tolist() == [0.0, 0.0] and result.metrics["groups"] == 1
 
 
-def test_unorderable_labels_are_an_error():
-    with pytest.raises(ValueError, match="group labels"):
-        run([0.0, 1.0], np.array(["a", 3], dtype=object))
-
-
 @pytest.mark.parametrize(
     "changes, message",
     [
@@ -74,11 +92,25 @@ def test_unorderable_labels_are_an_error():
         ({"alpha": 1.5}, r"alpha=1\.5"),
         ({"threshold_min": 0.8, "threshold_max": 0.2}, r"threshold_min=0\.8 is above threshold_max=0\.2"),
         ({"strategy": "best"}, r"strategy='best' is invalid: allowed one of stratified, stratified_observed"),
-        ({"num_virtual": 0}, r"num_virtual=0 is invalid: allowed 'auto' or an integer >= 1"),
+        ({"num_virtual": 0}, r"num_virtual=0 is invalid: allowed 'auto' or an integer >= 1 and <= 1024"),
+        ({"num_virtual": 1025}, r"num_virtual=1025 is invalid: allowed 'auto' or an integer >= 1 and <= 1024"),
         ({"num_virtual": "many"}, r"num_virtual='many'"),
         ({"reward_low": 1.0, "reward_high": 0.0}, r"reward_low=1\.0 is not below reward_high=0\.0"),
         ({"collapse_tol": 0.0}, r"collapse_tol=0\.0"),
         ({"epsilon": math.nan}, r"epsilon=nan is invalid: allowed a finite number"),
+        ({"epsilon": 0.0}, r"epsilon=0\.0 is invalid: allowed a number in \[1e-09, 1\.0\]"),
+        ({"epsilon": 1e-10}, r"epsilon=1e-10 is invalid"),
+        ({"epsilon": 2.0}, r"epsilon=2\.0 is invalid"),
+        ({"reward_high": math.inf}, r"reward_high=inf is invalid: allowed a finite number"),
+        ({"reward_low": -1e31}, r"reward_low=-1e\+31 is invalid: allowed a number in \[-1e\+30, 1e\+30\]"),
+        ({"collapse_tol": math.nan}, r"collapse_tol=nan"),
+        ({"threshold_lr": 1.5}, r"threshold_lr=1\.5 is invalid: allowed a number in \[0\.0, 1\.0\]"),
+        ({"seed": 2**32}, r"seed=4294967296 is invalid: allowed an integer >= 0 and <= 4294967295"),
+        ({"seed": 1.0}, r"seed=1\.0 is invalid"),
+        ({"entropy_floor": 21.0}, r"entropy_floor=21\.0"),
+        ({"stagnation_steps": 10**7}, r"stagnation_steps=10000000 is invalid: allowed an integer >= 0 and <= 1000000"),
+        ({"partial": -0.1}, r"partial=-0\.1"),
+        ({"decay": 0.0}, r"decay=0\.0"),
         ({"threshold_init": 0.95}, r"threshold_init=0\.95 is outside \[threshold_min, threshold_max\]"),
         ({"norm_by_std": "yes"}, r"norm_by_std='yes'"),
         ({"stagnation_steps": -1}, r"stagnation_steps=-1"),
@@ -98,3 +130,117 @@ def test_unknown_keys_are_named_with_the_valid_keys():
         AVSPOConfig.from_mapping({"alpah": 0.5}, where="algorithm.avspo")
     with pytest.raises(ConfigError, match=r"^algorithm\.avspo: alpha=2"):
         AVSPOConfig.from_mapping({"alpha": 2}, where="algorithm.avspo")
+
+
+NUMERIC_KEYS = [
+    (config_class, f.name, f.metadata["allowed"])
+    for config_class in (AVSPOConfig, SelectionConfig)
+    for f in dataclasses.fields(config_class)
+    if isinstance(f.metadata["allowed"], (Number, Integer))
+]
+
+
+@pytest.mark.parametrize("config_class, key, allowed", NUMERIC_KEYS, ids=[f"{c.__name__}.{k}" for c, k, _ in NUMERIC_KEYS])
+def test_every_numeric_key_has_finite_bounds_and_refuses_nan_and_inf(config_class, key, allowed):
+    assert math.isfinite(allowed.low) and math.isfinite(allowed.high)
+    for value in (math.nan, math.inf, -math.inf, allowed.high * 2 + 1):
+        with pytest.raises(ConfigError, match=rf"^{key}=.* is invalid: allowed "):
+            config_class(**{key: value})
+
+
+def test_the_smallest_epsilon_keeps_untouched_collapsed_groups_finite():
+    result = run([0.0, 0.0, 1.0, 1.0, 0.0, 1.0], ["fail", "fail", "pass", "pass", "mixed", "mixed"],
+                 epsilon=1e-9, threshold_mode="never")
+    assert result.advantages[:4].tolist() == [0.0] * 4 and torch.isfinite(result.advantages).all()
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_rewards_are_refused_on_every_entry_into_the_core(bad):
+    config = AVSPOConfig()
+    labels = np.array(["a", "a", "b", "b"], dtype=object)
+    scores = torch.tensor([0.0, 1.0, 1.0, bad])
+    token_rewards = torch.zeros(4, 3)
+    token_rewards[:, -1] = scores
+    message = r"1 non-finite reward\(s\) \(NaN or inf\); the first is .* at row 3, uid 'b'"
+    calls = [
+        lambda: compute_group_advantages(scores, labels, config, ThresholdState.initial(config)),
+        lambda: compute_token_advantages(token_rewards, torch.ones(4, 3), labels, config, ThresholdState.initial(config)),
+        lambda: AVSPOSession().step(scores, labels, config),
+        lambda: AVSPOSession().step_tokens(token_rewards, torch.ones(4, 3), labels, config),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
+@pytest.mark.parametrize("labels", [[3, "3"], np.array([3, "3"], dtype=object), (np.int64(3), "3")])
+def test_labels_of_mixed_types_are_refused_naming_two_of_them(labels):
+    config = AVSPOConfig()
+    with pytest.raises(ValueError, match=r"group labels \(index/uid\) mix int(64)? and str, e.g. (np.int64\(3\)|3) and '3'"):
+        compute_group_advantages(torch.tensor([0.0, 1.0]), labels, config, ThresholdState.initial(config))
+
+
+def test_equal_labels_are_one_group_and_distinct_labels_stay_distinct():
+    config = AVSPOConfig(threshold_mode="never")
+    for index in (
+        [3, 3.0, np.int64(4), 4],
+        ["3", "3", "03", "03"],
+        torch.tensor([3, 3, 4, 4]),
+        np.array([3, 3, 4, 4]),
+        np.array(["x", "x", "y", "y"]),
+    ):
+        result = compute_group_advantages(torch.tensor([0.0, 1.0, 1.0, 1.0]), index, config, ThresholdState.initial(config))
+        assert result.metrics["groups"] == 2 and result.metrics["acr"] == 0.5
+
+
+def test_unhashable_labels_are_named():
+    with pytest.raises(ValueError, match=r"group labels \(index/uid\) must be hashable: \[1\] \(list\) is not"):
+        run([0.0, 1.0], np.array([[1], [2]] + [None], dtype=object)[:2])
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_integer_and_boolean_rewards_are_read_as_float32_like_verl_grpo_vectorized(dtype):
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, compute_grpo_vectorized_outcome_advantage
+
+    rng = np.random.default_rng(1)
+    labels = np.repeat([f"uid-{j}" for j in range(32)], 8).astype(object)
+    token_rewards = torch.zeros(256, 5, dtype=dtype)
+    token_rewards[:, -1] = torch.as_tensor(rng.integers(0, 2, 256)).to(dtype)
+    mask = torch.ones(256, 5)
+    config = AVSPOConfig(threshold_mode="never")
+    ours = compute_token_advantages(token_rewards, mask, labels, config, ThresholdState.initial(config)).advantages
+    # verl's own GRPO refuses integer rewards (torch.mean of an int tensor); on the same rewards as float32
+    # it is the bit-for-bit oracle, and grpo_vectorized (which reads them as float32) agrees to rounding.
+    expected, _ = compute_grpo_outcome_advantage(token_rewards.to(torch.float32), mask, labels)
+    vectorized, _ = compute_grpo_vectorized_outcome_advantage(token_rewards, mask, labels)
+    assert ours.dtype == torch.float32 and torch.equal(ours, expected)
+    torch.testing.assert_close(ours, vectorized, rtol=1e-5, atol=1e-5)
+
+
+def test_integer_rewards_beyond_float32_integers_and_complex_rewards_are_refused():
+    with pytest.raises(ValueError, match=r"integer reward 16777217 at row 1 \(uid 'a'\) is beyond 2\*\*24.*float64"):
+        run_raw(torch.tensor([0, 2**24 + 1]), ["a", "a"])
+    with pytest.raises(ValueError, match=r"rewards must be real numbers \(a float, integer or bool tensor\), got dtype torch.complex64"):
+        run_raw(torch.zeros(2, dtype=torch.complex64), ["a", "a"])
+
+
+def test_statistics_the_reward_dtype_cannot_hold_are_an_error_not_nan():
+    # float16 rounds epsilon = 1e-9 to 0: a collapsed group would get 0 / 0.
+    with pytest.raises(ValueError, match=r"advantage of row 0 \(uid 'a'\) is nan .*float16 cannot hold its group's statistics"):
+        run_raw(torch.tensor([1.0, 1.0, 0.0, 1.0], dtype=torch.float16), ["a", "a", "b", "b"], epsilon=1e-9)
+    # float32 sums beyond 3.4e38 overflow (verl's GRPO gives NaN advantages here, silently).
+    with pytest.raises(ValueError, match=r"advantage of row 0 \(uid 'a'\) is nan .*mean inf"):
+        run_raw(torch.tensor([3e38, 3e38, 0.0, 1.0]), ["a", "a", "b", "b"])
+
+
+def run_raw(scores, labels, **config):
+    """One monitor-only core call on a reward tensor kept in its own dtype."""
+    cfg = AVSPOConfig(threshold_mode="never", **config)
+    return compute_group_advantages(scores, np.asarray(labels, dtype=object), cfg, ThresholdState.initial(cfg))
+
+
+def test_numpy_labels_are_named_as_plain_values():
+    config = AVSPOConfig()
+    with pytest.raises(ValueError, match=r"at row 2, uid 1$"):
+        compute_group_advantages(torch.tensor([0.0, 1.0, math.nan, 1.0]), np.array([0, 0, 1, 1]), config,
+                                 ThresholdState.initial(config))
