@@ -19,14 +19,14 @@ from .names import ESTIMATOR, METRIC_PREFIX, STATE_FILE
 __version__ = "0.1.0"
 
 __all__ = [
+    "ESTIMATOR",
+    "METRIC_PREFIX",
+    "STATE_FILE",
     "AVSPOConfig",
     "AVSPOResult",
     "AVSPOSession",
     "ConfigError",
-    "ESTIMATOR",
-    "METRIC_PREFIX",
     "PromptSelector",
-    "STATE_FILE",
     "SelectionConfig",
     "ThresholdState",
     "aggregate_metrics",

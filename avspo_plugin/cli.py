@@ -16,7 +16,7 @@ import argparse
 import importlib
 import sys
 import traceback
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -84,7 +84,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     if args.command in MOVED:
@@ -98,7 +98,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not isinstance(stop.code, str):  # argparse's exits print their own message
             raise
         return _error(prog, stop.code, args.debug)
-    except Exception as err:  # noqa: BLE001 - every error ends in a message; bugs keep their traceback
+    except Exception as err:
         if is_expected_error(err):
             return _error(prog, str(err) or type(err).__name__, args.debug)
         traceback.print_exc()

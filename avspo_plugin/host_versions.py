@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Optional
 
 
 class UnsupportedHostVersion(RuntimeError):
@@ -40,14 +39,14 @@ class SupportedReleases:
     def supports(self, version: str) -> bool:
         return release(self.oldest) <= release(version) <= release(self.newest)
 
-    def installed(self) -> Optional[str]:
+    def installed(self) -> str | None:
         """The installed distribution's version, None when its metadata is not found."""
         try:
             return metadata.version(self.distribution)
         except metadata.PackageNotFoundError:
             return None
 
-    def require(self, version: Optional[str], adapter: str) -> None:
+    def require(self, version: str | None, adapter: str) -> None:
         """Raise :class:`UnsupportedHostVersion` unless ``version`` is supported (None: not installed)."""
         if version is None:
             raise UnsupportedHostVersion(

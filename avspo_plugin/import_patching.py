@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # Set on every wrapper this package installs, so a second install wraps nothing twice.
 PATCH_MARK = "__avspo_patch__"

@@ -13,8 +13,9 @@ import contextlib
 import json
 import os
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -23,7 +24,7 @@ class StateFileError(ValueError):
     """A state file cannot be resumed from; the message names the file and what to do."""
 
 
-def write_json(path: str, data: Any, indent: Optional[int] = None) -> str:
+def write_json(path: str, data: Any, indent: int | None = None) -> str:
     """``data`` as JSON at ``path``, atomically; returns ``path``.
 
     The text goes to a temporary file beside ``path``, is flushed to disk (fsync) and renamed over
@@ -138,7 +139,7 @@ def _join(field: str, key: Any) -> str:
     return f"{field}.{key}" if field else str(key)
 
 
-def _exact_types(spec: Any) -> Optional[tuple[type, ...]]:
+def _exact_types(spec: Any) -> tuple[type, ...] | None:
     """The exact types of the values that match a simple spec (or a tuple of them); None for others."""
     options = spec if isinstance(spec, tuple) else (spec,)
     if not all(isinstance(option, type) or option is None for option in options):
@@ -146,7 +147,7 @@ def _exact_types(spec: Any) -> Optional[tuple[type, ...]]:
     return tuple(kind for option in options for kind in _EXACT[option])
 
 
-def _mismatch(value: Any, spec: Any, field: str) -> Optional[tuple[str, str]]:
+def _mismatch(value: Any, spec: Any, field: str) -> tuple[str, str] | None:
     """(field, what is wrong with it) of the first mismatch, or None."""
     if isinstance(spec, tuple):
         problems = [_mismatch(value, option, field) for option in spec]

@@ -20,14 +20,14 @@ import argparse
 import statistics
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from omegaconf import OmegaConf
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 from avspo_plugin.verl import session  # registers "avspo" (stock verl loads it through the entry point as well)
-from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 GROUP_SIZE = 8
 

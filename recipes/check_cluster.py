@@ -23,8 +23,9 @@ import netrc
 import os
 import socket
 import sys
+from collections.abc import Sequence
 from importlib import metadata
-from typing import Any, Optional, Sequence
+from typing import Any
 
 # module -> its distribution (for the version shown), None for a submodule
 REQUIRED_MODULES = {"avspo_plugin": "avspo-plugin", "avspo_plugin.math.reward": None, "math_verify": "math-verify", "verl": "verl"}
@@ -33,7 +34,7 @@ WANDB_HOST = "api.wandb.ai"
 INSTALL_HINT = "install the same environment on every node: pip install 'avspo-plugin[verl,math]'"
 
 
-def wandb_login_problem() -> Optional[str]:
+def wandb_login_problem() -> str | None:
     """Why wandb could not log in from this process (None when it can): an API key in the environment,
     an offline/disabled mode, or a netrc entry written by `wandb login`."""
     if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun"):
@@ -95,7 +96,7 @@ def cluster_problems(nodes: Sequence[dict[str, Any]], min_nodes: int, gpus_per_n
     return problems
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--address", help="Ray address (default: the job's cluster, or RAY_ADDRESS)")
     parser.add_argument("--nodes", type=int, default=1, help="alive nodes needed (default: 1)")

@@ -3,7 +3,6 @@
 import statistics
 
 import numpy as np
-import pytest
 import torch
 
 from avspo_plugin import AVSPOConfig, ThresholdState, compute_group_advantages

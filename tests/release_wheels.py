@@ -11,9 +11,9 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 

@@ -4,6 +4,7 @@ tests/trl/test_trainer.py."""
 
 import json
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -38,7 +39,7 @@ def test_write_is_atomic_and_flushed_to_disk(tmp_path, monkeypatch):
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (flushed.append(os.path.realpath(f"/proc/self/fd/{fd}")), real_fsync(fd)))
     path = write_json(str(tmp_path / "deeper" / "state.json"), {"a": 1})
-    assert json.loads(open(path).read()) == {"a": 1} and os.listdir(tmp_path / "deeper") == ["state.json"]
+    assert json.loads(Path(path).read_text()) == {"a": 1} and os.listdir(tmp_path / "deeper") == ["state.json"]
     # the temporary file, then the folder that holds the rename
     assert flushed[0].startswith(f"{path}.tmp-") and flushed[-1] == str(tmp_path / "deeper")
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ class Settings:
     stagnation_acr: float
     stagnation_steps: int
     fit: signals.Fit
-    group_size: Optional[int]
+    group_size: int | None
     top: int
 
 
@@ -34,12 +35,12 @@ class Settings:
 class RunResult:
     label: str
     timeline: Timeline
-    prompts: Optional[PromptTable]
-    validation: Optional[Timeline]
+    prompts: PromptTable | None
+    validation: Timeline | None
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def analyse(label: str, path: Path, val_path: Optional[Path], settings: Settings) -> RunResult:
+def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -> RunResult:
     loaded = detect.load(path)
     prompts, sizes = None, None
     if loaded.samples is not None:
@@ -110,7 +111,7 @@ def _validation_report(path: Path, validation: Timeline, notes: list[str]) -> di
     }
 
 
-def per_step(timeline: Timeline, names: Optional[tuple[str, ...]] = None) -> dict[str, list]:
+def per_step(timeline: Timeline, names: tuple[str, ...] | None = None) -> dict[str, list]:
     names = names or tuple(name for name in timeline.series if timeline.get(name) is not None)
     table: dict[str, list] = {"step": timeline.steps.tolist()}
     for name in names:
@@ -122,7 +123,7 @@ def _finite(values: np.ndarray) -> list[float]:
     return values[np.isfinite(values)].tolist()
 
 
-def _mean(values: Optional[np.ndarray]) -> Optional[float]:
+def _mean(values: np.ndarray | None) -> float | None:
     if values is None:
         return None
     finite = values[np.isfinite(values)]

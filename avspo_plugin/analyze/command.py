@@ -7,7 +7,7 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..cli import positive_int
 from ..config import AVSPOConfig, SelectionConfig
@@ -57,8 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Errors in the input raise AnalyzeError or ConfigError: the console script prints them in one line."""
     from . import analysis, report, signals
-    from .report import printable
     from .records import AnalyzeError
+    from .report import printable
 
     monitor = AVSPOConfig.from_mapping(
         {"threshold_mode": "never", "reward_low": args.reward_low, "reward_high": args.reward_high,
@@ -152,7 +152,7 @@ def _key_values(specs: list[str], option: str) -> dict:
     return values
 
 
-def _split_label(spec: str) -> tuple[Optional[str], Path]:
+def _split_label(spec: str) -> tuple[str | None, Path]:
     """'LABEL=PATH' -> (LABEL, PATH); a spec that is an existing path, or has no '=', is a bare path;
     '=PATH' is PATH without a label."""
     if "=" in spec and not Path(spec).exists():
@@ -161,7 +161,7 @@ def _split_label(spec: str) -> tuple[Optional[str], Path]:
     return None, Path(spec)
 
 
-def _default_labels(runs: list[tuple[Optional[str], Path]]) -> list[str]:
+def _default_labels(runs: list[tuple[str | None, Path]]) -> list[str]:
     """Given labels, else the shortest path tails that tell the runs apart ('a/rollouts', 'b/rollouts')."""
     tails = [path.resolve().parts for _, path in runs]
     for depth in range(1, max(len(parts) for parts in tails) + 1):
@@ -172,7 +172,7 @@ def _default_labels(runs: list[tuple[Optional[str], Path]]) -> list[str]:
     return [given or text for (given, _), text in zip(runs, labels)]
 
 
-def _pair_validation(labels: list[str], vals: list[tuple[Optional[str], Path]]) -> dict[str, Path]:
+def _pair_validation(labels: list[str], vals: list[tuple[str | None, Path]]) -> dict[str, Path]:
     from .records import AnalyzeError
 
     paired: dict[str, Path] = {}

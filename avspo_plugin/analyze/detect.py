@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from . import dumps, scalars
 from .records import AnalyzeError, JsonLines, Loaded
@@ -52,7 +52,7 @@ def _load_directory(path: Path) -> Loaded:
     )
 
 
-def _trl_state_file(directory: Path) -> Optional[Path]:
+def _trl_state_file(directory: Path) -> Path | None:
     """trainer_state.json of a TRL output directory: its own, else the newest checkpoint's (the longest history)."""
     own = directory / TRL_STATE
     if own.is_file():

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,9 @@ def is_dump_record(value: Any) -> bool:
 
 
 class _Row:
-    __slots__ = ("step", "score", "uid", "prompt", "where")
+    __slots__ = ("prompt", "score", "step", "uid", "where")
 
-    def __init__(self, step: int, score: float, uid: Optional[str], prompt: Optional[str], where: str) -> None:
+    def __init__(self, step: int, score: float, uid: str | None, prompt: str | None, where: str) -> None:
         self.step, self.score, self.uid, self.prompt, self.where = step, score, uid, prompt, where
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import codecs
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import numpy as np
 
@@ -65,8 +66,8 @@ class Loaded:
 
     path: Path
     format: str
-    samples: Optional[SampleLog] = None
-    scalars: Optional[ScalarLog] = None
+    samples: SampleLog | None = None
+    scalars: ScalarLog | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -113,7 +114,7 @@ class JsonLines:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.truncated_line: Optional[int] = None
+        self.truncated_line: int | None = None
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         with open(self.path, "rb") as handle:
@@ -144,7 +145,7 @@ def _reason(err: json.JSONDecodeError) -> str:
     return f"{err.msg} at column {err.colno}"
 
 
-def parse_json_document(path: Path, text: str, records_key: Optional[str]) -> tuple[list[Any], Optional[int]]:
+def parse_json_document(path: Path, text: str, records_key: str | None) -> tuple[list[Any], int | None]:
     """The records of a JSON document: a top-level list, or the list under ``records_key`` of an object.
 
     Returns (records, cut_line). A document cut short (the writer stopped) keeps the records
@@ -164,7 +165,7 @@ def parse_json_document(path: Path, text: str, records_key: Optional[str]) -> tu
     return records, None
 
 
-def _records_before_cut(path: Path, text: str, records_key: Optional[str]) -> tuple[list[Any], int]:
+def _records_before_cut(path: Path, text: str, records_key: str | None) -> tuple[list[Any], int]:
     """Decode list elements one by one up to where the text ends mid-record."""
     decoder = json.JSONDecoder()
     if records_key is None:

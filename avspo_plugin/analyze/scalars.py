@@ -18,8 +18,9 @@ import csv
 import io
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from .records import AnalyzeError, JsonLines, ScalarLog, location, parse_json_document, read_text
 
@@ -62,7 +63,7 @@ class _Collector:
         return self.log
 
 
-def _number(value: Any) -> Optional[float]:
+def _number(value: Any) -> float | None:
     """A float from a JSON/CSV value (NaN included); None for missing, non-numeric or infinite values."""
     if isinstance(value, bool):
         return float(value)
@@ -130,7 +131,7 @@ def _is_summary_record(record: dict) -> bool:
     return any(key in record for key in ("train_runtime", "total_flos"))
 
 
-def read_json_records(path: Path, records_key: Optional[str] = None) -> ScalarLog:
+def read_json_records(path: Path, records_key: str | None = None) -> ScalarLog:
     """A JSON document of records: a wandb list export, or trainer_state.json (records_key='log_history')."""
     text = read_text(path)
     records, cut = parse_json_document(path, text, records_key)
@@ -194,7 +195,7 @@ def _csv_rows(path: Path, reader: Any) -> Iterable[tuple[int, list[str]]]:
             yield reader.line_num, fields
 
 
-def _note_cut(log: ScalarLog, path: Path, truncated_line: Optional[int]) -> None:
+def _note_cut(log: ScalarLog, path: Path, truncated_line: int | None) -> None:
     if truncated_line is not None:
         log.notes.append(f"{location(path, truncated_line)}: last line cut short (run stopped mid-write); left out")
 
@@ -246,7 +247,7 @@ def read_tensorboard(directory: Path) -> ScalarLog:
     return log
 
 
-def _scalar_tensor(proto: Any) -> Optional[float]:
+def _scalar_tensor(proto: Any) -> float | None:
     from tensorboard.util import tensor_util
 
     array = tensor_util.make_ndarray(proto)
@@ -255,7 +256,7 @@ def _scalar_tensor(proto: Any) -> Optional[float]:
     return float(array.reshape(-1)[0])
 
 
-def _check_event_file(path: Path) -> Optional[str]:
+def _check_event_file(path: Path) -> str | None:
     """Walk a TFRecord file's records and checksums; None when whole, else where it was cut short."""
     from tensorboard.compat.tensorflow_stub import errors
     from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New

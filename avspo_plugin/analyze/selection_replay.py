@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from ..config import SelectionConfig
 from ..core.selection import PromptSelector
 from .records import SampleLog

@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -26,11 +26,11 @@ class Fit:
 
     intercept: float
     slope: float
-    early_steps: Optional[int]
+    early_steps: int | None
     target: str
     label: str
     source: str
-    acr_range: Optional[tuple[float, float]] = None
+    acr_range: tuple[float, float] | None = None
 
 
 PAPER_FIT = Fit(
@@ -90,7 +90,7 @@ def early_window(timeline: Timeline, steps: int) -> dict[str, Any]:
     return result
 
 
-def _mean(values: np.ndarray) -> Optional[float]:
+def _mean(values: np.ndarray) -> float | None:
     values = values[np.isfinite(values)]
     return float(values.mean()) if values.size else None
 
@@ -188,7 +188,7 @@ def avspo_estimate(timeline: Timeline, threshold_init: float) -> dict[str, Any]:
             "steps_above_threshold": float((acr > threshold_init).mean()), "acr": acr_mean}
 
 
-def shares(timeline: Timeline) -> dict[str, Optional[float]]:
+def shares(timeline: Timeline) -> dict[str, float | None]:
     """Share of rollouts in all-fail, all-pass and all collapsed groups; from group rates where samples are absent.
 
     Group rates equal rollout shares when every group has the same size.
@@ -252,7 +252,7 @@ def _share(part: float, total: float) -> float:
     return float(part) / total if total else 0.0
 
 
-def _pct(value: Optional[float]) -> str:
+def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 import torch
@@ -45,9 +44,9 @@ class Timeline:
     exact: bool
     caveats: list[str] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)
-    avspo: Optional[str] = None
+    avspo: str | None = None
 
-    def get(self, name: str) -> Optional[np.ndarray]:
+    def get(self, name: str) -> np.ndarray | None:
         values = self.series.get(name)
         if values is None or not np.isfinite(values).any():
             return None
@@ -192,7 +191,7 @@ def _logged_values(log: ScalarLog, key: str, source: str, bounds: tuple[float, f
 REWARD_MEAN_KEYS = (f"{METRIC_PREFIX}reward_mean", "critic/score/mean", "reward", "rollout/reward_mean")
 
 
-def scalar_timeline(log: ScalarLog, group_size: Optional[int], monitor: AVSPOConfig, source: str) -> Timeline:
+def scalar_timeline(log: ScalarLog, group_size: int | None, monitor: AVSPOConfig, source: str) -> Timeline:
     """Read ACR (or the closest proxy the log holds) per step from a tracker log."""
     keys = log.keys()
     found = {}
@@ -239,7 +238,7 @@ def scalar_timeline(log: ScalarLog, group_size: Optional[int], monitor: AVSPOCon
 
 
 def _from_keys(log: ScalarLog, found: dict[str, str], source: str, basis: str, exact: bool,
-               avspo: Optional[str] = None, acr_bounds: tuple[float, float] = (0.0, 1.0)) -> Timeline:
+               avspo: str | None = None, acr_bounds: tuple[float, float] = (0.0, 1.0)) -> Timeline:
     """The timeline of the logged keys ``found`` (series name -> key), at the steps with a valid ``acr``.
 
     acr_bounds: the range of the key read as ``acr`` (a fraction unless a proxy says otherwise); the other

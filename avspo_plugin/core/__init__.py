@@ -7,12 +7,12 @@ from .session import AVSPOSession
 from .threshold import ThresholdState
 
 __all__ = [
-    "AVSPOResult",
-    "AVSPOSession",
     "METRIC_HELP",
     "METRIC_REDUCTIONS",
-    "PromptSelector",
     "SELECTION_METRIC_HELP",
+    "AVSPOResult",
+    "AVSPOSession",
+    "PromptSelector",
     "ThresholdState",
     "aggregate_metrics",
     "compute_group_advantages",

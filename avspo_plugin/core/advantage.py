@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -212,8 +212,8 @@ def compute_group_advantages(
     index: Any,
     config: AVSPOConfig,
     state: ThresholdState,
-    valid: Optional[torch.Tensor] = None,
-    response_mask: Optional[torch.Tensor] = None,
+    valid: torch.Tensor | None = None,
+    response_mask: torch.Tensor | None = None,
     call_in_step: int = 0,
 ) -> AVSPOResult:
     """AVSPO advantages of sequence rewards, the state after this batch, and the batch's metrics.

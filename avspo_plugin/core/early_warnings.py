@@ -7,8 +7,9 @@ has ``state_dict()`` so it survives a resume with the rest of the AVSPO state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from ..config import AVSPOConfig
 
@@ -26,7 +27,7 @@ class StreakWarning:
     patience: int
     above: bool
     streak: int = 0
-    fired_step: Optional[int] = None
+    fired_step: int | None = None
 
     @property
     def enabled(self) -> bool:
@@ -69,7 +70,7 @@ class RunMonitor:
         self.entropy_collapse.limit, self.entropy_collapse.patience = config.entropy_floor, config.stagnation_steps
 
     def observe(
-        self, step: int, acr: Optional[float] = None, entropy: Optional[float] = None
+        self, step: int, acr: float | None = None, entropy: float | None = None
     ) -> tuple[dict[str, float], list[str]]:
         """One logged step. Returns (flags of the enabled warnings that got a value, warnings fired now).
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -93,7 +93,7 @@ def _incomparable_labels(seen: np.ndarray) -> str:
 def factorize_labels(labels: np.ndarray, device: torch.device) -> tuple[torch.Tensor, int]:
     """Map arbitrary labels to contiguous group ids: (B,) int64 in [0, N) on ``device``, and N (see unique_labels)."""
     uniques, group_ids = unique_labels(labels, device)
-    return group_ids, int(len(uniques))
+    return group_ids, len(uniques)
 
 
 def segment_sum(values: torch.Tensor, group_ids: torch.Tensor, num_groups: int) -> torch.Tensor:
@@ -182,7 +182,7 @@ def grouped_order(group_ids: torch.Tensor, valid: torch.Tensor, num_groups: int)
 
 def host_group_reductions(
     scores: torch.Tensor, group_ids: torch.Tensor, count: torch.Tensor, valid: torch.Tensor, ddof: int
-) -> tuple[torch.Tensor, Optional[torch.Tensor], torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """Per group: torch.mean of its scores, their lowest and highest value, and torch.std where it is not S2's.
 
     verl's GRPO calls torch.mean and torch.std on each group's stacked scores (batch order). Groups of

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 # name -> how calls within one logged step combine. Rates pool over the step's groups (weighted by
 # each call's ``groups``), reward_mean over its samples, num_virtual over its augmented groups, so a

@@ -18,8 +18,9 @@ import hashlib
 import logging
 import math
 from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,6 +63,8 @@ SELECTION_METRIC_HELP: dict[str, str] = {
     "min_collapsed_visits times before count. Absent when none of them collapsed.",
     "known_prompts": "Prompts with a history (visited at least once).",
 }
+
+logger = logging.getLogger(__name__)
 
 
 def predicted_to_collapse(streak: np.ndarray, min_collapsed_visits: int) -> np.ndarray:
@@ -192,8 +195,8 @@ class PromptSelector:
     def __init__(
         self,
         config: SelectionConfig,
-        dataset_ids: Optional[Sequence[Hashable]] = None,
-        log: logging.Logger = logging.getLogger(__name__),
+        dataset_ids: Sequence[Hashable] | None = None,
+        log: logging.Logger = logger,
     ) -> None:
         self.config = config
         self.log = log
@@ -202,7 +205,7 @@ class PromptSelector:
         self._slots: dict = {}
         self._history = {key: np.zeros(0, dtype=dtype) for key, dtype in _HISTORY_DTYPES.items()}
         self._choices = 0
-        self._group_size: Optional[int] = None
+        self._group_size: int | None = None
         self._pending = _zero_counts()
         self._totals = _zero_counts()
         if dataset_ids is not None:
@@ -288,7 +291,7 @@ class PromptSelector:
         )
         return ~skip
 
-    def visits(self, prompt_ids_per_row: Sequence[Hashable], scores: torch.Tensor, where: str = "observe") -> "Visits":
+    def visits(self, prompt_ids_per_row: Sequence[Hashable], scores: torch.Tensor, where: str = "observe") -> Visits:
         """One batch of rewards as visits: rows (B,) grouped by prompt id, scores (B,) sequence rewards.
 
         Each distinct id is one visit: collapsed when its >= 2 rewards have std < collapse_tol (ACR's
@@ -359,7 +362,7 @@ class PromptSelector:
             self._pending[name] += float(value)
             self._totals[name] += float(value)
 
-    def pop_metrics(self, rollouts_per_prompt: Optional[int] = None) -> dict[str, float]:
+    def pop_metrics(self, rollouts_per_prompt: int | None = None) -> dict[str, float]:
         """The ``selection/*`` metrics of the choices and observations since the last pop (SELECTION_METRIC_HELP).
 
         rollouts_per_prompt: G, for rollouts_saved (default: the largest group observed last).
@@ -370,11 +373,11 @@ class PromptSelector:
             return {}
         return self._metrics(pending, rollouts_per_prompt)
 
-    def totals(self, rollouts_per_prompt: Optional[int] = None) -> dict[str, float]:
+    def totals(self, rollouts_per_prompt: int | None = None) -> dict[str, float]:
         """The same metrics over the whole run so far (they survive a resume through the state)."""
         return self._metrics(self._totals, rollouts_per_prompt)
 
-    def _metrics(self, counts: Mapping[str, float], rollouts_per_prompt: Optional[int]) -> dict[str, float]:
+    def _metrics(self, counts: Mapping[str, float], rollouts_per_prompt: int | None) -> dict[str, float]:
         group_size = self._group_size if rollouts_per_prompt is None else rollouts_per_prompt
         metrics = {name: counts[name] for name in ("candidates", "skipped", "skipped_all_fail", "skipped_all_pass",
                                                    "predicted", "retried", "capped", "observed",
@@ -392,7 +395,7 @@ class PromptSelector:
     # ---- checkpoints
 
     @property
-    def fingerprint(self) -> Optional[str]:
+    def fingerprint(self) -> str | None:
         """The dataset fingerprint (size:hash of the id set) when the dataset's ids were given, else None."""
         return self._fingerprint
 
@@ -465,7 +468,7 @@ STATE_FIELDS = {
 _HISTORY_FILL = {"streak": 0, "last_seen": 0, "visits": 0, "regime": NOT_SEEN, "keep_prob": 1.0}
 
 
-def _described(fingerprint: Optional[str]) -> str:
+def _described(fingerprint: str | None) -> str:
     if fingerprint is None:
         return "a dataset of unknown ids"
     size, digest = fingerprint.split(":")

@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 import torch
 
 from ..config import AVSPOConfig
 from ..state_files import check_fields
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
+from .early_warnings import RunMonitor
 from .metrics import aggregate_metrics
 from .threshold import ThresholdState, advance
-from .early_warnings import RunMonitor
 
 # Version of the dict that state_dict() returns and checkpoints hold.
 STATE_FORMAT = 1
@@ -58,8 +59,8 @@ class AVSPOSession:
     def reset(self) -> None:
         """Forget everything: no config, no threshold state, no streaks, no pending metrics."""
         with self._lock:
-            self.config: Optional[AVSPOConfig] = None
-            self.state: Optional[ThresholdState] = None
+            self.config: AVSPOConfig | None = None
+            self.state: ThresholdState | None = None
             # Its limits become the run's at the first configure; streaks survive a resume through state_dict.
             self.monitor = RunMonitor(AVSPOConfig())
             # Metrics of this step's calls (open step), and of closed steps not yet logged.
@@ -101,7 +102,7 @@ class AVSPOSession:
             self.state = replace(state, tau=tau)
 
     def step(
-        self, scores: torch.Tensor, index: Any, config: AVSPOConfig, valid: Optional[torch.Tensor] = None
+        self, scores: torch.Tensor, index: Any, config: AVSPOConfig, valid: torch.Tensor | None = None
     ) -> AVSPOResult:
         """AVSPO advantages of sequence scores (B,) grouped by index (B,), one call of the open step."""
         with self._lock:
@@ -137,7 +138,7 @@ class AVSPOSession:
         self._pending.append(result.metrics)
         return result
 
-    def close_step(self, step: Optional[int] = None, entropy: Optional[float] = None) -> None:
+    def close_step(self, step: int | None = None, entropy: float | None = None) -> None:
         """End the open step: Eq. 12 once over its pooled calls, the warnings fed; a no-op when none is open.
 
         step: the host's step number (named in warnings; default: the count of closed steps);
@@ -160,7 +161,7 @@ class AVSPOSession:
             self._closed.append(metrics)
         self._warn(fired)
 
-    def pop_metrics(self, step: Optional[int] = None, entropy: Optional[float] = None) -> dict[str, float]:
+    def pop_metrics(self, step: int | None = None, entropy: float | None = None) -> dict[str, float]:
         """The metrics of the steps since the last pop folded into one logged step, plus warning flags.
 
         Closes the open step first. step: the step being logged (named in warnings; default: the

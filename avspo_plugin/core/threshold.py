@@ -10,8 +10,9 @@ batch were a whole step. A step without any valid sample leaves the state as it 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import torch
 
@@ -27,18 +28,18 @@ class ThresholdState:
     """
 
     tau: float
-    prev_reward_mean: Optional[float] = None
+    prev_reward_mean: float | None = None
     step: int = 0
 
     @classmethod
-    def initial(cls, config: AVSPOConfig) -> "ThresholdState":
+    def initial(cls, config: AVSPOConfig) -> ThresholdState:
         return cls(tau=config.threshold_init)
 
     def state_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any]) -> "ThresholdState":
+    def from_state_dict(cls, state: Mapping[str, Any]) -> ThresholdState:
         missing = {"tau", "prev_reward_mean", "step"} - set(state)
         if missing:
             raise ValueError(f"AVSPO threshold state is missing {sorted(missing)}; got keys {sorted(state)}")

@@ -6,8 +6,8 @@ outside the supported ones, or a check failed); 2 the host framework is not inst
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib import metadata
-from typing import Iterable, Optional
 
 from ..host_versions import SupportedReleases
 
@@ -19,7 +19,7 @@ def line(level: str, text: str, indent: int = 2) -> None:
     print(f"{' ' * indent}[{level}] {text}")
 
 
-def installed_version(distribution: str) -> Optional[str]:
+def installed_version(distribution: str) -> str | None:
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
@@ -30,7 +30,7 @@ def versions_line(distributions: Iterable[str]) -> str:
     return ", ".join(f"{name} {installed_version(name) or 'not installed'}" for name in distributions)
 
 
-def release_finding(supported: SupportedReleases, version: Optional[str], install_hint: str) -> Optional[int]:
+def release_finding(supported: SupportedReleases, version: str | None, install_hint: str) -> int | None:
     """Print the installed release against ``supported``; the exit code when that already decides, else None."""
     if version is None:
         line("FAIL", f"{supported.name} is not installed in this Python environment: {install_hint}")

@@ -14,17 +14,16 @@ import argparse
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Optional
 
-from .findings import APPLIES, DOES_NOT_APPLY, NOT_INSTALLED, line, release_finding, versions_line
 from ..openrlhf.structure import EXPERIENCE_MAKER_FILE, TRAINER_FILE, layout_in_source, methods, source_findings
 from ..openrlhf.versions import OPENRLHF
+from .findings import APPLIES, DOES_NOT_APPLY, NOT_INSTALLED, line, release_finding, versions_line
 
 DISTRIBUTIONS = ("avspo-plugin", "openrlhf", "torch", "ray", "deepspeed", "vllm", "flash-attn")
 PATCHED_RELEASE = "0.11.2"
 
 
-def installed_package() -> Optional[Path]:
+def installed_package() -> Path | None:
     """The folder of the ``openrlhf`` package this Python imports, found without importing it.
 
     A namespace package of that name (a folder without ``__init__.py``, such as a test folder on the
@@ -70,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     return APPLIES if preflight_finding(args.ray_address) else DOES_NOT_APPLY
 
 
-def preflight_finding(address: Optional[str]) -> bool:
+def preflight_finding(address: str | None) -> bool:
     """The launch preflight on a Ray cluster with the avspo setup hook; True when every node passes."""
     import ray
 

@@ -12,7 +12,7 @@ import math
 import os
 import socket
 import threading
-from typing import Callable, Optional
+from collections.abc import Callable
 
 CONNECT_TIMEOUT_S = 30.0
 TIMEOUT_VARIABLE = "AVSPO_RAY_CONNECT_TIMEOUT_S"
@@ -32,7 +32,7 @@ def connect_timeout_s() -> float:
     return value
 
 
-def connect_ray(address: Optional[str], runtime_env: Optional[dict] = None, timeout_s: Optional[float] = None) -> str:
+def connect_ray(address: str | None, runtime_env: dict | None = None, timeout_s: float | None = None) -> str:
     """Join the Ray cluster the check belongs in, with ``runtime_env`` for this job; returns where.
 
     ``address`` (``--ray-address``) or ``RAY_ADDRESS``: that cluster. Else a cluster already running
@@ -65,7 +65,7 @@ def connect_ray(address: Optional[str], runtime_env: Optional[dict] = None, time
         return "a private Ray instance started for the check"
 
 
-def _host_port(address: str) -> Optional[tuple[str, int]]:
+def _host_port(address: str) -> tuple[str, int] | None:
     """(host, port) of a ``[ray://]host:port`` address (IPv6 hosts in brackets); None when it is not one."""
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
@@ -97,7 +97,7 @@ def _within(timeout_s: float, where: str, join: Callable[[], object]) -> None:
     def attempt() -> None:
         try:
             join()
-        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+        except BaseException as err:
             outcome["error"] = err
 
     thread = threading.Thread(target=attempt, name="avspo-ray-join", daemon=True)

@@ -13,8 +13,8 @@ import inspect
 import sys
 import traceback
 
-from .findings import APPLIES, DOES_NOT_APPLY, line, release_finding, versions_line
 from ..trl.versions import TRL, installed_trl
+from .findings import APPLIES, DOES_NOT_APPLY, line, release_finding, versions_line
 
 DISTRIBUTIONS = ("avspo-plugin", "trl", "transformers", "accelerate", "torch")
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         return decided
     try:
         methods = overridden_methods()
-    except Exception:  # noqa: BLE001 - the doctor shows why the adapter does not load
+    except Exception:
         line("FAIL", "avspo_plugin.trl does not load:\n" + traceback.format_exc())
         return DOES_NOT_APPLY
     differing = {name: pair for name, pair in methods.items() if not takes_the_parents_parameters(*pair)}

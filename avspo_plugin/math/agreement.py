@@ -21,10 +21,10 @@ import argparse
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 from .answer import EVALUATION_SOURCES, TRAINING_SOURCES
 from .reward import score_answer
@@ -176,13 +176,13 @@ def timing_table(pairs: Sequence[LabelledPair], by_name: dict[str, Callable[[str
 def replace_between(text: str, start: str, end: str, body: str) -> str:
     """``text`` with what lies between the marker lines ``start`` and ``end`` replaced by ``body``."""
     head, found, rest = text.partition(start + "\n")
-    middle, found_end, tail = rest.partition(end)
+    _middle, found_end, tail = rest.partition(end)
     if not found or not found_end:
         raise ValueError(f"markers {start!r} ... {end!r} not found")
     return head + start + "\n" + body + found_end + tail
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m avspo_plugin.math.agreement", description=__doc__.split("\n\n")[0])
     parser.add_argument("pairs", help="YAML file of labelled (response, reference, expected) pairs")
     parser.add_argument("--timing", action="store_true", help="also measure the time per sample of each scorer")

@@ -20,9 +20,10 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from .answer import EVALUATION_SOURCES
 from .reward import score_many
@@ -120,7 +121,7 @@ def _benchmark_order(name: str) -> tuple[int, str]:
 
 
 def score_generations(
-    records: Sequence[dict[str, Any]], settings: dict[str, Any], workers: Optional[int] = None
+    records: Sequence[dict[str, Any]], settings: dict[str, Any], workers: int | None = None
 ) -> Report:
     """Score generation records ({data_source, index, ground_truth, responses}) into a report.
 
@@ -173,12 +174,12 @@ def check_record(record: Any, where: str) -> dict[str, Any]:
     missing = set(RECORD_FIELDS) - set(record)
     if missing:
         raise DataError(f"{where}: generation record lacks {sorted(missing)}")
-    for field, types in RECORD_FIELDS.items():
-        value = record[field]
+    for name, types in RECORD_FIELDS.items():
+        value = record[name]
         # JSON true/false are Python bools, which are ints: an index of true is not a problem index.
         if not isinstance(value, types) or isinstance(value, bool):
             expected = " or ".join(t.__name__ for t in types)
-            raise DataError(f"{where}: field {field!r} must be {expected}, got {type(value).__name__} {value!r:.80}")
+            raise DataError(f"{where}: field {name!r} must be {expected}, got {type(value).__name__} {value!r:.80}")
     for position, response in enumerate(record["responses"]):
         if not isinstance(response, str):
             raise DataError(
@@ -288,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m`` this module: ``avspo math-eval``, with the CLI's error messages."""
     from ..cli import main as avspo_main
 

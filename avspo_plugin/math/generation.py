@@ -7,8 +7,8 @@ rollout does in training, so selection and evaluation see the prompts training s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Engine:
     model: str
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
-    max_model_len: Optional[int] = None
+    max_model_len: int | None = None
     dtype: str = "bfloat16"
 
 

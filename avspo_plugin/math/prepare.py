@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from .sources import (
     BENCHMARKS,
-    DataError,
     MATH_TRAIN,
     SYSTEM_PROMPT,
+    DataError,
     parse_level,
     read_rows,
     read_verl_parquet,
@@ -44,7 +44,7 @@ def _local_map(items: Sequence[str]) -> dict[str, str]:
     return local
 
 
-def _levels(text: Optional[str]) -> Optional[set[int]]:
+def _levels(text: str | None) -> set[int] | None:
     if text is None:
         return None
     try:
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"{args.step}: {err}") from err
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m`` this module: ``avspo math-prepare``, with the CLI's error messages."""
     from ..cli import main as avspo_main
 

@@ -10,9 +10,10 @@ fixed seed; it needs no GPU and is what the tests exercise on a fixture table.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def read_pass_rates(path: str | Path) -> list[PassRate]:
 
 
 def measure_pass_rates(
-    rows: Sequence[dict[str, Any]], engine: Engine, sampling: Sampling, score_workers: Optional[int] = None
+    rows: Sequence[dict[str, Any]], engine: Engine, sampling: Sampling, score_workers: int | None = None
 ) -> list[PassRate]:
     """Sample every row's prompt ``sampling.n`` times and count correct answers (GPU, vLLM), scored
     with the training reward's answer rule: the pass rate is how often training will see reward 1."""

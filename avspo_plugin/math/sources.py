@@ -19,9 +19,10 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from .answer import gold_from_boxed_solution, gold_from_gsm8k, without_math_delimiters
 from .reward import reference_text
@@ -45,7 +46,7 @@ class DatasetSpec:
     name: str
     title: str
     hub_id: str
-    hub_config: Optional[str]
+    hub_config: str | None
     hub_split: str
     question_columns: tuple[str, ...]
     answer_columns: tuple[str, ...]
@@ -146,7 +147,7 @@ def read_hub(spec: DatasetSpec) -> list[dict[str, Any]]:
     return [dict(row) for row in loaded]
 
 
-def read_rows(spec: DatasetSpec, local: Optional[str | Path]) -> list[dict[str, Any]]:
+def read_rows(spec: DatasetSpec, local: str | Path | None) -> list[dict[str, Any]]:
     return read_local(local) if local else read_hub(spec)
 
 
@@ -173,7 +174,7 @@ def reference_of(spec: DatasetSpec, row: dict[str, Any], column: str) -> str:
     return stripped
 
 
-def parse_level(value: Any) -> Optional[int]:
+def parse_level(value: Any) -> int | None:
     """MATH's "Level 3" (or 3) as 3; "Level ?" and missing values as None."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
         return int(value)
@@ -186,7 +187,7 @@ def to_verl_rows(
     rows: Sequence[dict[str, Any]],
     split: str,
     system_prompt: str = SYSTEM_PROMPT,
-    keep: Optional[Callable[[dict[str, Any]], bool]] = None,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """verl rows of a dataset's raw rows; a row without a usable reference answer is an error naming it."""
     if not rows:

@@ -5,6 +5,7 @@ call it; ``avspo openrlhf ...`` (:mod:`.launch`) runs an unmodified OpenRLHF and
 every Ray worker (:mod:`.worker_setup`). Importing this package imports no OpenRLHF module.
 """
 
+from ..names import ESTIMATOR
 from .advantage import (
     SESSION,
     checkpoint_state,
@@ -13,7 +14,6 @@ from .advantage import (
     load_checkpoint_state,
     rollout_stats,
 )
-from ..names import ESTIMATOR
 from .args import DOTTED, FLAT, add_avspo_arguments, avspo_config_from_args, check_avspo_args
 
 __all__ = [

@@ -15,15 +15,16 @@ core's AVSPOSession): the adaptive threshold's state across steps, the early war
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..config import AVSPOConfig
 from ..core import AVSPOSession
-from ..names import METRIC_PREFIX
 from ..core.advantage import places_virtual_rewards_in_bounds, rewards_outside_bounds
+from ..names import METRIC_PREFIX
 from .args import ArgLayout, avspo_config_from_args, layout_of, read_arg
 
 # Prefix of the metrics in OpenRLHF's status dict; its loggers add ``train/``.
@@ -63,7 +64,7 @@ def group_advantages(rewards: torch.Tensor, args: Any) -> torch.Tensor:
     return advantages
 
 
-def reward_bounds_problem(rewards: torch.Tensor, args: Any, config: AVSPOConfig) -> Optional[str]:
+def reward_bounds_problem(rewards: torch.Tensor, args: Any, config: AVSPOConfig) -> str | None:
     """What is wrong when avspo places virtual rewards and a reward leaves [reward_low, reward_high]; else None.
 
     rewards: (prompts, n_samples_per_prompt). The message names where OpenRLHF's reward came from (reward
@@ -130,7 +131,7 @@ def checkpoint_state() -> dict[str, Any]:
     return {} if state["threshold"] is None else {CHECKPOINT_KEY: state}
 
 
-def load_checkpoint_state(client_states: Optional[Mapping[str, Any]]) -> None:
+def load_checkpoint_state(client_states: Mapping[str, Any] | None) -> None:
     """Resume the threshold state from a checkpoint's client_states (a no-op when it holds none)."""
     if client_states and CHECKPOINT_KEY in client_states:
         SESSION.load_state_dict(client_states[CHECKPOINT_KEY])

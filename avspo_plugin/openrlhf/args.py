@@ -18,7 +18,6 @@ from typing import Any, Union
 from ..config import AVSPOConfig
 from ..names import ESTIMATOR
 
-
 # The one key whose OpenRLHF default differs from AVSPOConfig's: OpenRLHF's group_norm divides by
 # (std + 1e-9), so with nothing augmented avspo gives group_norm's advantages exactly.
 HOST_DEFAULTS: dict[str, Any] = {"epsilon": 1e-9}
@@ -167,7 +166,7 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"{text!r} is not a boolean: use true or false")
 
 
-def parse_num_virtual(text: str) -> Union[str, int]:
+def parse_num_virtual(text: str) -> str | int:
     """'auto' or a positive integer, as AVSPOConfig.num_virtual takes it."""
     if text == "auto":
         return text

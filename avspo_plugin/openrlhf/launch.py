@@ -26,13 +26,14 @@ import functools
 import importlib.util
 import runpy
 import sys
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
-from . import preflight
 from ..names import ESTIMATOR
+from . import preflight
 from .args import LAYOUTS, add_avspo_arguments, check_avspo_args
-from .worker_setup import SETUP_HOOK, install
 from .versions import check_openrlhf
+from .worker_setup import SETUP_HOOK, install
 
 TRAIN_MODULE = "openrlhf.cli.train_ppo_ray"
 SETUP_HOOK_FIELD = "worker_process_setup_hook"
@@ -119,7 +120,7 @@ def avspo_argument_parser() -> Iterator[None]:
                 setattr(cls, name, method)
 
 
-def with_setup_hook(runtime_env: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+def with_setup_hook(runtime_env: Mapping[str, Any] | None) -> dict[str, Any]:
     """``runtime_env`` plus the avspo worker setup hook; refuses to replace another hook."""
     env = dict(runtime_env or {})
     existing = env.get(SETUP_HOOK_FIELD)

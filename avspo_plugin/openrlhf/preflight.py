@@ -13,22 +13,23 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from importlib import metadata
-from typing import Any, Mapping, Optional
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 PLUGIN_DISTRIBUTION = "avspo-plugin"
 
 
-def _version(distribution: str) -> Optional[str]:
+def _version(distribution: str) -> str | None:
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
 
 
-def versions() -> dict[str, Optional[str]]:
+def versions() -> dict[str, str | None]:
     """The avspo-plugin and OpenRLHF distributions this process finds (None: not found)."""
     return {PLUGIN_DISTRIBUTION: _version(PLUGIN_DISTRIBUTION), "openrlhf": _version("openrlhf")}
 
@@ -56,7 +57,7 @@ class NodeCheck:
         return node_report()
 
 
-def problems(report: Mapping[str, Any], expected: Mapping[str, Optional[str]]) -> list[str]:
+def problems(report: Mapping[str, Any], expected: Mapping[str, str | None]) -> list[str]:
     """What is wrong on one node, given the launching process's versions."""
     if "error" in report:
         return [
@@ -76,7 +77,7 @@ def problems(report: Mapping[str, Any], expected: Mapping[str, Optional[str]]) -
     return found
 
 
-def check_nodes(expected: Optional[Mapping[str, Optional[str]]] = None, timeout_s: float = 300) -> list[dict[str, Any]]:
+def check_nodes(expected: Mapping[str, str | None] | None = None, timeout_s: float = 300) -> list[dict[str, Any]]:
     """Run :class:`NodeCheck` on every alive node of the connected Ray cluster; raise RuntimeError on any problem.
 
     expected: the versions every node must have (default: this process's, :func:`versions`).
@@ -98,7 +99,7 @@ def check_nodes(expected: Optional[Mapping[str, Optional[str]]] = None, timeout_
             where = {"node_id": node["NodeID"], "node_ip": node["NodeManagerAddress"]}
             try:
                 reports.append({**ray.get(actor.report.remote(), timeout=timeout_s), **where})
-            except Exception as err:  # noqa: BLE001 - the actor's failure is the finding
+            except Exception as err:
                 reports.append({"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}", **where})
     finally:
         for actor in actors:

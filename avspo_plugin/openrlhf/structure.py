@@ -13,7 +13,7 @@ release's source lacks. tests/openrlhf/test_releases.py runs it on every support
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from .args import LAYOUTS, ArgLayout
 
@@ -47,7 +47,7 @@ TRAINER_SIGNATURES = {
 }
 
 
-def methods(source: str, class_name: str) -> Optional[dict[str, ast.FunctionDef]]:
+def methods(source: str, class_name: str) -> dict[str, ast.FunctionDef] | None:
     """The methods of top-level class ``class_name`` in ``source``; None when there is no such class."""
     for node in ast.parse(source).body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
@@ -85,7 +85,7 @@ def missing_in_order(lines: list[str], required: tuple[str, ...]) -> list[str]:
     return missing
 
 
-def layout_in_source(maker: dict[str, ast.FunctionDef]) -> Optional[ArgLayout]:
+def layout_in_source(maker: dict[str, ast.FunctionDef]) -> ArgLayout | None:
     """The flag layout whose estimator argument RemoteExperienceMaker.__init__ copies to self.advantage_estimator."""
     assigned = {ast.unparse(node) for node in ast.walk(maker["__init__"]) if isinstance(node, ast.Assign)}
     return next((layout for layout in LAYOUTS if f"self.advantage_estimator = strategy.args.{layout.estimator}" in assigned), None)

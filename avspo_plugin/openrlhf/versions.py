@@ -9,7 +9,6 @@ The runtime route wraps ``RemoteExperienceMaker.compute_advantages_and_returns``
 from __future__ import annotations
 
 import logging
-from typing import Optional
 
 from ..host_versions import SupportedReleases
 
@@ -19,7 +18,7 @@ ADAPTER = "the avspo runtime route (avspo_plugin.openrlhf)"
 logger = logging.getLogger(__name__)
 
 
-def check_openrlhf() -> Optional[str]:
+def check_openrlhf() -> str | None:
     """The installed OpenRLHF's version, refused (UnsupportedHostVersion) outside :data:`OPENRLHF`.
 
     An OpenRLHF imported from a folder without distribution metadata (a source tree on PYTHONPATH) has

@@ -24,12 +24,14 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
 from ..import_patching import after_import, is_patched, is_watched, wrap
+from ..names import ESTIMATOR
 from .advantage import (
     checkpoint_state,
     entropy_collapse_flag,
@@ -37,7 +39,6 @@ from .advantage import (
     load_checkpoint_state,
     rollout_stats,
 )
-from ..names import ESTIMATOR
 from .args import ArgLayout, layout_of, read_arg, write_arg
 from .versions import OPENRLHF, check_openrlhf
 

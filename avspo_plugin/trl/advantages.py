@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -66,7 +66,7 @@ def reward_bounds_problem(
     reward_func_names: Sequence[str],
     num_generations: int,
     config: AVSPOConfig,
-) -> Optional[str]:
+) -> str | None:
     """What is wrong when AVSPO places virtual rewards and a summed reward leaves [reward_low, reward_high]; else None.
 
     The message names each reward function with its weight and value for the first such completion, and

@@ -16,9 +16,10 @@ docs/trl.md's table of these options is rendered by :mod:`avspo_plugin.trl.optio
 """
 
 import dataclasses
+import inspect
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 from ..config import AVSPOConfig, ConfigError
 from .advantages import host_settings
@@ -61,7 +62,7 @@ def _with_avspo_fields(cls: type) -> type:
             metadata["choices"] = key.metadata["choices"]
         setattr(cls, name, field(default=key.default, metadata=metadata))
         generated[name] = _argument_type(hints[key.name])
-    cls.__annotations__ = {**generated, **cls.__dict__.get("__annotations__", {})}
+    cls.__annotations__ = {**generated, **inspect.get_annotations(cls)}
     return cls
 
 
@@ -70,17 +71,17 @@ def _with_avspo_fields(cls: type) -> type:
 class AVSPOGRPOConfig(GRPOConfig):
     """GRPOConfig plus the AVSPO keys as ``avspo_<key>`` fields (see the module docstring)."""
 
-    use_avspo: Optional[bool] = field(
+    use_avspo: bool | None = field(
         default=None,
         metadata={
             "help": "Alias from the paper's README: false sets avspo_threshold_mode=never (ACR metrics only, "
             "GRPO's own advantages); true keeps avspo_threshold_mode (an error if it is never)."
         },
     )
-    acr_threshold_init: Optional[float] = field(
+    acr_threshold_init: float | None = field(
         default=None, metadata={"help": "Alias from the paper's README for avspo_threshold_init."}
     )
-    virtual_sample_alpha: Optional[float] = field(
+    virtual_sample_alpha: float | None = field(
         default=None, metadata={"help": "Alias from the paper's README for avspo_alpha."}
     )
 

@@ -25,7 +25,8 @@ import functools
 import logging
 import math
 import os
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from transformers import TrainerCallback
@@ -53,7 +54,7 @@ class AVSPOGRPOTrainer(GRPOTrainer):
     evaluation batches are scored with the current threshold and do not advance it.
     """
 
-    def __init__(self, model: Any, reward_funcs: Any = None, args: Optional[AVSPOGRPOConfig] = None, *more, **kwargs):
+    def __init__(self, model: Any, reward_funcs: Any = None, args: AVSPOGRPOConfig | None = None, *more, **kwargs):
         if args is None:
             args = AVSPOGRPOConfig()
         if not isinstance(args, AVSPOGRPOConfig):
@@ -68,7 +69,7 @@ class AVSPOGRPOTrainer(GRPOTrainer):
         self.avspo_state_callback = AVSPOStateCallback(self.avspo_session)
         self.add_callback(self.avspo_state_callback)
         self._avspo_eval_metrics: list[dict[str, float]] = []
-        self._avspo_gathered_rewards: Optional[torch.Tensor] = None
+        self._avspo_gathered_rewards: torch.Tensor | None = None
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -119,7 +120,7 @@ class AVSPOGRPOTrainer(GRPOTrainer):
             replace_latest(self._logs["advantages"], step.advantages.tolist())
         return output
 
-    def log(self, logs: dict[str, float], start_time: Optional[float] = None) -> None:
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         # The parent averages each list in self._metrics; one pre-aggregated value per metric makes that
         # average the core's own reduction (rates averaged, threshold the latest, group counts summed).
         if self.model.training:
@@ -132,7 +133,7 @@ class AVSPOGRPOTrainer(GRPOTrainer):
             self._metrics[mode][METRIC_PREFIX + name] = [value]
         super().log(logs, start_time)
 
-    def _logged_entropy(self) -> Optional[float]:
+    def _logged_entropy(self) -> float | None:
         """The mean token entropy TRL logs for this training step (its ``entropy`` metric); None when absent."""
         entropies = [value for value in self._metrics["train"].get("entropy", []) if not math.isnan(value)]
         return sum(entropies) / len(entropies) if entropies else None
@@ -157,7 +158,7 @@ class AVSPOStateCallback(TrainerCallback):
 
     def __init__(self, session: AVSPOSession) -> None:
         self.session = session
-        self.resume_from: Optional[str] = None  # the checkpoint train() resumes from, set by the trainer
+        self.resume_from: str | None = None  # the checkpoint train() resumes from, set by the trainer
 
     def on_save(self, args, state, control, **kwargs):
         if not args.should_save:

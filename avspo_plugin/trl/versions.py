@@ -11,7 +11,6 @@ processes in each of them (tests/trl/test_releases.py checks both on each releas
 from __future__ import annotations
 
 import importlib
-from typing import Optional
 
 from ..host_versions import SupportedReleases
 
@@ -19,7 +18,7 @@ TRL = SupportedReleases(name="TRL", distribution="trl", oldest="1.6.0", newest="
 ADAPTER = "avspo_plugin.trl"
 
 
-def installed_trl() -> Optional[str]:
+def installed_trl() -> str | None:
     """The installed TRL's version: its distribution metadata, else ``trl.__version__``; None when absent."""
     version = TRL.installed()
     if version is not None:

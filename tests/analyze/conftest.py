@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
@@ -15,7 +14,7 @@ from avspo_plugin.cli import main
 def analyze(tmp_path, capsys):
     """Run ``avspo analyze ARGS --out tmp/out`` in-process; returns (exit code, analysis.json or None, stdout, stderr)."""
 
-    def run(*args: str, out: Optional[Path] = None, plots: bool = False):
+    def run(*args: str, out: Path | None = None, plots: bool = False):
         out = out or tmp_path / "out"
         argv = ["analyze", *map(str, args), "--out", str(out)] + ([] if plots else ["--no-plots"])
         code = main(argv)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 from analyze.generated_runs import avspo_rows, draw_run, truth, write_dump, write_verl_file_log
@@ -130,7 +131,7 @@ def test_a_label_is_literal_text_in_the_plots(tmp_path, analyze):
     run = write_dump(tmp_path / "r", draw_run(3, seed=27))
     code, document, out, _ = analyze(f"$\\frac{{$\x1b[2J={run}", plots=True)
     assert code == 0 and "\\x1b[2J" in out and "\x1b" not in out
-    assert open(document["runs"][0]["files"]["acr_timeline"], "rb").read(8) == PNG_MAGIC
+    assert Path(document["runs"][0]["files"]["acr_timeline"]).read_bytes()[:8] == PNG_MAGIC
 
 
 def test_prompts_csv_neutralises_formulas_and_keeps_numbers(tmp_path, analyze):

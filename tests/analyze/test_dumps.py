@@ -27,7 +27,7 @@ def timeline_of(path):
 def test_dump_gives_known_acr_per_step(tmp_path, with_uid):
     run = draw_run(30, seed=1)
     expected = truth(run)
-    (timeline, table, sizes), loaded = timeline_of(write_dump(tmp_path / "rollouts", run, with_uid=with_uid))
+    (timeline, _table, sizes), loaded = timeline_of(write_dump(tmp_path / "rollouts", run, with_uid=with_uid))
     assert loaded.format == "verl generation dump"
     assert timeline.steps.tolist() == expected.steps
     np.testing.assert_allclose(timeline.series["acr"], expected.acr)
@@ -70,7 +70,7 @@ def test_later_outputs_of_a_session_replace_earlier_turns_and_padding_is_left_ou
     pad = "pad" + "0123456789abcdef" * 2
     rows += [{"uid": f"{pad}_{i}_0", "input": "", "score": 0.0, "step": 3} for i in range(3)]
     (directory / "3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (timeline, table, _), loaded = timeline_of(directory)
+    (timeline, _table, _), loaded = timeline_of(directory)
     assert timeline.series["acr"].tolist() == [0.5]
     assert timeline.series["acr_all_pass"].tolist() == [0.5]
     assert timeline.series["samples"].tolist() == [8]

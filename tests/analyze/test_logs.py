@@ -279,7 +279,7 @@ def test_unknown_inputs_are_named(tmp_path):
         load(tmp_path / "missing")
     odd = tmp_path / "odd.jsonl"
     odd.write_text('{"hello": 1}\n')
-    with pytest.raises(AnalyzeError, match="JSON lines of an unknown kind .* keys hello"):
+    with pytest.raises(AnalyzeError, match=r"JSON lines of an unknown kind .* keys hello"):
         load(odd)
     (tmp_path / "empty").mkdir()
     with pytest.raises(AnalyzeError, match="found no verl dump files"):

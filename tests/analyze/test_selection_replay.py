@@ -10,7 +10,7 @@ import pytest
 from analyze.generated_runs import G, draw_run, write_dump
 
 # explore 0 and a half-life far beyond the run: a predicted prompt is skipped (retry chance < 1e-5 per visit).
-NO_RETRY = ("--selection", "explore=0.0", "--selection", "retry_half_life=1e9", "--selection", "max_skip_fraction=0.9")
+NO_RETRY = ("--selection", "explore=0.0", "--selection", "retry_half_life=1e6", "--selection", "max_skip_fraction=0.9")
 
 
 def oracle(run):

@@ -1,6 +1,5 @@
-import pytest
-
 import core_reference
+import pytest
 
 
 @pytest.fixture

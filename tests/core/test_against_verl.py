@@ -10,6 +10,7 @@ from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 from avspo_plugin import AVSPOConfig, ThresholdState, compute_token_advantages
 from avspo_plugin.core.groups import group_stats
 
+
 @st.composite
 def batches(draw):
     """Uneven groups (singletons included) of binary, graded or continuous rewards, in shuffled order, as

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from core_reference import run
 
 from avspo_plugin import (
     AVSPOConfig,
@@ -17,8 +18,6 @@ from avspo_plugin import (
     compute_token_advantages,
 )
 from avspo_plugin.config import Integer, Number
-
-from core_reference import run
 
 
 def test_nan_and_inf_rewards_name_count_and_first_uid():

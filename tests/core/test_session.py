@@ -126,7 +126,7 @@ def test_pending_metrics_are_folded_into_one_step_and_cleared():
     for scores, labels in BATCHES[:2]:
         session.step(scores, labels, config)
     initial = ThresholdState.initial(config)
-    expected = aggregate_metrics([compute_group_advantages(s, l, config, initial).metrics for s, l in BATCHES[:2]])
+    expected = aggregate_metrics([compute_group_advantages(s, labels, config, initial).metrics for s, labels in BATCHES[:2]])
     assert session.pop_metrics() == expected
     assert expected["groups"] == 8.0 and expected["acr"] == pytest.approx(0.5) and expected["samples"] == 32.0
     assert session.pop_metrics() == {}

@@ -5,11 +5,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from core_reference import reference_advantages, run
 
 from avspo_plugin import AVSPOConfig, ThresholdState, compute_group_advantages
 from avspo_plugin.core.virtual import num_virtual_auto
-
-from core_reference import reference_advantages, run
 
 K4_VIRTUAL = {
     # strategy -> (virtual rewards of the all-fail group, of the all-pass group), K = 4, rewards in [0, 1]

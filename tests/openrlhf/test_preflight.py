@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from avspo_plugin.openrlhf.worker_setup import EXPERIENCE_MAKER_MODULE, TRAINER_MODULE
 from avspo_plugin.openrlhf.launch import with_setup_hook
 from avspo_plugin.openrlhf.preflight import check_nodes, problems, versions
+from avspo_plugin.openrlhf.worker_setup import EXPERIENCE_MAKER_MODULE, TRAINER_MODULE
 
 
 def preflight_on_local_cluster(runtime_env: dict):

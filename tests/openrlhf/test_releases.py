@@ -14,12 +14,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from release_wheels import download_all, read_member
 
 from avspo_plugin.host_versions import UnsupportedHostVersion, release
 from avspo_plugin.openrlhf.args import DOTTED, FLAT
-from avspo_plugin.openrlhf.structure import EXPERIENCE_MAKER_FILE, TRAINER_FILE, layout_in_source, methods, source_findings
+from avspo_plugin.openrlhf.structure import (
+    EXPERIENCE_MAKER_FILE,
+    TRAINER_FILE,
+    layout_in_source,
+    methods,
+    source_findings,
+)
 from avspo_plugin.openrlhf.versions import OPENRLHF
-from release_wheels import download_all, read_member
 
 RELEASES = ("0.9.9", "0.9.10", "0.10.0", "0.10.1", "0.10.1.post1", "0.10.1.post2", "0.10.2", "0.10.3", "0.10.4",
             "0.11.0", "0.11.1", "0.11.2")  # fmt: skip

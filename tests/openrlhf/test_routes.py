@@ -62,7 +62,7 @@ def avspo_metrics(stats: dict) -> dict:
 
 
 def test_triggered_advantages_are_the_cores(route, host):
-    argv, batches, _ = host.DOTTED_SCENARIOS["trigger"]
+    _argv, batches, _ = host.DOTTED_SCENARIOS["trigger"]
     (expected,) = core_steps(host, AVSPOConfig(**HOST_DEFAULTS, threshold_mode="always"), batches)
     (step,) = route["scenarios"]["trigger"]
     assert expected.metrics["augmented_groups"] > 0  # collapsed groups got virtual samples
@@ -99,7 +99,7 @@ def test_shaped_trigger_changes_only_collapsed_groups(route, host):
 
 
 def test_adaptive_threshold_state_carries_across_steps(route, host):
-    argv, batches, _ = host.DOTTED_SCENARIOS["adaptive"]
+    _argv, batches, _ = host.DOTTED_SCENARIOS["adaptive"]
     config = AVSPOConfig(**HOST_DEFAULTS, threshold_init=0.2)
     expected = core_steps(host, config, batches)
     steps = route["scenarios"]["adaptive"]
@@ -197,7 +197,7 @@ def test_runtime_route_equals_patched_release(scenario, patched_report, runtime_
 def test_flat_flag_release_runtime_route(runtime_report, host):
     flat = runtime_report["flat"]
     assert flat["threshold_mode"] == "always"  # --avspo_threshold_mode
-    argv, batches, _ = host.FLAT_SCENARIOS["trigger"]
+    _argv, batches, _ = host.FLAT_SCENARIOS["trigger"]
     (expected,) = core_steps(host, AVSPOConfig(**HOST_DEFAULTS, threshold_mode="always"), batches)
     (step,) = flat["scenarios"]["trigger"]
     assert_core_advantages(step, expected.advantages)

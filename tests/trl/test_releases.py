@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import trl.trainer.grpo_trainer
+from release_wheels import download_all, read_member
 
 from avspo_plugin.host_versions import UnsupportedHostVersion
 from avspo_plugin.trl.versions import TRL, installed_trl
-from release_wheels import download_all, read_member
 
 RELEASES = ("1.6.0", "1.7.0", "1.7.1", "1.8.0", "1.9.0", "1.9.1", "1.9.2", "1.10.0", "1.11.0", "1.12.0", "1.13.0",
             "1.14.0", "1.14.1", "1.14.2", "1.15.0", "1.16.0")  # fmt: skip

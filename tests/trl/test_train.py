@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from avspo_plugin.core import AVSPOSession
+from avspo_plugin.names import STATE_FILE
 from avspo_plugin.openrlhf import SESSION as OPENRLHF_SESSION
 from avspo_plugin.openrlhf import load_checkpoint_state
 from avspo_plugin.trl import AVSPOGRPOTrainer
-from avspo_plugin.names import STATE_FILE
 
 
 def task_reward(prompts, completions, **kwargs):

@@ -187,7 +187,7 @@ def test_avspo_on_names_the_reward_functions_and_the_bounds_of_their_sum(kit, ma
 
 def test_a_plain_grpo_config_is_refused_by_name(kit, tmp_path):
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[])
-    with pytest.raises(TypeError, match="AVSPOGRPOConfig.*got GRPOConfig"):
+    with pytest.raises(TypeError, match=r"AVSPOGRPOConfig.*got GRPOConfig"):
         AVSPOGRPOTrainer(model=kit.build_model(), reward_funcs=kit.PresetRewards(), args=args)
 
 
