@@ -20,11 +20,10 @@ import traceback
 from importlib import metadata
 from typing import Any, Optional
 
-from ..names import ESTIMATOR, STATE_FILE
+from ..names import ESTIMATOR, PLUGIN_MODULE, STATE_FILE
 from .findings import installed_version, line
 from .ray_cluster import connect_ray
 
-PLUGIN_MODULE = "avspo_plugin.verl"
 ENTRY_POINT_GROUP = "verl.plugins"
 ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
 # First verl release that loads `verl.plugins` entry points on import.

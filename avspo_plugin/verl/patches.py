@@ -55,14 +55,13 @@ from typing import Any, Callable, Optional
 from verl.trainer.ppo import core_algos
 
 from ..import_patching import after_import, is_patched, wrap
-from ..names import ESTIMATOR, METRIC_PREFIX
+from ..names import ESTIMATOR, METRIC_PREFIX, PLUGIN_MODULE
 from . import checkpoint, selection
 from .estimator import config_entry, compute_avspo_outcome_advantage, avspo_config_from_algorithm, session
 from .selection import selection_config_from_algorithm, uses_selection
 from .multi_output import session_advantages
 from .model_build_fix import skip_missing_trl_value_head
 
-PLUGIN_MODULE = "avspo_plugin.verl"
 ENTROPY_KEY = "actor/entropy"
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
 # Name of the upstream channel (patches/verl-estimator-metrics.patch) in verl's core_algos.
@@ -110,11 +109,6 @@ def register_estimator() -> None:
             f"{getattr(existing, '__module__', '?')}.{getattr(existing, '__qualname__', existing)}, "
             "which is not avspo_plugin's; remove the other plugin or rename its estimator"
         )
-
-
-def is_registered() -> bool:
-    """Whether verl's registry maps ``avspo`` to this package's estimator."""
-    return bool(getattr(core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR), "avspo_estimator", False))
 
 
 def uses_avspo(config: Any) -> bool:
