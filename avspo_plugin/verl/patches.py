@@ -52,8 +52,10 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Optional
 
+from packaging.version import InvalidVersion, Version
 from verl.trainer.ppo import core_algos
 
+from ..config import ConfigError
 from ..import_patching import after_import, is_patched, wrap
 from ..names import ESTIMATOR, METRIC_PREFIX, PLUGIN_MODULE
 from . import checkpoint, selection
@@ -72,6 +74,9 @@ logger = logging.getLogger("avspo_plugin.verl")
 
 # verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/compatibility.md).
 KNOWN_GOOD_VERL = ("0.6.1", "0.7.1", "0.8.0", "0.9.1")
+
+# threshold_mode of a run that only measures (plain GRPO advantages, every metric).
+MONITOR_ONLY = "never"
 
 # What a hook serves: the estimator (algorithm.adv_estimator=avspo), prompt selection, or both.
 AVSPO = "avspo"
@@ -145,6 +150,70 @@ def refuse_unsupported_trainer(config: Any) -> None:
         )
 
 
+def uses_group_filtering(config: Any) -> bool:
+    """Whether a full verl config turns DAPO's group filtering on (``algorithm.filter_groups.enable``)."""
+    return bool(config_entry(config_entry(config_entry(config, "algorithm"), "filter_groups"), "enable"))
+
+
+def filtered_augmentation_problem(config: Any) -> Optional[str]:
+    """Why a config that augments with AVSPO under DAPO's group filtering cannot run (None when it can)."""
+    if not (uses_avspo(config) and uses_group_filtering(config)):
+        return None
+    mode = avspo_config_from_algorithm(config_entry(config, "algorithm")).threshold_mode
+    if mode == MONITOR_ONLY:
+        return None
+    return (
+        f"algorithm.adv_estimator=avspo with algorithm.avspo.threshold_mode={mode} cannot run with "
+        "algorithm.filter_groups.enable=true (DAPO's group filtering): verl evicts the zero-variance groups "
+        "(every response rewarded alike) before the advantage estimator sees them, and AVSPO's augmentation acts "
+        "only on those collapsed groups, so it would never trigger and the run would silently be GRPO. Either turn "
+        f"filtering off, or keep it with algorithm.avspo.threshold_mode={MONITOR_ONLY} (monitor only), which works "
+        "with filtering: collapse is then counted on the groups as generated, before filtering."
+    )
+
+
+def refuse_filtered_augmentation(config: Any) -> None:
+    """Raise ConfigError for AVSPO's augmentation combined with DAPO's group filtering (see above)."""
+    problem = filtered_augmentation_problem(config)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def untested_verl(version: str) -> Optional[str]:
+    """Why ``version`` of verl is outside the tested range :data:`KNOWN_GOOD_VERL` (None when inside)."""
+    try:
+        installed = Version(version)
+    except InvalidVersion:
+        return f"verl {version} is not a version number; the plugin is tested with verl {tested_range()}"
+    oldest, newest = Version(KNOWN_GOOD_VERL[0]), Version(KNOWN_GOOD_VERL[-1])
+    if installed > newest:
+        side = "newer than"
+    elif installed < oldest:
+        side = "older than"
+    else:
+        return None
+    return (
+        f"verl {version} is {side} the tested range (verl {tested_range()}): the plugin's hooks are in place, "
+        "but whether they still see everything they need is untested; report any difference you notice"
+    )
+
+
+def tested_range() -> str:
+    return f"{KNOWN_GOOD_VERL[0]} to {KNOWN_GOOD_VERL[-1]} ({', '.join(KNOWN_GOOD_VERL)})"
+
+
+_warned_versions: set[str] = set()
+
+
+def warn_untested_verl() -> None:
+    """Warn, once per process, when the imported verl is outside the tested range."""
+    version = verl_version()
+    problem = untested_verl(version)
+    if problem is not None and version not in _warned_versions:
+        _warned_versions.add(version)
+        logger.warning("avspo_plugin: %s", problem)
+
+
 def check_launch_config(config: Any) -> None:
     """The launcher's check (no Ray yet): ``algorithm.avspo`` valid, the trainer's hooks in place.
 
@@ -153,6 +222,9 @@ def check_launch_config(config: Any) -> None:
     refuse_unsupported_trainer(config)
     if uses_avspo(config):
         avspo_config_from_algorithm(config.algorithm)
+        refuse_filtered_augmentation(config)
+    if features_of(config):
+        warn_untested_verl()
     # Read even when off: a misspelt key of a block the user wrote is an error, not a silent default.
     selection_config_from_algorithm(config_entry(config, "algorithm"))
     for feature in features_of(config):
@@ -168,6 +240,7 @@ def prepare_trainer(config: Any) -> None:
         require_hooks(trainer_of(config), SELECTION)
     if not uses_avspo(config):
         return
+    refuse_filtered_augmentation(config)
     # verl's own unit tests clear the registry; a run must not depend on the import order.
     register_estimator()
     session().configure(config.algorithm)
@@ -508,10 +581,16 @@ HOOK_PROBLEMS: dict[str, str] = {}
 
 
 def verl_version() -> str:
+    """The version of the verl this process imported (a source checkout on PYTHONPATH included)."""
+    import verl
+
+    version = getattr(verl, "__version__", None)
+    if version:
+        return str(version)
     try:
         return metadata.version("verl")
     except metadata.PackageNotFoundError:
-        return "(not installed)"
+        return "(unknown)"
 
 
 def hooks_for(trainer: Optional[str], feature: Optional[str] = None) -> list[Hook]:

@@ -97,3 +97,55 @@ def test_trl_patch_applies_only_where_trl_lacks_the_value_head(monkeypatch):
     monkeypatch.setattr(model_build_fix, "trl_patch_needed", lambda: True)
     model_build_fix.skip_missing_trl_value_head(stand_in)
     assert stand_in.is_trl_available is model_build_fix.trl_value_head_available
+
+
+def with_filtering(config, threshold_mode):
+    config = config.copy()
+    config.algorithm.filter_groups.enable = True
+    config.algorithm.avspo.threshold_mode = threshold_mode
+    return config
+
+
+@pytest.mark.parametrize("threshold_mode", ["adaptive", "fixed", "always"])
+def test_augmentation_with_dapo_group_filtering_is_refused_in_launcher_and_trainer(avspo_run_config, threshold_mode):
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from avspo_plugin.config import ConfigError
+
+    config = with_filtering(avspo_run_config, threshold_mode)
+    why = (
+        rf"threshold_mode={threshold_mode} cannot run with algorithm.filter_groups.enable=true .*verl evicts the "
+        r"zero-variance groups .* so it would never trigger and the run would silently be GRPO.*"
+        r"threshold_mode=never \(monitor only\), which works with filtering: collapse is then counted .* before filtering"
+    )
+    with pytest.raises(ConfigError, match=why):
+        patches.check_launch_config(config)
+    with pytest.raises(ConfigError, match=why):
+        PPOTrainerSync(config)  # verl's own trainer, through the hooked __init__
+
+
+def test_monitor_only_with_dapo_group_filtering_is_accepted(avspo_run_config):
+    config = with_filtering(avspo_run_config, "never")
+    patches.check_launch_config(config)
+    patches.prepare_trainer(config)
+    assert patches.filtered_augmentation_problem(config) is None
+
+
+@pytest.mark.parametrize("version, side", [("0.10.0", "newer than"), ("0.10.0.dev0", "newer than"), ("0.5.0", "older than")])
+def test_verl_outside_the_tested_range_warns_once_at_launch(monkeypatch, caplog, avspo_run_config, version, side):
+    monkeypatch.setattr(patches, "verl_version", lambda: version)
+    monkeypatch.setattr(patches, "_warned_versions", set())
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
+        patches.check_launch_config(avspo_run_config)
+        patches.check_launch_config(avspo_run_config)
+    warnings = [record.getMessage() for record in caplog.records if "tested range" in record.getMessage()]
+    assert warnings == [
+        f"avspo_plugin: verl {version} is {side} the tested range (verl 0.6.1 to 0.9.1 (0.6.1, 0.7.1, 0.8.0, 0.9.1)): "
+        "the plugin's hooks are in place, but whether they still see everything they need is untested; "
+        "report any difference you notice"
+    ]
+
+
+def test_verl_inside_the_tested_range_does_not_warn():
+    assert patches.verl_version() == "0.9.1"
+    assert [patches.untested_verl(v) for v in ("0.6.1", "0.8.5", "0.9.1")] == [None, None, None]
