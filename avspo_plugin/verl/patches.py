@@ -248,6 +248,56 @@ def prepare_trainer(config: Any) -> None:
     logger.info("avspo estimator registered in process %d with %s", os.getpid(), session().config)
 
 
+def refuse_unhooked_overrides(trainer_class: type, config: Any) -> None:
+    """Raise HookError when ``trainer_class`` (a subclass of a hooked verl trainer) overrides a method the run
+    needs hooked without calling the parent's: the plugin's hook would never run.
+
+    "Calls the parent's" is read from the override's code: it names the method (``super().<name>(...)`` or
+    ``Parent.<name>(self, ...)``).
+    """
+    for feature in features_of(config):
+        # Either trainer's hooks: the class, not trainer.use_v1, says which verl trainer it extends.
+        for hook in hooks_for(None, feature):
+            hooked = _hooked_class(trainer_class, hook)
+            if hooked is None:
+                continue
+            override = inspect.getattr_static(trainer_class, hook.attribute, None)
+            if override is None or is_patched(override) or _calls_by_name(override, hook.attribute):
+                continue
+            owner = next(cls for cls in trainer_class.__mro__ if hook.attribute in cls.__dict__)
+            raise HookError(
+                f"{FEATURE_SETTING[feature]} cannot run with the trainer class {_qualified(trainer_class)}: "
+                f"{_qualified(owner)}.{hook.attribute} overrides {hook.name} without calling it, so the plugin's hook "
+                f"({hook.purpose}) would never run. Call super().{hook.attribute}(...) in the override, or run verl's "
+                f"{_qualified(hooked)}."
+            )
+
+
+def _hooked_class(trainer_class: type, hook: Hook) -> Optional[type]:
+    """The verl class of ``hook`` among ``trainer_class``'s bases, when it is a hooked method of a trainer."""
+    if hook.owner is None or hook.attribute == "__init__":
+        return None
+    for cls in trainer_class.__mro__[1:]:
+        if cls.__name__ == hook.owner and cls.__module__ == hook.module:
+            return cls
+    return None
+
+
+def _calls_by_name(function: Any, name: str) -> bool:
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    stack = [code] if code is not None else []
+    while stack:
+        code = stack.pop()
+        if name in code.co_names:
+            return True
+        stack.extend(const for const in code.co_consts if inspect.iscode(const))
+    return False
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 # ----------------------------------------------------------------------------------------------
 # Metrics
 
@@ -347,7 +397,9 @@ def with_plugin_module(modules: str) -> str:
 def _trainer_init(original: Callable) -> Callable:
     @functools.wraps(original)
     def __init__(self, *args, **kwargs):
-        prepare_trainer(kwargs.get("config", args[0] if args else None))
+        config = kwargs.get("config", args[0] if args else None)
+        prepare_trainer(config)
+        refuse_unhooked_overrides(type(self), config)
         return original(self, *args, **kwargs)
 
     return __init__

@@ -149,3 +149,37 @@ def test_verl_outside_the_tested_range_warns_once_at_launch(monkeypatch, caplog,
 def test_verl_inside_the_tested_range_does_not_warn():
     assert patches.verl_version() == "0.9.1"
     assert [patches.untested_verl(v) for v in ("0.6.1", "0.8.5", "0.9.1")] == [None, None, None]
+
+
+def test_a_trainer_subclass_that_bypasses_a_hooked_method_is_refused_at_start(avspo_run_config):
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    class SilentTrainer(PPOTrainerSync):
+        def _save_checkpoint(self):  # saves its own way, never the parent's
+            return None
+
+    with pytest.raises(patches.HookError, match=(
+        r"algorithm.adv_estimator=avspo cannot run with the trainer class .*SilentTrainer: .*SilentTrainer._save_checkpoint "
+        r"overrides verl.trainer.ppo.v1.trainer_base.PPOTrainer._save_checkpoint without calling it, so the plugin's hook "
+        r"\(saves the AVSPO state with the checkpoint\) would never run. Call super\(\)._save_checkpoint\(...\)"
+    )):
+        SilentTrainer(avspo_run_config)  # verl's own __init__, hooked, sees the subclass
+
+    class LegacyTrainer(RayPPOTrainer):
+        def _load_checkpoint(self):
+            return 0
+
+    with pytest.raises(patches.HookError, match=r"LegacyTrainer._load_checkpoint overrides .*RayPPOTrainer._load_checkpoint"):
+        patches.refuse_unhooked_overrides(LegacyTrainer, avspo_run_config)
+
+    class PoliteTrainer(PPOTrainerSync):
+        def _save_checkpoint(self):
+            print("saving")
+            return super()._save_checkpoint()
+
+    patches.refuse_unhooked_overrides(PoliteTrainer, avspo_run_config)
+    patches.refuse_unhooked_overrides(PPOTrainerSync, avspo_run_config)
+    grpo = avspo_run_config.copy()
+    grpo.algorithm.adv_estimator = "grpo"
+    patches.refuse_unhooked_overrides(SilentTrainer, grpo)  # runs without the plugin are not its concern
