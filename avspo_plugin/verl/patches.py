@@ -62,7 +62,7 @@ from . import checkpoint, selection
 from .estimator import config_entry, compute_avspo_outcome_advantage, avspo_config_from_algorithm, session
 from .selection import selection_config_from_algorithm, uses_selection
 from .multi_output import session_advantages
-from .model_build_fix import skip_missing_trl_value_head
+from .model_build_fix import skip_missing_trl_value_head, trl_installed
 
 ENTROPY_KEY = "actor/entropy"
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
@@ -706,7 +706,8 @@ def install() -> None:
     register_estimator()
     for module_name, callback in (
         ("verl.trainer.ppo.core_algos", _use_metrics_channel),
-        ("verl.models.transformers.monkey_patch", skip_missing_trl_value_head),
+        # Only beside trl: verl's model build reaches for trl's value-head class only when trl is installed.
+        *((("verl.models.transformers.monkey_patch", skip_missing_trl_value_head),) if trl_installed() else ()),
         *((hook.module, hook.apply) for hook in HOOKS),
     ):
         after_import(module_name, functools.partial(_run_patch, callback))
