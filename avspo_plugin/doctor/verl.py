@@ -196,7 +196,7 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
 
     from ..config import ConfigError
     from ..verl.estimator import avspo_config_from_algorithm
-    from ..verl.patches import MONITOR_ONLY, filtered_augmentation_problem
+    from ..verl.patches import MONITOR_ONLY, filtered_augmentation_problem, uses_group_filtering
 
     algorithm = config.algorithm
     estimator = algorithm.get("adv_estimator")
@@ -210,7 +210,7 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     defaults = type(avspo)()
     changed = [f"{key}={value!r}" for key, value in avspo.to_dict().items() if getattr(defaults, key) != value]
     findings.append(("ok", "algorithm.avspo is valid; " + (f"not default: {', '.join(changed)}" if changed else "all defaults")))
-    if algorithm.get("filter_groups") is not None and algorithm.filter_groups.get("enable"):
+    if uses_group_filtering(config):
         problem = filtered_augmentation_problem(config)
         findings.append(("FAIL", problem) if problem else (
             "ok", f"algorithm.filter_groups.enable=true with algorithm.avspo.threshold_mode={MONITOR_ONLY}: monitor only; "
