@@ -2,6 +2,8 @@
 
 # The advantage estimator: algorithm.adv_estimator in verl, --advantage_estimator in OpenRLHF.
 ESTIMATOR = "avspo"
+# The verl adapter's module: what verl imports (entry point or VERL_USE_EXTERNAL_MODULES) to load the plugin.
+PLUGIN_MODULE = "avspo_plugin.verl"
 # Before each core metric's name (acr, threshold, ...) in the host's logs: avspo/acr.
 METRIC_PREFIX = "avspo/"
 # The AVSPO state (threshold, warnings) saved beside each checkpoint.

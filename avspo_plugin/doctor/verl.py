@@ -20,11 +20,10 @@ import traceback
 from importlib import metadata
 from typing import Any, Optional
 
-from ..names import ESTIMATOR, STATE_FILE
+from ..names import ESTIMATOR, PLUGIN_MODULE, STATE_FILE
 from .findings import installed_version, line
 from .ray_cluster import connect_ray
 
-PLUGIN_MODULE = "avspo_plugin.verl"
 ENTRY_POINT_GROUP = "verl.plugins"
 ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
 # First verl release that loads `verl.plugins` entry points on import.
@@ -59,8 +58,11 @@ def probe() -> dict[str, Any]:
         "versions": {name: installed_version(name) for name in ("avspo-plugin", "verl", "torch", "ray")},
         "entry_point": _entry_point_value(),
     }
+    report["verl_imported"] = imported_verl()
     try:
         import verl  # noqa: F401  (loads the plugins, as in a training process)
+
+        report["verl_imported"] = imported_verl()
         from verl.trainer.ppo import core_algos
     except Exception:
         report["verl_error"] = traceback.format_exc()
@@ -77,10 +79,26 @@ def probe() -> dict[str, Any]:
         report["selection_only_hooks"] = [hook.name for hook in hooks.HOOKS if hooks.AVSPO not in hook.features]
         report["metrics_route"] = hooks.metrics_route()
         report["known_good_verl"] = list(hooks.KNOWN_GOOD_VERL)
+        report["untested_verl"] = hooks.untested_verl(hooks.verl_version())
         from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, trl_patch_status
 
         report["trl_patch"] = {TRL_PATCH_NAME: trl_patch_status()}
     return report
+
+
+def imported_verl() -> dict[str, Optional[str]]:
+    """The ``verl`` package ``import verl`` finds here (a source checkout on PYTHONPATH as well as a pip
+    install): its folder, and its ``__version__`` once imported (None before, or when it has none)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    module = sys.modules.get("verl")
+    version = getattr(module, "__version__", None)
+    return {"path": locations[0] if locations else None, "version": None if version is None else str(version)}
 
 
 def why_not_registered(registered: Any, report: dict[str, Any]) -> list[str]:
@@ -178,6 +196,7 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
 
     from ..config import ConfigError
     from ..verl.estimator import avspo_config_from_algorithm
+    from ..verl.patches import MONITOR_ONLY, filtered_augmentation_problem, uses_group_filtering
 
     algorithm = config.algorithm
     estimator = algorithm.get("adv_estimator")
@@ -191,6 +210,13 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     defaults = type(avspo)()
     changed = [f"{key}={value!r}" for key, value in avspo.to_dict().items() if getattr(defaults, key) != value]
     findings.append(("ok", "algorithm.avspo is valid; " + (f"not default: {', '.join(changed)}" if changed else "all defaults")))
+    if uses_group_filtering(config):
+        problem = filtered_augmentation_problem(config)
+        findings.append(("FAIL", problem) if problem else (
+            "ok", f"algorithm.filter_groups.enable=true with algorithm.avspo.threshold_mode={MONITOR_ONLY}: monitor only; "
+                  "verl evicts the zero-variance groups before the estimator sees them, so collapse is counted on the "
+                  "groups as generated, before filtering",
+        ))  # fmt: skip
     if algorithm.get("use_kl_in_reward"):
         findings.append(("warn", "algorithm.use_kl_in_reward=True: ACR then measures rewards that include the KL penalty"))
     if algorithm.get("norm_adv_by_std_in_grpo") is False:
@@ -215,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  versions: {_versions_line(local)}")
     print(f"  entry point: {ENTRY_POINT_GROUP} {local['entry_point'] or 'NOT INSTALLED'}")
     print(f"  env: {_env_line(local)}")
+    failed |= _print_imported_verl("this process", local)
     failed |= _print_registration("this process", local)
 
     if not args.no_config:
@@ -252,6 +279,20 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _print_imported_verl(where: str, report: dict[str, Any]) -> bool:
+    """Print which verl the process imports; True when there is none."""
+    imported = report["verl_imported"]
+    if imported["path"] is None:
+        line("FAIL", f"verl imported in {where}: none found on sys.path")
+        return True
+    line("ok", f"verl imported in {where}: {imported['version'] or 'version unknown'} from {imported['path']}")
+    installed = report["versions"]["verl"]
+    if installed and imported["version"] and installed != imported["version"]:
+        line("warn", f"the pip-installed verl is {installed}, but {where} imports verl {imported['version']} from "
+                     f"{imported['path']} (PYTHONPATH or the working directory comes first)")  # fmt: skip
+    return False
+
+
 def _print_registration(where: str, report: dict[str, Any]) -> bool:
     """Print one process's registration; True when it is a failure."""
     if "verl_error" in report:
@@ -282,9 +323,11 @@ def _print_hooks(where: str, report: dict[str, Any]) -> bool:
     if selection_only:
         line("warn", f"prompt selection (algorithm.avspo_selection) cannot run with this verl: {len(selection_only)} of "
                      "its hooks missing; the avspo estimator is not affected")  # fmt: skip
-    verl_version = report["versions"]["verl"]
+    verl_version = report["verl_imported"]["version"]
     known = report["known_good_verl"]
-    if verl_version in known:
+    if report["untested_verl"]:
+        line("warn", report["untested_verl"])
+    elif verl_version in known:
         line("ok", f"verl {verl_version}: the hooks are checked with verl {', '.join(known)}")
     else:
         line("warn", f"verl {verl_version} is not a version the plugin was checked with ({', '.join(known)})")

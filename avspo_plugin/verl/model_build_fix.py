@@ -6,7 +6,9 @@ longer has that class (nor ``trl.experimental.ppo``): the build stops with an
 ImportError on any machine where both are installed, as they are in this
 package's environment (extras ``verl`` and ``trl``), on GPUs as on CPUs. The patch
 only concerns that class, so it is skipped when trl does not provide it. Installed by
-:func:`avspo_plugin.verl.patches.install` right after verl imports its monkey_patch module.
+:func:`avspo_plugin.verl.patches.install` right after verl imports its monkey_patch module, only
+where trl is installed, and applied only where trl lacks the class; ``avspo doctor`` lists it
+with the reason either way.
 """
 
 from __future__ import annotations
@@ -38,9 +40,17 @@ def trl_value_head_available() -> bool:
 trl_value_head_available.avspo_trl_patch = True
 
 
+def trl_installed() -> bool:
+    """Whether trl is importable (found without importing it)."""
+    try:
+        return importlib.util.find_spec("trl") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def trl_patch_needed() -> bool:
     """Whether verl's model build would fail here: trl importable but without the value-head class."""
-    return importlib.util.find_spec("trl") is not None and not trl_value_head_available()
+    return trl_installed() and not trl_value_head_available()
 
 
 def skip_missing_trl_value_head(monkey_patch_module) -> None:
@@ -63,8 +73,10 @@ def skip_missing_trl_value_head(monkey_patch_module) -> None:
 
 def trl_patch_status() -> str:
     """The patch in this process: applied, not needed, or why it is missing (for ``avspo doctor``)."""
-    if not trl_patch_needed():
-        return "not needed (trl absent, or trl has AutoModelForCausalLMWithValueHead)"
+    if not trl_installed():
+        return "not needed (trl is not installed: verl's model build does not reach for it)"
+    if trl_value_head_available():
+        return "not needed (trl has AutoModelForCausalLMWithValueHead, which verl's model build patches)"
     module = sys.modules.get(_MONKEY_PATCH_MODULE) or importlib.import_module(_MONKEY_PATCH_MODULE)
     if getattr(getattr(module, "is_trl_available", None), "avspo_trl_patch", False):
         return "in place (trl lacks AutoModelForCausalLMWithValueHead, which verl's model build patches)"

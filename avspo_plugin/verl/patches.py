@@ -52,17 +52,18 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Optional
 
+from packaging.version import InvalidVersion, Version
 from verl.trainer.ppo import core_algos
 
+from ..config import ConfigError
 from ..import_patching import after_import, is_patched, wrap
-from ..names import ESTIMATOR, METRIC_PREFIX
+from ..names import ESTIMATOR, METRIC_PREFIX, PLUGIN_MODULE
 from . import checkpoint, selection
 from .estimator import config_entry, compute_avspo_outcome_advantage, avspo_config_from_algorithm, session
 from .selection import selection_config_from_algorithm, uses_selection
 from .multi_output import session_advantages
-from .model_build_fix import skip_missing_trl_value_head
+from .model_build_fix import skip_missing_trl_value_head, trl_installed
 
-PLUGIN_MODULE = "avspo_plugin.verl"
 ENTROPY_KEY = "actor/entropy"
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
 # Name of the upstream channel (patches/verl-estimator-metrics.patch) in verl's core_algos.
@@ -73,6 +74,9 @@ logger = logging.getLogger("avspo_plugin.verl")
 
 # verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/compatibility.md).
 KNOWN_GOOD_VERL = ("0.6.1", "0.7.1", "0.8.0", "0.9.1")
+
+# threshold_mode of a run that only measures (plain GRPO advantages, every metric).
+MONITOR_ONLY = "never"
 
 # What a hook serves: the estimator (algorithm.adv_estimator=avspo), prompt selection, or both.
 AVSPO = "avspo"
@@ -112,11 +116,6 @@ def register_estimator() -> None:
         )
 
 
-def is_registered() -> bool:
-    """Whether verl's registry maps ``avspo`` to this package's estimator."""
-    return bool(getattr(core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR), "avspo_estimator", False))
-
-
 def uses_avspo(config: Any) -> bool:
     """Whether a full verl config (DictConfig or dict) selects ``algorithm.adv_estimator=avspo``."""
     algorithm = config_entry(config, "algorithm")
@@ -151,6 +150,70 @@ def refuse_unsupported_trainer(config: Any) -> None:
         )
 
 
+def uses_group_filtering(config: Any) -> bool:
+    """Whether a full verl config turns DAPO's group filtering on (``algorithm.filter_groups.enable``)."""
+    return bool(config_entry(config_entry(config_entry(config, "algorithm"), "filter_groups"), "enable"))
+
+
+def filtered_augmentation_problem(config: Any) -> Optional[str]:
+    """Why a config that augments with AVSPO under DAPO's group filtering cannot run (None when it can)."""
+    if not (uses_avspo(config) and uses_group_filtering(config)):
+        return None
+    mode = avspo_config_from_algorithm(config_entry(config, "algorithm")).threshold_mode
+    if mode == MONITOR_ONLY:
+        return None
+    return (
+        f"algorithm.adv_estimator=avspo with algorithm.avspo.threshold_mode={mode} cannot run with "
+        "algorithm.filter_groups.enable=true (DAPO's group filtering): verl evicts the zero-variance groups "
+        "(every response rewarded alike) before the advantage estimator sees them, and AVSPO's augmentation acts "
+        "only on those collapsed groups, so it would never trigger and the run would silently be GRPO. Either turn "
+        f"filtering off, or keep it with algorithm.avspo.threshold_mode={MONITOR_ONLY} (monitor only), which works "
+        "with filtering: collapse is then counted on the groups as generated, before filtering."
+    )
+
+
+def refuse_filtered_augmentation(config: Any) -> None:
+    """Raise ConfigError for AVSPO's augmentation combined with DAPO's group filtering (see above)."""
+    problem = filtered_augmentation_problem(config)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def untested_verl(version: str) -> Optional[str]:
+    """Why ``version`` of verl is outside the tested range :data:`KNOWN_GOOD_VERL` (None when inside)."""
+    try:
+        installed = Version(version)
+    except InvalidVersion:
+        return f"verl {version} is not a version number; the plugin is tested with verl {tested_range()}"
+    oldest, newest = Version(KNOWN_GOOD_VERL[0]), Version(KNOWN_GOOD_VERL[-1])
+    if installed > newest:
+        side = "newer than"
+    elif installed < oldest:
+        side = "older than"
+    else:
+        return None
+    return (
+        f"verl {version} is {side} the tested range (verl {tested_range()}): the plugin's hooks are in place, "
+        "but whether they still see everything they need is untested; report any difference you notice"
+    )
+
+
+def tested_range() -> str:
+    return f"{KNOWN_GOOD_VERL[0]} to {KNOWN_GOOD_VERL[-1]} ({', '.join(KNOWN_GOOD_VERL)})"
+
+
+_warned_versions: set[str] = set()
+
+
+def warn_untested_verl() -> None:
+    """Warn, once per process, when the imported verl is outside the tested range."""
+    version = verl_version()
+    problem = untested_verl(version)
+    if problem is not None and version not in _warned_versions:
+        _warned_versions.add(version)
+        logger.warning("avspo_plugin: %s", problem)
+
+
 def check_launch_config(config: Any) -> None:
     """The launcher's check (no Ray yet): ``algorithm.avspo`` valid, the trainer's hooks in place.
 
@@ -159,6 +222,9 @@ def check_launch_config(config: Any) -> None:
     refuse_unsupported_trainer(config)
     if uses_avspo(config):
         avspo_config_from_algorithm(config.algorithm)
+        refuse_filtered_augmentation(config)
+    if features_of(config):
+        warn_untested_verl()
     # Read even when off: a misspelt key of a block the user wrote is an error, not a silent default.
     selection_config_from_algorithm(config_entry(config, "algorithm"))
     for feature in features_of(config):
@@ -174,11 +240,62 @@ def prepare_trainer(config: Any) -> None:
         require_hooks(trainer_of(config), SELECTION)
     if not uses_avspo(config):
         return
+    refuse_filtered_augmentation(config)
     # verl's own unit tests clear the registry; a run must not depend on the import order.
     register_estimator()
     session().configure(config.algorithm)
     require_hooks(trainer_of(config), AVSPO)
     logger.info("avspo estimator registered in process %d with %s", os.getpid(), session().config)
+
+
+def refuse_unhooked_overrides(trainer_class: type, config: Any) -> None:
+    """Raise HookError when ``trainer_class`` (a subclass of a hooked verl trainer) overrides a method the run
+    needs hooked without calling the parent's: the plugin's hook would never run.
+
+    "Calls the parent's" is read from the override's code: it names the method (``super().<name>(...)`` or
+    ``Parent.<name>(self, ...)``).
+    """
+    for feature in features_of(config):
+        # Either trainer's hooks: the class, not trainer.use_v1, says which verl trainer it extends.
+        for hook in hooks_for(None, feature):
+            hooked = _hooked_class(trainer_class, hook)
+            if hooked is None:
+                continue
+            override = inspect.getattr_static(trainer_class, hook.attribute, None)
+            if override is None or is_patched(override) or _calls_by_name(override, hook.attribute):
+                continue
+            owner = next(cls for cls in trainer_class.__mro__ if hook.attribute in cls.__dict__)
+            raise HookError(
+                f"{FEATURE_SETTING[feature]} cannot run with the trainer class {_qualified(trainer_class)}: "
+                f"{_qualified(owner)}.{hook.attribute} overrides {hook.name} without calling it, so the plugin's hook "
+                f"({hook.purpose}) would never run. Call super().{hook.attribute}(...) in the override, or run verl's "
+                f"{_qualified(hooked)}."
+            )
+
+
+def _hooked_class(trainer_class: type, hook: Hook) -> Optional[type]:
+    """The verl class of ``hook`` among ``trainer_class``'s bases, when it is a hooked method of a trainer."""
+    if hook.owner is None or hook.attribute == "__init__":
+        return None
+    for cls in trainer_class.__mro__[1:]:
+        if cls.__name__ == hook.owner and cls.__module__ == hook.module:
+            return cls
+    return None
+
+
+def _calls_by_name(function: Any, name: str) -> bool:
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    stack = [code] if code is not None else []
+    while stack:
+        code = stack.pop()
+        if name in code.co_names:
+            return True
+        stack.extend(const for const in code.co_consts if inspect.iscode(const))
+    return False
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -280,7 +397,9 @@ def with_plugin_module(modules: str) -> str:
 def _trainer_init(original: Callable) -> Callable:
     @functools.wraps(original)
     def __init__(self, *args, **kwargs):
-        prepare_trainer(kwargs.get("config", args[0] if args else None))
+        config = kwargs.get("config", args[0] if args else None)
+        prepare_trainer(config)
+        refuse_unhooked_overrides(type(self), config)
         return original(self, *args, **kwargs)
 
     return __init__
@@ -514,10 +633,16 @@ HOOK_PROBLEMS: dict[str, str] = {}
 
 
 def verl_version() -> str:
+    """The version of the verl this process imported (a source checkout on PYTHONPATH included)."""
+    import verl
+
+    version = getattr(verl, "__version__", None)
+    if version:
+        return str(version)
     try:
         return metadata.version("verl")
     except metadata.PackageNotFoundError:
-        return "(not installed)"
+        return "(unknown)"
 
 
 def hooks_for(trainer: Optional[str], feature: Optional[str] = None) -> list[Hook]:
@@ -581,7 +706,8 @@ def install() -> None:
     register_estimator()
     for module_name, callback in (
         ("verl.trainer.ppo.core_algos", _use_metrics_channel),
-        ("verl.models.transformers.monkey_patch", skip_missing_trl_value_head),
+        # Only beside trl: verl's model build reaches for trl's value-head class only when trl is installed.
+        *((("verl.models.transformers.monkey_patch", skip_missing_trl_value_head),) if trl_installed() else ()),
         *((hook.module, hook.apply) for hook in HOOKS),
     ):
         after_import(module_name, functools.partial(_run_patch, callback))

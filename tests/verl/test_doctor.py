@@ -3,6 +3,7 @@
 The check in a fresh Ray actor runs in test_registration.py, inside that module's Ray session.
 """
 
+import os
 import subprocess
 import sys
 
@@ -56,3 +57,46 @@ def test_swallowed_import_error_is_shown():
     assert "[FAIL] avspo NOT registered in this process. Why:" in run.stdout
     assert "loading the entry point avspo_plugin.verl raises" in run.stdout
     assert "ImportError: simulated: a dependency of the plugin is missing" in run.stdout
+
+
+def test_augmentation_with_dapo_group_filtering_fails_naming_it(capsys):
+    assert main(["doctor", "--no-ray", "algorithm.filter_groups.enable=true"]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "[FAIL] algorithm.adv_estimator=avspo with algorithm.avspo.threshold_mode=adaptive cannot run with "
+        "algorithm.filter_groups.enable=true (DAPO's group filtering): verl evicts the zero-variance groups"
+    ) in out
+
+
+def test_monitor_only_with_dapo_group_filtering_is_ok(capsys):
+    overrides = ["algorithm.filter_groups.enable=true", "algorithm.avspo.threshold_mode=never"]
+    assert main(["doctor", "--no-ray", *overrides]) == 0
+    out = capsys.readouterr().out
+    assert "[ok] algorithm.filter_groups.enable=true with algorithm.avspo.threshold_mode=never: monitor only; " in out
+    assert "collapse is counted on the groups as generated, before filtering" in out
+
+
+def test_newer_verl_than_the_tested_range_is_a_warning(capsys, monkeypatch):
+    import verl
+
+    monkeypatch.setattr(verl, "__version__", "0.10.0")
+    assert main(["doctor", "--no-ray", "--no-config"]) == 0
+    out = capsys.readouterr().out
+    assert f"[ok] verl imported in this process: 0.10.0 from {verl.__path__[0]}" in out
+    assert "[warn] the pip-installed verl is 0.9.1, but this process imports verl 0.10.0" in out
+    assert "[warn] verl 0.10.0 is newer than the tested range (verl 0.6.1 to 0.9.1 (0.6.1, 0.7.1, 0.8.0, 0.9.1))" in out
+
+
+def test_verl_on_pythonpath_is_the_one_reported(tmp_path):
+    """A source checkout on PYTHONPATH shadows the pip install: doctor names its folder and version."""
+    checkout = tmp_path / "verl"
+    checkout.mkdir()
+    (checkout / "__init__.py").write_text('__version__ = "0.99.0.dev0"\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(
+        [sys.executable, "-m", "avspo_plugin.cli", "doctor", "--no-ray", "--no-config"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )
+    assert f"[ok] verl imported in this process: 0.99.0.dev0 from {checkout}" in run.stdout, run.stdout + run.stderr
+    assert "[warn] the pip-installed verl is 0.9.1, but this process imports verl 0.99.0.dev0" in run.stdout
+    assert run.returncode == 1  # the stand-in has no trainer: import of verl.trainer fails, and is shown

@@ -97,3 +97,89 @@ def test_trl_patch_applies_only_where_trl_lacks_the_value_head(monkeypatch):
     monkeypatch.setattr(model_build_fix, "trl_patch_needed", lambda: True)
     model_build_fix.skip_missing_trl_value_head(stand_in)
     assert stand_in.is_trl_available is model_build_fix.trl_value_head_available
+
+
+def with_filtering(config, threshold_mode):
+    config = config.copy()
+    config.algorithm.filter_groups.enable = True
+    config.algorithm.avspo.threshold_mode = threshold_mode
+    return config
+
+
+@pytest.mark.parametrize("threshold_mode", ["adaptive", "fixed", "always"])
+def test_augmentation_with_dapo_group_filtering_is_refused_in_launcher_and_trainer(avspo_run_config, threshold_mode):
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from avspo_plugin.config import ConfigError
+
+    config = with_filtering(avspo_run_config, threshold_mode)
+    why = (
+        rf"threshold_mode={threshold_mode} cannot run with algorithm.filter_groups.enable=true .*verl evicts the "
+        r"zero-variance groups .* so it would never trigger and the run would silently be GRPO.*"
+        r"threshold_mode=never \(monitor only\), which works with filtering: collapse is then counted .* before filtering"
+    )
+    with pytest.raises(ConfigError, match=why):
+        patches.check_launch_config(config)
+    with pytest.raises(ConfigError, match=why):
+        PPOTrainerSync(config)  # verl's own trainer, through the hooked __init__
+
+
+def test_monitor_only_with_dapo_group_filtering_is_accepted(avspo_run_config):
+    config = with_filtering(avspo_run_config, "never")
+    patches.check_launch_config(config)
+    patches.prepare_trainer(config)
+    assert patches.filtered_augmentation_problem(config) is None
+
+
+@pytest.mark.parametrize("version, side", [("0.10.0", "newer than"), ("0.10.0.dev0", "newer than"), ("0.5.0", "older than")])
+def test_verl_outside_the_tested_range_warns_once_at_launch(monkeypatch, caplog, avspo_run_config, version, side):
+    monkeypatch.setattr(patches, "verl_version", lambda: version)
+    monkeypatch.setattr(patches, "_warned_versions", set())
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
+        patches.check_launch_config(avspo_run_config)
+        patches.check_launch_config(avspo_run_config)
+    warnings = [record.getMessage() for record in caplog.records if "tested range" in record.getMessage()]
+    assert warnings == [
+        f"avspo_plugin: verl {version} is {side} the tested range (verl 0.6.1 to 0.9.1 (0.6.1, 0.7.1, 0.8.0, 0.9.1)): "
+        "the plugin's hooks are in place, but whether they still see everything they need is untested; "
+        "report any difference you notice"
+    ]
+
+
+def test_verl_inside_the_tested_range_does_not_warn():
+    assert patches.verl_version() == "0.9.1"
+    assert [patches.untested_verl(v) for v in ("0.6.1", "0.8.5", "0.9.1")] == [None, None, None]
+
+
+def test_a_trainer_subclass_that_bypasses_a_hooked_method_is_refused_at_start(avspo_run_config):
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    class SilentTrainer(PPOTrainerSync):
+        def _save_checkpoint(self):  # saves its own way, never the parent's
+            return None
+
+    with pytest.raises(patches.HookError, match=(
+        r"algorithm.adv_estimator=avspo cannot run with the trainer class .*SilentTrainer: .*SilentTrainer._save_checkpoint "
+        r"overrides verl.trainer.ppo.v1.trainer_base.PPOTrainer._save_checkpoint without calling it, so the plugin's hook "
+        r"\(saves the AVSPO state with the checkpoint\) would never run. Call super\(\)._save_checkpoint\(...\)"
+    )):
+        SilentTrainer(avspo_run_config)  # verl's own __init__, hooked, sees the subclass
+
+    class LegacyTrainer(RayPPOTrainer):
+        def _load_checkpoint(self):
+            return 0
+
+    with pytest.raises(patches.HookError, match=r"LegacyTrainer._load_checkpoint overrides .*RayPPOTrainer._load_checkpoint"):
+        patches.refuse_unhooked_overrides(LegacyTrainer, avspo_run_config)
+
+    class PoliteTrainer(PPOTrainerSync):
+        def _save_checkpoint(self):
+            print("saving")
+            return super()._save_checkpoint()
+
+    patches.refuse_unhooked_overrides(PoliteTrainer, avspo_run_config)
+    patches.refuse_unhooked_overrides(PPOTrainerSync, avspo_run_config)
+    grpo = avspo_run_config.copy()
+    grpo.algorithm.adv_estimator = "grpo"
+    patches.refuse_unhooked_overrides(SilentTrainer, grpo)  # runs without the plugin are not its concern
