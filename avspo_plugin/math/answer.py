@@ -25,14 +25,18 @@ between parts becomes a comma. Pure Python: no math-verify, no sympy.
 from __future__ import annotations
 
 import re
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 ANSWER_SOURCES = ("boxed", "answer_sentence", "answer_is", "last_number")
 TRAINING_SOURCES = ("boxed", "answer_sentence")
 EVALUATION_SOURCES = ("boxed", "answer_is", "last_number")
 
-_BOXED_COMMANDS = ("\\boxed", "\\fbox")
+# A box command not followed by a letter (\boxedsomething is another command).
+_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![^\W\d_])")
+_BRACE = re.compile(r"[{}]")
+_BARE_ARGUMENT = re.compile(r"[^\s$]*")
 _ANSWER_PHRASE = re.compile(r"the\s+(?:final\s+)?answer\s+is\s*:?\s*", re.IGNORECASE)
 # A finished answer sentence: X, then a period that ends the sentence (not a decimal point), or a line break.
 _SENTENCE_END = re.compile(r"\.(?=\$?(?:\s|$))|\n")
@@ -58,7 +62,7 @@ _UNIT_TEXT = re.compile(
 _UNIT_WORDS = re.compile(r"(?<=[\d}])\s+(?P<unit>[A-Za-z]{2,}(?:[\s/-]+[A-Za-z]+)*)\.?(?:\s*\^\s*\{?[23]\}?)?\s*$")
 # Words after a number that are mathematics, not units ("2 pi", "3 and 4" is handled before).
 _NOT_UNITS = frozenset(
-    "pi sqrt sin cos tan cot sec csc arcsin arccos arctan log ln exp mod and or infinity inf".split()
+    ["pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "log", "ln", "exp", "mod", "and", "or", "infinity", "inf"]
 )
 # Single letters that are constants, not units, in \mathrm{e} / \text{i}.
 _CONSTANT_LETTERS = frozenset({"e", "i"})
@@ -70,11 +74,11 @@ _SHORT_LEFT_SIDE = re.compile(r"^\s*[^=<>]{1,2}?\s*=(?!=)\s*")
 class Extraction:
     """The extracted answer (None when nothing was found) and the source it came from."""
 
-    answer: Optional[str]
+    answer: str | None
     source: str  # one of ANSWER_SOURCES, or "none"
 
 
-def _braced(text: str, open_at: int) -> Optional[tuple[str, int]]:
+def _braced(text: str, open_at: int) -> tuple[str, int] | None:
     """Content of the brace group opening at ``open_at`` and the index after it; None if unbalanced."""
     depth = 0
     for position in range(open_at, len(text)):
@@ -88,77 +92,81 @@ def _braced(text: str, open_at: int) -> Optional[tuple[str, int]]:
     return None
 
 
-def _matching_braces(text: str) -> dict[int, int]:
-    """Index of each ``{`` that is closed -> index of its ``}``, in one pass (a degenerate output with
-    thousands of unclosed boxes stays linear)."""
-    matches: dict[int, int] = {}
-    open_at: list[int] = []
-    for position, char in enumerate(text):
-        if char == "{":
+def _matching_braces(text: str) -> array:
+    """For each index of ``text``: the index of the ``}`` closing the ``{`` there, or -1. One pass and
+    8 bytes a character, whatever the nesting (a degenerate output of a million braces included)."""
+    closing = array("q", [-1]) * len(text)
+    open_at = array("q")
+    for match in _BRACE.finditer(text):
+        position = match.start()
+        if text[position] == "{":
             open_at.append(position)
-        elif char == "}" and open_at:
-            matches[open_at.pop()] = position
-    return matches
+        elif open_at:
+            closing[open_at.pop()] = position
+    return closing
 
 
-def _boxed_occurrences(text: str) -> list[Optional[str]]:
+def _stripped_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """``text[start:end]`` without leading and trailing whitespace, as indices."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _box_spanning(text: str, closing: array, start: int, end: int) -> tuple[int, int] | None:
+    """The content span of the box that is the whole of ``text[start:end]`` (``\\boxed{...}``), or None."""
+    match = _BOX_COMMAND.match(text, start, end)
+    if match is None or match.end() >= end or text[match.end()] != "{" or closing[match.end()] != end - 1:
+        return None
+    return match.end() + 1, end - 1
+
+
+def _boxed_occurrences(text: str) -> list[str | None]:
     """Every ``\\boxed`` / ``\\fbox`` not inside another one, in order of appearance: its content (a box
     that holds only a box is unwrapped), or None when it is unclosed or has no argument (the output was
-    cut off inside it). ``\\boxed 5`` counts as ``\\boxed{5}``."""
-    found: list[tuple[int, int, Optional[str]]] = []  # start, end, content
-    closing: Optional[dict[int, int]] = None
-    for command in _BOXED_COMMANDS:
-        start = text.find(command)
-        while start != -1:
-            after = start + len(command)
-            rest = text[after:]
-            stripped = rest.lstrip()
-            content: Optional[str] = None
-            if stripped.startswith("{"):
-                if closing is None:
-                    closing = _matching_braces(text)
-                brace = after + (len(rest) - len(stripped))
-                content = text[brace + 1 : closing[brace]] if brace in closing else None
-                end = closing.get(brace, len(text))
-            elif rest[:1] == " " and stripped:
-                # "\boxed 5": the argument runs to the next space or math delimiter.
-                content = re.split(r"[\s$]", stripped, maxsplit=1)[0]
-                end = after
-            else:
-                end = after
-            if not rest[:1].isalpha():  # \boxedsomething is another command
-                found.append((start, end, content))
-            start = text.find(command, after)
-    outer: list[Optional[str]] = []
+    cut off inside it). ``\\boxed 5`` counts as ``\\boxed{5}``.
+
+    Linear in ``len(text)`` in time and memory: one scan for the commands, one for the braces, and
+    each box unwrapped through the brace table, never by re-reading its content."""
+    closing: array | None = None
+    outer: list[str | None] = []
     covered_to = -1
-    for start, end, content in sorted(found, key=lambda item: item[0]):
+    for match in _BOX_COMMAND.finditer(text):
+        start, after = match.start(), match.end()
         if start < covered_to:
             continue  # inside the previous box
+        brace = after
+        while brace < len(text) and text[brace].isspace():
+            brace += 1
+        content: tuple[int, int] | None = None
+        end = after
+        if brace < len(text) and text[brace] == "{":
+            if closing is None:
+                closing = _matching_braces(text)
+            close = closing[brace]
+            content = None if close < 0 else (brace + 1, close)
+            end = len(text) if close < 0 else close + 1
+        elif text[after : after + 1] == " " and brace < len(text):
+            # "\boxed 5": the argument runs to the next space or math delimiter.
+            content = (brace, _BARE_ARGUMENT.match(text, brace).end())
         covered_to = end
         while content is not None:
-            inner = _boxed_occurrences(content) if content.strip().startswith(_BOXED_COMMANDS) else []
-            if len(inner) != 1 or _boxed_span(content.strip()) != len(content.strip()):
+            first, last = _stripped_span(text, *content)
+            if _BOX_COMMAND.match(text, first, last) is None:
                 break
-            content = inner[0]
-        outer.append(content)
+            if closing is None:
+                closing = _matching_braces(text)
+            inner = _box_spanning(text, closing, first, last)
+            if inner is None:
+                break
+            content = inner
+        outer.append(None if content is None else text[content[0] : content[1]])
     return outer
 
 
-def _boxed_span(text: str) -> int:
-    """Length of the box that opens ``text`` (``\\boxed{...}``), or -1 when it is not one closed box."""
-    for command in _BOXED_COMMANDS:
-        if text.startswith(command + "{"):
-            end = _matching_braces(text).get(len(command))
-            return -1 if end is None else end + 1
-    return -1
-
-
-def boxed_contents(text: str) -> list[str]:
-    """Contents of every complete ``\\boxed{...}`` / ``\\fbox{...}`` (and ``\\boxed 5``) in order of appearance."""
-    return [content for content in _boxed_occurrences(text) if content is not None]
-
-
-def last_boxed(text: str, parts: int = 1) -> Optional[str]:
+def last_boxed(text: str, parts: int = 1) -> str | None:
     """The final boxed answer: the last box, if it is closed and not empty, else None. With
     ``parts`` > 1 and a last box of fewer parts, the last boxes joined (", ") until they have
     ``parts`` parts, when they add up exactly."""
@@ -195,25 +203,25 @@ def without_math_delimiters(text: str) -> str:
     return re.sub(r"(?<!\\)\\[()\[\]]", "", text).strip()
 
 
-def _last_answer_phrase(text: str) -> Optional[re.Match]:
+def _last_answer_phrase(text: str) -> re.Match | None:
     matches = list(_ANSWER_PHRASE.finditer(text))
     return matches[-1] if matches else None
 
 
-def _clean_sentence_answer(answer: str) -> Optional[str]:
+def _clean_sentence_answer(answer: str) -> str | None:
     answer = re.sub(r"[.\s]+$", "", answer.strip())
     answer = _strip_math_delimiters(answer).rstrip(".").strip()
     return answer or None
 
 
-def _answer_is(text: str) -> Optional[str]:
+def _answer_is(text: str) -> str | None:
     phrase = _last_answer_phrase(text)
     if phrase is None:
         return None
     return _clean_sentence_answer(text[phrase.end() :].split("\n", 1)[0])
 
 
-def _answer_sentence(text: str) -> Optional[str]:
+def _answer_sentence(text: str) -> str | None:
     """The answer of the last "The answer is ..." when that sentence is finished, else None."""
     phrase = _last_answer_phrase(text)
     if phrase is None:
@@ -223,7 +231,7 @@ def _answer_sentence(text: str) -> Optional[str]:
     return _clean_sentence_answer(rest[: end.start()]) if end is not None else None
 
 
-def _last_number(text: str) -> Optional[str]:
+def _last_number(text: str) -> str | None:
     numbers = _NUMBER.findall(text)
     if not numbers:
         return None
@@ -250,9 +258,9 @@ def extract_answer(text: str, sources: Sequence[str] = EVALUATION_SOURCES, parts
     return Extraction(None, "none")
 
 
-def _depth_at(text: str, position: int) -> int:
-    depth = 0
-    for char in text[:position]:
+def _bracket_depth(text: str, start: int, end: int, depth: int) -> int:
+    """The bracket depth after ``text[start:end]``, entered at ``depth`` (a closer below 0 is ignored)."""
+    for char in text[start:end]:
         if char in "([{":
             depth += 1
         elif char in ")]}":
@@ -265,10 +273,15 @@ def _join_thousands(text: str) -> str:
     comma followed by exactly three digits continues a number of 1-3 leading digits (so "1,2,3" stays
     a list, and "100,200" reads as 100200, as MATH graders read it); inside brackets "(1,000)" stays."""
 
-    def join(match: re.Match) -> str:
-        return match.group(0).replace(",", "") if _depth_at(text, match.start()) == 0 else match.group(0)
-
-    return _THOUSANDS.sub(join, text)
+    # One left-to-right pass: the depth is carried from one number to the next, never recounted.
+    pieces: list[str] = []
+    depth, scanned = 0, 0
+    for match in _THOUSANDS.finditer(text):
+        depth = _bracket_depth(text, scanned, match.start(), depth)
+        pieces += [text[scanned : match.start()], match.group(0).replace(",", "") if depth == 0 else match.group(0)]
+        scanned = match.end()
+    pieces.append(text[scanned:])
+    return "".join(pieces)
 
 
 def _top_level_split(text: str) -> list[str]:

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from .answer import (
     ANSWER_SOURCES,
@@ -51,6 +52,12 @@ EMPTY_OUTPUT = "empty output"
 MALFORMED_OUTPUT = "malformed output"
 BAD_REFERENCE = "bad reference answer"
 INTERNAL_ERROR = "scoring error"
+ANSWER_TOO_LONG = "answer too long"
+
+# The longest answer that is graded. MATH, GSM8K and the AIME/AMC references are under 200 characters;
+# a longer extracted answer is a degenerate output (a runaway box, a page of digits), scored 0 without
+# normalising it or handing it to math-verify, so one output cannot cost a reward worker minutes.
+MAX_ANSWER_CHARS = 1_000
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ def _result(correct: bool, pred: str, source: str, reason: str, detail: str = ""
     return MathScore(float(correct), correct, pred, source, reason, detail)
 
 
-def reference_text(ground_truth: Any) -> Optional[str]:
+def reference_text(ground_truth: Any) -> str | None:
     """The reference answer as text: strings as they are, numbers without a spurious ``.0``,
     a one-element list as its element, longer lists joined with commas; None when unusable."""
     if hasattr(ground_truth, "tolist"):  # numpy arrays and scalars, as verl's batches hold them
@@ -124,6 +131,8 @@ def score_answer(
     if extraction.answer is None:
         return _result(False, "", "none", NO_ANSWER)
     pred, source = extraction.answer, extraction.source
+    if len(pred) > MAX_ANSWER_CHARS:
+        return _result(False, pred[:MAX_ANSWER_CHARS], source, ANSWER_TOO_LONG, f"{len(pred)} characters")
     verdict = math_verify_equal(gold_form, grading_form(pred) or pred, timeout_s)
     if verdict.equal:
         return _result(True, pred, source, CORRECT_MATH_VERIFY, verdict.note)
@@ -176,7 +185,7 @@ def score_many(
     pairs: Sequence[tuple[Any, Any]],
     *,
     answer_sources: Sequence[str],
-    workers: Optional[int] = None,
+    workers: int | None = None,
     timeout_s: int = DEFAULT_TIMEOUT_S,
 ) -> list[MathScore]:
     """Scores of many (output, reference) pairs with the answer rule ``answer_sources``, in order, on

@@ -18,11 +18,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 DEFAULT_TIMEOUT_S = 5
 WORKERS_ENV = "AVSPO_MATH_VERIFY_WORKERS"
@@ -40,7 +41,7 @@ def _pool_workers() -> int:
 class Verdict:
     """``equal`` is None when math-verify could not decide (unparsable reference, timeout, error)."""
 
-    equal: Optional[bool]
+    equal: bool | None
     note: str
 
 
@@ -79,7 +80,7 @@ class WorkerPool:
     def __init__(self, workers: int) -> None:
         self._workers = max(1, workers)
         self._lock = threading.Lock()
-        self._pool: Optional[ProcessPoolExecutor] = None
+        self._pool: ProcessPoolExecutor | None = None
 
     def _get_pool(self) -> ProcessPoolExecutor:
         with self._lock:
