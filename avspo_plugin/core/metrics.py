@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from .collapse import REGIME_TOL
+
 # name -> how calls within one logged step combine. Rates pool over the step's groups (weighted by
 # each call's ``groups``), reward_mean over its samples, num_virtual over its augmented groups, so a
 # step split into several calls reports what one call over the whole step would; threshold is the
@@ -19,10 +21,16 @@ METRIC_REDUCTIONS: dict[str, str] = {
     "num_virtual": "per_augmented_group",
     "augmented_groups": "per_group",
     "groups": "sum",
+    "filtered_groups": "sum",
     "samples": "sum",
     "reward_mean": "per_sample",
     "adv_abs_max": "max",
 }
+
+# Metrics a call has only when a host filtered groups before the estimator (verl's algorithm.filter_groups).
+FILTERING_METRICS = frozenset({"filtered_groups"})
+# The metrics of every call.
+CALL_METRICS = tuple(name for name in METRIC_REDUCTIONS if name not in FILTERING_METRICS)
 
 # How each reduction reads in docs/metrics.md.
 REDUCTION_HELP = {
@@ -51,7 +59,10 @@ METRIC_HELP: dict[str, str] = {
     "threshold": "The threshold in force this step (tau_t when adaptive).",
     "num_virtual": "Mean K over the augmented groups (0 when none was augmented).",
     "augmented_groups": "Fraction of groups that received virtual samples.",
-    "groups": "Number of groups with >= 2 valid samples (the denominator of every rate).",
+    "groups": "Number of groups with >= 2 valid samples (the denominator of every rate), as generated: "
+    "groups that verl's group filtering (algorithm.filter_groups) evicted before the estimator are included.",
+    "filtered_groups": "Number of collapsed groups verl's group filtering (algorithm.filter_groups) evicted "
+    "before the estimator saw them (counted in groups, acr and its split; absent without filtering).",
     "samples": "Number of samples in the groups counted (padding groups excluded).",
     "reward_mean": "J_t: mean sequence reward of the valid samples.",
     "adv_abs_max": "Largest |advantage| of a valid sample.",
@@ -83,3 +94,24 @@ def aggregate_metrics(calls: Iterable[Mapping[str, float]]) -> dict[str, float]:
         else:
             merged[name] = sum(values) / len(values)
     return merged
+
+
+def filtered_group_metrics(value_counts: Mapping[float, int], reward_low: float, reward_high: float, threshold: float) -> dict[str, float]:
+    """The metrics of one call made of groups that a host's filtering evicted, all collapsed.
+
+    value_counts: {the value every sample of the group shared: number of groups}, as verl's group
+    filtering reports it. Folded into a step by :func:`aggregate_metrics`, it counts those groups
+    in ``groups``, ``acr`` and its all-fail / all-pass split (a value within REGIME_TOL of
+    reward_low, resp. reward_high), so the step's rates are over the groups as generated; it adds
+    no sample, advantage or augmentation, and keeps the step's threshold.
+    """
+    groups = float(sum(value_counts.values()))
+    if groups <= 0:
+        return {}
+    fail = sum(count for value, count in value_counts.items() if abs(float(value) - reward_low) <= REGIME_TOL)
+    passed = sum(count for value, count in value_counts.items() if abs(float(value) - reward_high) <= REGIME_TOL)
+    return {
+        "acr": 1.0, "acr_all_fail": fail / groups, "acr_all_pass": passed / groups, "effective_acr": 1.0,
+        "near_collapse": 0.0, "triggered": 0.0, "augmented_groups": 0.0, "threshold": threshold,
+        "groups": groups, "filtered_groups": groups, "samples": 0.0,
+    }  # fmt: skip

@@ -26,7 +26,7 @@ from ..config import AVSPOConfig
 from ..state_files import check_fields
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .early_warnings import RunMonitor
-from .metrics import aggregate_metrics
+from .metrics import aggregate_metrics, filtered_group_metrics
 from .threshold import ThresholdState, advance
 
 # Version of the dict that state_dict() returns and checkpoints hold.
@@ -133,6 +133,17 @@ class AVSPOSession:
         with self._lock:
             self.configure(config)
             return self._keep(compute(config, self.state))
+
+    def observe_filtered_groups(self, value_counts: Mapping[float, int]) -> None:
+        """Count, in the open step, collapsed groups that the host's filtering evicted before any call saw
+        them ({shared value: number of groups}, e.g. verl's DAPO filter breakdown): the step's ACR and its
+        split are then over the groups as generated. Nothing else of the step changes."""
+        with self._lock:
+            if self.config is None or self.state is None:
+                return
+            metrics = filtered_group_metrics(value_counts, self.config.reward_low, self.config.reward_high, self.state.tau)
+            if metrics:
+                self._pending.append(metrics)
 
     def _keep(self, result: AVSPOResult) -> AVSPOResult:
         self._pending.append(result.metrics)

@@ -65,6 +65,9 @@ from .multi_output import session_advantages
 from .model_build_fix import skip_missing_trl_value_head, trl_installed
 
 ENTROPY_KEY = "actor/entropy"
+# verl.trainer.ppo.v1.replay_buffer.DAPO_FILTERED_REWARD_COUNTS_KEY: {shared value: groups} of the groups
+# its group filtering evicted in the step, in the step's metrics until the trainer logs them.
+DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
 # Name of the upstream channel (patches/verl-estimator-metrics.patch) in verl's core_algos.
 METRICS_CHANNEL = "register_adv_est_metrics"
@@ -410,6 +413,11 @@ def _v1_step(original: Callable) -> Callable:
     def step(self, metrics, *args, **kwargs):
         batch = original(self, metrics, *args, **kwargs)
         if uses_avspo(self.config):
+            # Groups verl's group filtering evicted never reach the estimator: counted here, so the
+            # step's ACR and its split are over the groups as generated.
+            filtered = metrics.get(DAPO_FILTERED_REWARD_COUNTS_KEY)
+            if isinstance(filtered, Mapping) and filtered:
+                session().avspo.observe_filtered_groups(filtered)
             # One global step is one step of Eq. 12, whatever parameter_sync_step splits it into; it
             # closes before verl saves the step's checkpoint.
             session().close_step(step=self.global_steps, entropy=_number(metrics.get(ENTROPY_KEY)))

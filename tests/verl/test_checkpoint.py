@@ -16,8 +16,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
 
-from avspo_plugin.verl import pop_metrics, session
 from avspo_plugin.names import STATE_FILE
+from avspo_plugin.verl import pop_metrics, session
 
 # Rewards of four steps (two prompts of four samples each): ACR and J move, so tau moves.
 STEP_SCORES = [
@@ -301,3 +301,39 @@ def test_restored_state_is_reported_at_verls_default_level(tmp_path, trainers, b
         trainers["v1"]._load_checkpoint(trainer_for(base_config, tmp_path / "ckpt"))
     restored = [r.getMessage() for r in caplog.records if r.getMessage().startswith("AVSPO state restored from")]
     assert len(restored) == 1 and "tau=0.2" in restored[0] and "stagnation streak" in restored[0]
+
+
+def test_groups_evicted_by_verls_group_filtering_count_in_the_steps_acr(tmp_path, base_config, make_batch):
+    """With algorithm.filter_groups, verl's replay buffer evicts zero-variance groups before the estimator;
+    the {shared value: groups} breakdown it reports per mini-batch, merged by verl's own PPOTrainer.step,
+    puts them back in the step's ACR and its all-fail / all-pass split (rates over groups as generated)."""
+    from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY as VERLS_KEY
+
+    from avspo_plugin.verl.patches import DAPO_FILTERED_REWARD_COUNTS_KEY
+
+    assert DAPO_FILTERED_REWARD_COUNTS_KEY == VERLS_KEY
+    evicted = ({0.0: 2}, {1.0: 1, 0.0: 1})  # what replay_buffer.sample reports with each mini-batch
+    filtered = v1_stand_in(base_config, tmp_path / "filtered", make_batch)
+    filtered.config.algorithm.avspo.threshold_mode = "never"  # what the launcher allows with filtering
+    step_once = filtered._step_once
+
+    def step_once_with_eviction(metrics, timing_raw, sample_batch_size):
+        metrics[VERLS_KEY] = evicted[filtered.local_trigger_step]
+        return step_once(metrics, timing_raw, sample_batch_size)
+
+    filtered._step_once = step_once_with_eviction
+    fit_v1(filtered, (1,))
+    (_, logged), = filtered.logged
+    # Step 1 seen by the estimator: a all-pass, b all-fail, then a mixed, b all-pass (4 groups, 3
+    # collapsed); evicted: 3 all-fail groups and 1 all-pass one.
+    assert (logged["avspo/groups"], logged["avspo/filtered_groups"]) == (8.0, 4.0)
+    assert logged["avspo/acr"] == pytest.approx(7 / 8)
+    assert (logged["avspo/acr_all_fail"], logged["avspo/acr_all_pass"]) == (pytest.approx(4 / 8), pytest.approx(3 / 8))
+    assert logged["avspo/samples"] == 16.0  # the evicted groups add no sample
+
+    session().reset()
+    unfiltered = v1_stand_in(base_config, tmp_path / "unfiltered", make_batch)
+    unfiltered.config.algorithm.avspo.threshold_mode = "never"
+    fit_v1(unfiltered, (1,))
+    (_, plain), = unfiltered.logged
+    assert (plain["avspo/groups"], plain["avspo/acr"]) == (4.0, 0.75) and "avspo/filtered_groups" not in plain

@@ -9,7 +9,8 @@ import torch
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.core import METRIC_REDUCTIONS, ThresholdState, aggregate_metrics, compute_token_advantages
+from avspo_plugin.core import ThresholdState, aggregate_metrics, compute_token_advantages
+from avspo_plugin.core.metrics import CALL_METRICS
 from avspo_plugin.core.threshold import advance
 from avspo_plugin.verl import pop_metrics, session
 
@@ -94,7 +95,7 @@ def test_every_metric_reaches_console_file_and_tensorboard_at_its_step(
     assert [line["step"] for line in lines] == [1, 2, 3, 4]
     for line, want in zip(lines, expected):
         logged = {k[len("avspo/"):]: v for k, v in line["data"].items() if k.startswith("avspo/")}
-        assert set(logged) == set(METRIC_REDUCTIONS)
+        assert set(logged) == set(CALL_METRICS)
         assert logged == pytest.approx(want, abs=1e-12), f"step {line['step']}"
     assert not any(k.startswith("avspo/") for k in lines[3]["data"]), "metrics leaked into a step without calls"
 
@@ -106,7 +107,7 @@ def test_every_metric_reaches_console_file_and_tensorboard_at_its_step(
 
     events = EventAccumulator(str(tmp_path / "tb"))
     events.Reload()
-    for name in METRIC_REDUCTIONS:
+    for name in CALL_METRICS:
         scalars = events.Scalars(f"avspo/{name}")
         assert [s.step for s in scalars] == [1, 2, 3]
         assert [s.value for s in scalars] == pytest.approx([want[name] for want in expected], rel=1e-6, abs=1e-6)
@@ -160,7 +161,7 @@ def test_a_log_to_some_backends_leaves_the_metrics_for_the_step_log(make_batch, 
 def test_pop_metrics_returns_then_clears(make_batch, verl_compute_advantage):
     verl_compute_advantage(make_batch([1, 1, 0, 1], ["a", "a", "b", "b"]), adv_estimator="avspo", config=algorithm())
     first = pop_metrics()
-    assert first["acr"] == 0.5 and first["groups"] == 2.0 and set(METRIC_REDUCTIONS) <= set(first)
+    assert first["acr"] == 0.5 and first["groups"] == 2.0 and set(CALL_METRICS) <= set(first)
     assert pop_metrics() == {}
 
 
