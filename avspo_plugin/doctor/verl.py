@@ -18,7 +18,7 @@ import os
 import sys
 import traceback
 from importlib import metadata
-from typing import Any, Optional
+from typing import Any
 
 from ..names import ESTIMATOR, PLUGIN_MODULE, STATE_FILE
 from .findings import installed_version, line
@@ -86,7 +86,7 @@ def probe() -> dict[str, Any]:
     return report
 
 
-def imported_verl() -> dict[str, Optional[str]]:
+def imported_verl() -> dict[str, str | None]:
     """The ``verl`` package ``import verl`` finds here (a source checkout on PYTHONPATH as well as a pip
     install): its folder, and its ``__version__`` once imported (None before, or when it has none)."""
     import importlib.util
@@ -156,7 +156,7 @@ class ProbeActor:
 
 
 def probe_in_ray_actor(
-    address: Optional[str] = None, runtime_env: Optional[dict] = None, timeout_s: float = 600
+    address: str | None = None, runtime_env: dict | None = None, timeout_s: float = 600
 ) -> dict[str, Any]:
     """:func:`probe` in a new Ray actor: in the running Ray session, else in the cluster :func:`connect_ray`
     joins (left, or stopped if started, afterwards). The report's ``ray`` says where."""
@@ -196,7 +196,7 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
 
     from ..config import ConfigError
     from ..verl.estimator import avspo_config_from_algorithm
-    from ..verl.patches import MONITOR_ONLY, filtered_augmentation_problem, uses_group_filtering
+    from ..verl.patches import MONITOR_ONLY, group_filtering_problem, uses_group_filtering
 
     algorithm = config.algorithm
     estimator = algorithm.get("adv_estimator")
@@ -211,7 +211,7 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     changed = [f"{key}={value!r}" for key, value in avspo.to_dict().items() if getattr(defaults, key) != value]
     findings.append(("ok", "algorithm.avspo is valid; " + (f"not default: {', '.join(changed)}" if changed else "all defaults")))
     if uses_group_filtering(config):
-        problem = filtered_augmentation_problem(config)
+        problem = group_filtering_problem(config)
         findings.append(("FAIL", problem) if problem else (
             "ok", f"algorithm.filter_groups.enable=true with algorithm.avspo.threshold_mode={MONITOR_ONLY}: monitor only; "
                   "verl evicts the zero-variance groups before the estimator sees them, so collapse is counted on the "
@@ -334,7 +334,7 @@ def _print_hooks(where: str, report: dict[str, Any]) -> bool:
     return bool(failing)
 
 
-def _user_runtime_env(config: Any) -> Optional[dict]:
+def _user_runtime_env(config: Any) -> dict | None:
     """The runtime env the run's config gives Ray (ray_kwargs.ray_init.runtime_env), if any."""
     if config is None:
         return None
@@ -351,7 +351,7 @@ def _entry_point():
     return None
 
 
-def _entry_point_value() -> Optional[str]:
+def _entry_point_value() -> str | None:
     entry_point = _entry_point()
     return None if entry_point is None else f"{entry_point.name} = {entry_point.value}"
 

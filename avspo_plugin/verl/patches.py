@@ -47,10 +47,10 @@ import logging
 import numbers
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Callable, Optional
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 from verl.trainer.ppo import core_algos
@@ -59,10 +59,10 @@ from ..config import ConfigError
 from ..import_patching import after_import, is_patched, wrap
 from ..names import ESTIMATOR, METRIC_PREFIX, PLUGIN_MODULE
 from . import checkpoint, selection
-from .estimator import config_entry, compute_avspo_outcome_advantage, avspo_config_from_algorithm, session
-from .selection import selection_config_from_algorithm, uses_selection
-from .multi_output import session_advantages
+from .estimator import avspo_config_from_algorithm, compute_avspo_outcome_advantage, config_entry, session
 from .model_build_fix import skip_missing_trl_value_head, trl_installed
+from .multi_output import session_advantages
+from .selection import selection_config_from_algorithm, uses_selection
 
 ENTROPY_KEY = "actor/entropy"
 # verl.trainer.ppo.v1.replay_buffer.DAPO_FILTERED_REWARD_COUNTS_KEY: {shared value: groups} of the groups
@@ -158,8 +158,17 @@ def uses_group_filtering(config: Any) -> bool:
     return bool(config_entry(config_entry(config_entry(config, "algorithm"), "filter_groups"), "enable"))
 
 
-def filtered_augmentation_problem(config: Any) -> Optional[str]:
-    """Why a config that augments with AVSPO under DAPO's group filtering cannot run (None when it can)."""
+def group_filtering_problem(config: Any) -> str | None:
+    """Why a config that augments with AVSPO, or selects prompts, under DAPO's group filtering cannot run
+    (None when it can)."""
+    if uses_selection(config) and uses_group_filtering(config):
+        return (
+            "algorithm.avspo_selection.enable=true cannot run with algorithm.filter_groups.enable=true (DAPO's "
+            "group filtering): prompt selection learns which prompts collapse from the groups that reach the "
+            "advantage step, and verl evicts exactly the collapsed groups before it, so selection would learn "
+            "nothing and skip nothing. Turn one of them off (selection saves the rollouts that filtering would "
+            "throw away, before they are generated)."
+        )
     if not (uses_avspo(config) and uses_group_filtering(config)):
         return None
     mode = avspo_config_from_algorithm(config_entry(config, "algorithm")).threshold_mode
@@ -175,14 +184,14 @@ def filtered_augmentation_problem(config: Any) -> Optional[str]:
     )
 
 
-def refuse_filtered_augmentation(config: Any) -> None:
-    """Raise ConfigError for AVSPO's augmentation combined with DAPO's group filtering (see above)."""
-    problem = filtered_augmentation_problem(config)
+def refuse_with_group_filtering(config: Any) -> None:
+    """Raise ConfigError for AVSPO's augmentation or prompt selection combined with DAPO's group filtering."""
+    problem = group_filtering_problem(config)
     if problem is not None:
         raise ConfigError(problem)
 
 
-def untested_verl(version: str) -> Optional[str]:
+def untested_verl(version: str) -> str | None:
     """Why ``version`` of verl is outside the tested range :data:`KNOWN_GOOD_VERL` (None when inside)."""
     try:
         installed = Version(version)
@@ -225,7 +234,7 @@ def check_launch_config(config: Any) -> None:
     refuse_unsupported_trainer(config)
     if uses_avspo(config):
         avspo_config_from_algorithm(config.algorithm)
-        refuse_filtered_augmentation(config)
+    refuse_with_group_filtering(config)
     if features_of(config):
         warn_untested_verl()
     # Read even when off: a misspelt key of a block the user wrote is an error, not a silent default.
@@ -239,11 +248,11 @@ def prepare_trainer(config: Any) -> None:
     force, every hook of the run's trainer in place."""
     refuse_unsupported_trainer(config)
     selection_config_from_algorithm(config_entry(config, "algorithm"))
+    refuse_with_group_filtering(config)
     if uses_selection(config):
         require_hooks(trainer_of(config), SELECTION)
     if not uses_avspo(config):
         return
-    refuse_filtered_augmentation(config)
     # verl's own unit tests clear the registry; a run must not depend on the import order.
     register_estimator()
     session().configure(config.algorithm)
@@ -276,7 +285,7 @@ def refuse_unhooked_overrides(trainer_class: type, config: Any) -> None:
             )
 
 
-def _hooked_class(trainer_class: type, hook: Hook) -> Optional[type]:
+def _hooked_class(trainer_class: type, hook: Hook) -> type | None:
     """The verl class of ``hook`` among ``trainer_class``'s bases, when it is a hooked method of a trainer."""
     if hook.owner is None or hook.attribute == "__init__":
         return None
@@ -311,7 +320,7 @@ def selection_metrics() -> dict[str, float]:
     return {} if run is None else run.pop_metrics()
 
 
-def step_metrics(data: Mapping, step: Optional[int]) -> dict[str, float]:
+def step_metrics(data: Mapping, step: int | None) -> dict[str, float]:
     """The ``avspo/*`` metrics of the step being logged: the estimator calls since the last log,
     folded into one step, with the warning flags (the entropy one fed from ``actor/entropy``).
 
@@ -326,7 +335,7 @@ def step_metrics(data: Mapping, step: Optional[int]) -> dict[str, float]:
     return {METRIC_PREFIX + name: value for name, value in metrics.items()}
 
 
-def verl_metrics_channel() -> Optional[Callable]:
+def verl_metrics_channel() -> Callable | None:
     """verl's estimator metrics channel (``core_algos.register_adv_est_metrics``), if this verl has it."""
     return getattr(core_algos, METRICS_CHANNEL, None)
 
@@ -338,7 +347,7 @@ def metrics_route() -> str:
     return "the Tracking.log hook"
 
 
-def collect_for_verl(metrics: Mapping, global_step: Optional[int] = None, **kwargs: Any) -> dict[str, float]:
+def collect_for_verl(metrics: Mapping, global_step: int | None = None, **kwargs: Any) -> dict[str, float]:
     """The metrics function given to verl's channel: called once per logged step, before logging."""
     return step_metrics(metrics, global_step)
 
@@ -542,12 +551,12 @@ class Hook:
     """
 
     module: str
-    owner: Optional[str]
+    owner: str | None
     attribute: str
     make_wrapper: Callable[[Callable], Callable]
     purpose: str
     parameters: tuple[str, ...] = ()
-    trainer: Optional[str] = None
+    trainer: str | None = None
     features: tuple[str, ...] = (AVSPO, SELECTION)
 
     @property
@@ -557,7 +566,7 @@ class Hook:
     def target(self, module) -> Any:
         return module if self.owner is None else getattr(module, self.owner, None)
 
-    def problem(self, module) -> Optional[str]:
+    def problem(self, module) -> str | None:
         """Why this hook cannot be placed in ``module`` (None when it can, or is placed)."""
         owner = self.target(module)
         if owner is None:
@@ -653,7 +662,7 @@ def verl_version() -> str:
         return "(unknown)"
 
 
-def hooks_for(trainer: Optional[str], feature: Optional[str] = None) -> list[Hook]:
+def hooks_for(trainer: str | None, feature: str | None = None) -> list[Hook]:
     """The hooks a run of ``trainer`` (``v1``, ``legacy``; None: both) needs for ``feature`` (None: any)."""
     return [
         hook for hook in HOOKS
@@ -661,7 +670,7 @@ def hooks_for(trainer: Optional[str], feature: Optional[str] = None) -> list[Hoo
     ]  # fmt: skip
 
 
-def hook_status(trainer: Optional[str] = None, load: bool = True, feature: Optional[str] = None) -> dict[str, str]:
+def hook_status(trainer: str | None = None, load: bool = True, feature: str | None = None) -> dict[str, str]:
     """Each hook of ``trainer``'s runs of ``feature``: ``in place``, ``not loaded`` (its module not imported;
     load=False) or why it is missing.
 
@@ -733,7 +742,7 @@ def _run_patch(callback: Callable, module) -> None:
         logger.warning("avspo_plugin could not patch %s; its hook is missing", module.__name__, exc_info=True)
 
 
-def _number(value: Any) -> Optional[float]:
+def _number(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, numbers.Real):

@@ -124,11 +124,24 @@ def test_augmentation_with_dapo_group_filtering_is_refused_in_launcher_and_train
         PPOTrainerSync(config)  # verl's own trainer, through the hooked __init__
 
 
+def test_prompt_selection_with_dapo_group_filtering_is_refused(avspo_run_config):
+    from avspo_plugin.config import ConfigError
+
+    config = with_filtering(avspo_run_config, "never")
+    config.algorithm.adv_estimator = "grpo"
+    config.algorithm.avspo_selection = {"enable": True}
+    why = r"avspo_selection.enable=true cannot run with algorithm.filter_groups.enable=true .* selection would learn nothing"
+    with pytest.raises(ConfigError, match=why):
+        patches.check_launch_config(config)
+    with pytest.raises(ConfigError, match=why):
+        patches.prepare_trainer(config)
+
+
 def test_monitor_only_with_dapo_group_filtering_is_accepted(avspo_run_config):
     config = with_filtering(avspo_run_config, "never")
     patches.check_launch_config(config)
     patches.prepare_trainer(config)
-    assert patches.filtered_augmentation_problem(config) is None
+    assert patches.group_filtering_problem(config) is None
 
 
 @pytest.mark.parametrize("version, side", [("0.10.0", "newer than"), ("0.10.0.dev0", "newer than"), ("0.5.0", "older than")])
