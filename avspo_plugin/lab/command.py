@@ -27,9 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .sweep import SWEEP_SEEDS
 
     default = LabSettings()
-    parser.add_argument("action", nargs="?", choices=("run", "sweep", "study"), default="run",
+    parser.add_argument("action", nargs="?", choices=("run", "sweep", "study", "tune"), default="run",
                         help="run: compare methods (default); sweep: GRPO grid, final accuracy vs early ACR; "
-                             "study: the powered comparison of docs/study.md (hours of CPU)")
+                             "study: the powered comparison of docs/study.md (hours of CPU); tune: one round of "
+                             "tuning GRPO on the study's bases (docs/tuning/)")
     parser.add_argument("--quick", action="store_true",
                         help=f"short check: {QUICK_SEEDS} seeds and {QUICK['steps']} steps "
                              f"(sweep: {QUICK_SWEEP['steps']} steps per configuration)")
@@ -69,6 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "every step); the select_* methods need one")
     parser.add_argument("--bases", type=int, default=None,
                         help="study only: how many accepted base policies (default 3)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", default=None,
+                        help="tune only: change one of GRPO's settings from the study's (lr, group_size, temperature, "
+                             "kl_coef, grad_clip, clip_ratio); repeat for several")
+    parser.add_argument("--label", default=None, help="tune only: what the round tries, for tuning.md")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -104,18 +109,29 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_process()
     try:
-        if args.action == "study":
+        if args.action in ("study", "tune"):
             fixed = [f"--{name}" for name in ("steps", "prompts", "group-size", "temperature", "lr", "mix",
                                               "warmup-steps", "eval-every", "dapo-max-gen-batches", "task-seed",
                                               "train-per-tier")
                      if getattr(args, name.replace("-", "_")) is not None]
             if fixed:
-                raise ValueError(f"the study's design fixes {', '.join(fixed)}; leave them out (docs/study.md)")
+                how = "tune GRPO's settings with --set KEY=VALUE" if args.action == "tune" else "leave them out"
+                raise ValueError(f"the study's design fixes {', '.join(fixed)}; {how} (docs/study.md)")
+            if args.action == "tune":
+                if args.methods is not None or args.quick or args.bases is not None:
+                    raise ValueError("`avspo lab tune` runs GRPO on the study's bases: no --methods, --quick, --bases")
+                from .tuning import run as run_tune
+
+                return run_tune(args)
+            if args.set is not None or args.label is not None:
+                raise ValueError("--set and --label apply to `avspo lab tune` only")
             from .study import run as run_study
 
             return run_study(args)
         if args.bases is not None:
             raise ValueError("--bases applies to `avspo lab study` only")
+        if args.set is not None or args.label is not None:
+            raise ValueError("--set and --label apply to `avspo lab tune` only")
         if args.action == "sweep":
             if args.methods is not None:
                 raise ValueError("--methods applies to `avspo lab` only: the sweep runs GRPO")

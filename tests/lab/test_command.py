@@ -107,7 +107,7 @@ def test_quick_sweep_fits_lines_that_analyze_reads(tmp_path):
     "args, message",
     [
         (["lab", "--methods", "ppo", "--quick"], "unknown method 'ppo'"),
-        (["lab", "--mix", "1,2", "--quick"], "mix has 2 weights for 5 tiers"),
+        (["lab", "--mix", "1,2", "--quick"], "mix has 2 weights for 4 tiers"),
         (["lab", "sweep", "--temperature", "0.5"], "the sweep sets --temperature itself"),
     ],
 )
