@@ -15,14 +15,15 @@ import time
 from pathlib import Path
 
 # The built-in default and the quick check: what they change in LabSettings, and their seeds.
-DEFAULT_SEEDS = 5
-QUICK = {"steps": 16, "eval_every": 8}
+DEFAULT_SEEDS = 3
+# A toy budget that checks everything runs: a short warm-up, few prompts, a small held-out split.
+QUICK = {"steps": 8, "eval_every": 4, "prompts": 16, "warmup_steps": 300, "held_out_per_tier": 20, "eval_samples": 2}
 QUICK_SEEDS = 2
-QUICK_SWEEP = {"steps": 10, "eval_every": 10}
+QUICK_SWEEP = {**QUICK, "steps": 10, "eval_every": 10}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .methods import PRESETS
+    from .methods import DEFAULT_METHODS, PRESETS, STUDY_EXTRA
     from .settings import LabSettings
     from .sweep import SWEEP_SEEDS
 
@@ -35,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"short check: {QUICK_SEEDS} seeds and {QUICK['steps']} steps "
                              f"(sweep: {QUICK_SWEEP['steps']} steps per configuration)")
     parser.add_argument("--methods", nargs="+", metavar="METHOD", default=None,
-                        help=f"methods to compare (run only): {' '.join(PRESETS)}, or avspo:key=value,key=value "
-                             "for any algorithm.avspo setting (default: all of those names)")
+                        help=f"methods to compare (run only): {' '.join(PRESETS)}, the study's "
+                             f"{' '.join(STUDY_EXTRA)}, or avspo:key=value,key=value for any algorithm.avspo "
+                             f"setting (default: {' '.join(DEFAULT_METHODS)})")
     parser.add_argument("--seeds", type=int, default=None,
                         help=f"number of seeds, 0..N-1 (default {DEFAULT_SEEDS}; --quick {QUICK_SEEDS}; "
                              f"sweep: {SWEEP_SEEDS} per configuration, --quick too)")

@@ -83,7 +83,9 @@ PRESETS: dict[str, Method] = {
                avspo={"threshold_mode": "always"}),
     )
 }
-DEFAULT_METHODS = tuple(PRESETS)
+# What `avspo lab` (make demo) compares by default: GRPO, the usual fix for collapse (DAPO), and AVSPO; the study
+# compares every method.
+DEFAULT_METHODS = ("grpo", "dapo", "avspo")
 
 # Methods of the study only (avspo lab study): AVSPO's ablations, the controls and prompt selection.
 STUDY_EXTRA: dict[str, Method] = {

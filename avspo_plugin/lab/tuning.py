@@ -95,6 +95,10 @@ def tuning_markdown(rounds: list[dict]) -> str:
         lines += [f"## Round {i}: {record['label']}", "",
                   f"Changes from the study's settings: `{json.dumps(record['changes'])}`; seeds "
                   f"{record['seeds']}; {record['timing']['cpu_s'] / 60:.1f} CPU-minutes.", ""]
+        if record.get("candidates"):
+            lines += ["Candidate bases: " + "; ".join(
+                f"{c['name']}: {c['why']}, greedy {c['greedy']:.2f}" + (" (chosen)" if c["name"] in record["bases"] else "")
+                for c in record["candidates"]) + ".", ""]
         rows = []
         for name, base in record["bases"].items():
             for r in base["runs"]:
@@ -141,9 +145,13 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     jobs = args.jobs or default_jobs()
     progress = not args.no_progress
-    bases = [c for c in choose_bases(settings, progress) if c["chosen"]]
+    candidates = choose_bases(settings, progress)
+    bases = [c for c in candidates if c["chosen"]]
     record: dict[str, Any] = {"label": args.label or ", ".join(args.set or ["the study's settings"]),
-                              "changes": changes, "seeds": seeds, "mde_target": MDE_TARGET, "bases": {}}
+                              "changes": changes, "seeds": seeds, "mde_target": MDE_TARGET,
+                              "candidates": [{"name": c["name"], "regime": c["regime"], "why": c["why"],
+                                              "greedy": c["description"]["held_out"]["greedy"]} for c in candidates],
+                              "bases": {}}
     for base in bases:
         runs = run_base(base, [PRESETS["grpo"]], seeds, jobs, progress)["grpo"]
         base_eval = base["description"]["held_out"]
