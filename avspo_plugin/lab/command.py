@@ -15,27 +15,30 @@ import time
 from pathlib import Path
 
 # The built-in default and the quick check: what they change in LabSettings, and their seeds.
-DEFAULT_SEEDS = 5
-QUICK = {"steps": 16, "eval_every": 8}
+DEFAULT_SEEDS = 3
+# A toy budget that checks everything runs: a short warm-up, few prompts, a small held-out split.
+QUICK = {"steps": 8, "eval_every": 4, "prompts": 16, "warmup_steps": 300, "held_out_per_tier": 20, "eval_samples": 2}
 QUICK_SEEDS = 2
-QUICK_SWEEP = {"steps": 10, "eval_every": 10}
+QUICK_SWEEP = {**QUICK, "steps": 10, "eval_every": 10}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .methods import PRESETS
+    from .methods import DEFAULT_METHODS, PRESETS, STUDY_EXTRA
     from .settings import LabSettings
     from .sweep import SWEEP_SEEDS
 
     default = LabSettings()
-    parser.add_argument("action", nargs="?", choices=("run", "sweep", "study"), default="run",
+    parser.add_argument("action", nargs="?", choices=("run", "sweep", "study", "tune"), default="run",
                         help="run: compare methods (default); sweep: GRPO grid, final accuracy vs early ACR; "
-                             "study: the powered comparison of docs/study.md (hours of CPU)")
+                             "study: the powered comparison of docs/study.md (hours of CPU); tune: one round of "
+                             "tuning GRPO on the study's bases (docs/tuning/)")
     parser.add_argument("--quick", action="store_true",
                         help=f"short check: {QUICK_SEEDS} seeds and {QUICK['steps']} steps "
                              f"(sweep: {QUICK_SWEEP['steps']} steps per configuration)")
     parser.add_argument("--methods", nargs="+", metavar="METHOD", default=None,
-                        help=f"methods to compare (run only): {' '.join(PRESETS)}, or avspo:key=value,key=value "
-                             "for any algorithm.avspo setting (default: all of those names)")
+                        help=f"methods to compare (run only): {' '.join(PRESETS)}, the study's "
+                             f"{' '.join(STUDY_EXTRA)}, or avspo:key=value,key=value for any algorithm.avspo "
+                             f"setting (default: {' '.join(DEFAULT_METHODS)})")
     parser.add_argument("--seeds", type=int, default=None,
                         help=f"number of seeds, 0..N-1 (default {DEFAULT_SEEDS}; --quick {QUICK_SEEDS}; "
                              f"sweep: {SWEEP_SEEDS} per configuration, --quick too)")
@@ -69,6 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "every step); the select_* methods need one")
     parser.add_argument("--bases", type=int, default=None,
                         help="study only: how many accepted base policies (default 3)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", default=None,
+                        help="tune only: change one of GRPO's settings from the study's (lr, group_size, temperature, "
+                             "kl_coef, grad_clip, clip_ratio); repeat for several")
+    parser.add_argument("--label", default=None, help="tune only: what the round tries, for tuning.md")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -104,18 +111,29 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_process()
     try:
-        if args.action == "study":
+        if args.action in ("study", "tune"):
             fixed = [f"--{name}" for name in ("steps", "prompts", "group-size", "temperature", "lr", "mix",
                                               "warmup-steps", "eval-every", "dapo-max-gen-batches", "task-seed",
                                               "train-per-tier")
                      if getattr(args, name.replace("-", "_")) is not None]
             if fixed:
-                raise ValueError(f"the study's design fixes {', '.join(fixed)}; leave them out (docs/study.md)")
+                how = "tune GRPO's settings with --set KEY=VALUE" if args.action == "tune" else "leave them out"
+                raise ValueError(f"the study's design fixes {', '.join(fixed)}; {how} (docs/study.md)")
+            if args.action == "tune":
+                if args.methods is not None or args.quick or args.bases is not None:
+                    raise ValueError("`avspo lab tune` runs GRPO on the study's bases: no --methods, --quick, --bases")
+                from .tuning import run as run_tune
+
+                return run_tune(args)
+            if args.set is not None or args.label is not None:
+                raise ValueError("--set and --label apply to `avspo lab tune` only")
             from .study import run as run_study
 
             return run_study(args)
         if args.bases is not None:
             raise ValueError("--bases applies to `avspo lab study` only")
+        if args.set is not None or args.label is not None:
+            raise ValueError("--set and --label apply to `avspo lab tune` only")
         if args.action == "sweep":
             if args.methods is not None:
                 raise ValueError("--methods applies to `avspo lab` only: the sweep runs GRPO")

@@ -146,10 +146,10 @@ def response_log_probs(
     return log_probs, entropy
 
 
-def supervised_batch(problems: Problems) -> Rollout:
-    """Prompts with their correct responses (answer + end token), for the warm-up."""
+def supervised_batch(problems: Problems, answers: list[str] | None = None) -> Rollout:
+    """Prompts with their responses (answer + end token) for the warm-up: the given answers, else the correct ones."""
     prompt_ids, prompt_mask = left_pad(problems.prompts())
-    answers = [[*VOCAB.encode(a), VOCAB.eos_id] for a in problems.answers()]
+    answers = [[*VOCAB.encode(a), VOCAB.eos_id] for a in (problems.answers() if answers is None else answers)]
     width = max(len(a) for a in answers)
     response_ids = torch.tensor([a + [VOCAB.pad_id] * (width - len(a)) for a in answers], dtype=torch.long)
     response_mask = torch.tensor([[1] * len(a) + [0] * (width - len(a)) for a in answers], dtype=torch.long)

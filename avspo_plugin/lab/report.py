@@ -156,6 +156,15 @@ def base_table(base: dict, tiers: Sequence[int]) -> list[str]:
     return markdown_table(header, rows)
 
 
+def learning_table(base: dict, methods: dict) -> list[str]:
+    """Per method: base -> final held-out accuracy, sampled and greedy, with the change."""
+    rows = [[name,
+             f"{base['accuracy']:.3f} → {fmt(entry['final_accuracy'])} ({entry['final_accuracy']['mean'] - base['accuracy']:+.3f})",
+             f"{base['greedy']:.3f} → {fmt(entry['final_greedy'])} ({entry['final_greedy']['mean'] - base['greedy']:+.3f})"]
+            for name, entry in methods.items()]
+    return markdown_table(["method", "sampled: base → final (Δ)", "greedy: base → final (Δ)"], rows)
+
+
 def values_text(seeds: int) -> str:
     """What the report's cells hold, intervals or not."""
     if seeds >= MIN_VALUES_FOR_INTERVAL:
@@ -182,6 +191,13 @@ def lab_markdown(report: dict) -> str:
         f"{settings['temperature']}, and the fraction of prompts whose samples all fail / all pass:",
         "",
         *base_table(report["base"], settings["tiers"]),
+        "",
+        "## Does RL learn? Held-out accuracy of the base policy and after RL",
+        "",
+        f"Sampled: avg@{settings['eval_samples']} at temperature {settings['eval_temperature']}; greedy: greedy "
+        "decoding; both on the held-out problems, final = after the last step, mean over seeds.",
+        "",
+        *learning_table(report["base"]["held_out"], methods),
         "",
         "## Same number of steps",
         "",

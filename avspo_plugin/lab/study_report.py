@@ -18,93 +18,107 @@ def _p(value: float) -> str:
     return f"{value:.2g}" if value >= 1e-4 else "<1e-4"
 
 
-def comparison_table(family: dict[str, dict], means: dict, key: str, baseline: str) -> list[str]:
-    from .study import MDE_TARGET
+def comparison_table(family: dict[str, dict], means: dict, key: str, baseline: str, mde_target: float) -> list[str]:
+    header = ["method", f"{key} (mean ± 95% CI)", f"Δ vs {baseline} [95% CI]", "pairs", "p", "p (Holm)",
+              f"MDE 80% (≤ {mde_target}?)", "MDE 80% at Holm's strictest level"]
 
-    header = ["method", f"{key} (mean ± 95% CI)", f"Δ vs {baseline} [95% CI]", "p", "p (Holm)",
-              f"MDE 80% (≤ {MDE_TARGET}?)", "MDE 80% at Holm's strictest level"]
-    rows = [[baseline, f"{means[baseline][key]['mean']:.4f} ± {means[baseline][key]['ci95']:.4f}", "", "", "", "", ""]]
+    def mean(name: str) -> str:
+        m = means[name][key]
+        return f"{m['mean']:.4f}" + (f" ± {m['ci95']:.4f}" if m["ci95"] is not None else "")
+
+    rows = [[baseline, mean(baseline), "", "", "", "", "", ""]]
     for name, test in family.items():
-        rows.append([name, f"{means[name][key]['mean']:.4f} ± {means[name][key]['ci95']:.4f}", _interval(test),
-                     _p(test["p"]), _p(test["p_holm"]) + (" *" if test["significant"] else ""),
-                     f"{test['mde']:.4f} ({'yes' if test['mde'] <= MDE_TARGET else 'no'})", f"{test['mde_holm']:.4f}"])
+        rows.append([name, mean(name), _interval(test), str(test["n"]), _p(test["p"]),
+                     _p(test["p_holm"]) + (" *" if test["significant"] else ""),
+                     f"{test['mde']:.4f} ({'yes' if test['mde'] <= mde_target else 'no'})", f"{test['mde_holm']:.4f}"])
     return markdown_table(header, rows)
+
+
+def _value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    return str(value)
+
+
+def gates_table(gates: dict[str, dict[str, dict]]) -> list[str]:
+    """One row per base and gate: value, bound, passed."""
+    rows = [[base, name, _value(g["value"]), _value(g["bound"]), "pass" if g["passed"] else "**FAIL**"]
+            for base, by_name in gates.items() for name, g in by_name.items()]
+    return markdown_table(["base", "gate", "value", "bound", "result"], rows)
 
 
 def study_markdown(report: dict) -> str:
     design, settings, analysis = report["design"], report["settings"], report["analysis"]
     baseline = design["baseline"]
-    bases = [c for c in report["candidates"] if c["accepted"]]
-    n_pairs = len(design["seeds"]) * len(bases)
+    compared = [name for name, b in report["bases"].items() if b["compared"]]
     budget = settings["rollout_budget"]
+    seeds = design["seeds"]
     lines = [
-        "# AVSPO CPU lab: the powered study",
+        "# AVSPO CPU lab: the study",
         "",
-        f"{len(design['methods'])} methods x {len(bases)} base policies (task seeds "
-        f"{', '.join(str(b['task_seed']) for b in bases)}) x {len(design['seeds'])} seeds, every run to exactly "
-        f"{budget:,} rollouts ({settings['prompts']} prompts x G = {settings['group_size']} per generation batch), "
-        f"evaluated at {', '.join(f'{f:.0%}' for f in settings['eval_fractions'])} of that budget: avg@"
-        f"{settings['eval_samples']} at temperature {settings['eval_temperature']} on {settings['held_out_per_tier']} "
-        f"held-out problems per tier. Training set: {settings['train_per_tier']} problems per tier, shuffled epochs. "
-        f"Gradient clip {settings['grad_clip']} (GRPO pilot). The design was fixed before any result: docs/study.md.",
+        f"{len(design['methods'])} methods, bases chosen by regime, every run to exactly {budget:,} rollouts "
+        f"({settings['prompts']} prompts x G = {settings['group_size']} per generation batch), evaluated at "
+        f"{', '.join(f'{f:.1%}' for f in settings['eval_fractions'])} of that budget: avg@{settings['eval_samples']} "
+        f"at temperature {settings['eval_temperature']} on {settings['held_out_per_tier']} held-out problems per "
+        f"tier, and greedy. GRPO's settings frozen by tuning: `{design['frozen_grpo']}`. Seeds per base: "
+        f"{len(seeds[baseline])} for "
+        f"{', '.join(m for m in design['primary'] if m in seeds)}, "
+        f"{min(len(v) for v in seeds.values())} for the others. The design is fixed in code: docs/study.md.",
         "",
-        f"Δ is the difference to {baseline} paired by base and seed ({n_pairs} pairs); p from a paired t-test; Holm's "
-        f"correction over the {len(design['methods']) - 1} methods compared with {baseline} (* : significant at "
-        f"{design['alpha']}); MDE: the smallest true paired difference detected with {design['power']:.0%} power.",
+        "## Gates",
+        "",
+        "GRPO must clearly learn on a base before any method is compared there (docs/study.md). "
+        + ("A base that fails a gate is not used." if design["gates_enforced"] else
+           "**Gates not enforced: a quick run checks the pipeline on a toy budget, it compares nothing.**"),
+        "",
+        *gates_table(report["gates"]),
         "",
         "## Base policies",
         "",
-        "Candidates in order, judged by the rule on base-policy statistics only (pass rate of G samples per "
-        "held-out prompt at the RL temperature):",
+        "Candidates in order, judged by the rule on base-policy statistics only (all-fail share F and all-pass "
+        "share P of G-sample groups over the held-out prompts, weighted by the RL tier mix):",
         "",
     ]
-    tiers = [str(d) for d in settings["tiers"]]
-    rows = [[str(c["task_seed"]), "yes" if c["accepted"] else "no",
-             *(f"{c['description']['sampled_by_tier'][t]['pass_rate']:.3f}" for t in tiers),
-             f"{c['description']['held_out']['accuracy']:.3f}", c["why"]]
+    rows = [[c["name"], c["regime"] or "not eligible", "yes" if c["chosen"] else "no",
+             f"{c['description']['held_out']['accuracy']:.3f}", f"{c['description']['held_out']['greedy']:.3f}", c["why"]]
             for c in report["candidates"]]
-    lines += markdown_table(["task seed", "accepted", *(f"tier {t} pass" for t in tiers), "held-out avg@k", "rule"], rows)
-    pilot = report["pilot"]
+    lines += markdown_table(["candidate", "regime", "chosen", "held-out accuracy", "greedy", "rule"], rows)
+    lines.append("")
+    if not compared or analysis is None:
+        lines += ["**No method was compared: no base passes the gates.**", ""]
+        return "\n".join(lines + _timing(report))
     lines += [
-        "",
-        f"Gradient clip: GRPO alone without a clip, seed {pilot['seed']}, {pilot['steps']} steps on base "
-        f"{pilot['task_seed']}: median gradient norm {pilot['median_norm']:.3g}, {design['pilot']['quantile']:.0%} "
-        f"quantile {pilot['quantile']:.3g} over its {pilot['updates']} steps (each step's norm: the mean over its "
-        f"mini-batch updates); clip set to {pilot['grad_clip']}. How often it bound in the study's runs: the "
-        "collapse and clipping table below.",
-        "",
-        "## Held-out accuracy at the rollout budget (primary endpoint)",
-        "",
-        *comparison_table(analysis["pooled"]["accuracy"], analysis["means"], "accuracy", baseline),
-        "",
-        "## Mean accuracy over the rollout budget (AUC)",
-        "",
-        *comparison_table(analysis["pooled"]["auc"], analysis["means"], "auc", baseline),
+        "Compared on: " + ", ".join(f"{b} ({report['bases'][b]['regime']})" for b in compared) + ". Δ is the difference "
+        f"to {baseline} paired by base and seed; p from a paired t-test; Holm's correction over the "
+        f"{len(design['methods']) - 1} methods compared with {baseline} (* : significant at {design['alpha']}); MDE: "
+        f"the smallest true paired difference detected with {design['power']:.0%} power.",
         "",
     ]
-    if analysis["selection_goal"]:
-        fraction = design["selection_fraction"]
-        lines += [
-            f"## Prompt selection: {baseline}'s final accuracy with {1 - fraction:.0%} fewer rollouts?",
-            "",
-            f"Held-out accuracy of the selection method at {fraction:.0%} of the budget minus {baseline}'s at 100%, "
-            f"paired; reached when the interval's lower end is above -{design['selection_margin']}.",
-            "",
-        ]
-        rows = [[name, _interval(goal), f"{goal['mde']:.4f}", "yes" if goal["reached"] else "no"]
-                for name, goal in analysis["selection_goal"].items()]
-        lines += markdown_table(["method", "Δ [95% CI]", "MDE 80%", "reached"], rows)
-        lines.append("")
-    lines += ["## Per base: Δ held-out accuracy at the budget vs " + baseline, ""]
+    for key, title in (("accuracy", "Held-out accuracy at the rollout budget (primary endpoint)"),
+                       ("auc", "Mean accuracy over the rollout budget (AUC)"),
+                       ("greedy", "Greedy accuracy at the rollout budget")):
+        lines += [f"## {title}", "",
+                  *comparison_table(analysis["pooled"][key], analysis["means"], key, baseline, design["mde_target"]),
+                  ""]
+    lines += [f"## Per base (regime): Δ held-out accuracy at the budget vs {baseline}", ""]
     per_base = analysis["per_base"]
     methods = list(analysis["pooled"]["accuracy"])
-    rows = [[name, *(_interval(per_base[str(b['task_seed'])]["accuracy"][name]) for b in bases)] for name in methods]
-    lines += markdown_table(["method", *(f"base {b['task_seed']}" for b in bases)], rows)
-    lines += ["", "## Collapse, clipping and cost (mean over bases and seeds)", ""]
+    rows = [[name, *(_interval(per_base[b]["accuracy"][name]) for b in compared)] for name in methods]
+    lines += markdown_table(["method", *(f"{b} ({report['bases'][b]['regime']})" for b in compared)], rows)
+    lines += ["", f"## Rollouts to reach {baseline}'s final accuracy", "",
+              f"First crossing of the method's mean accuracy curve (over seeds) with {baseline}'s mean final accuracy "
+              "on the same base, linear between evaluations; \"never\" when it stays below.", ""]
+    reach = report["rollouts_to_grpo_final"]
+    rows = [[name, *("never" if reach[name].get(b) is None else f"{reach[name][b]:,.0f}" for b in compared)]
+            for name in design["methods"]]
+    lines += markdown_table(["method", *compared], rows)
+    lines += ["", "## Collapse, clipping and cost (mean over compared bases and seeds)", ""]
     summaries = report["summaries"]
 
     def over_bases(name: str, pick) -> float:
-        values = [pick(summaries[name][str(b["task_seed"])]) for b in bases]
+        values = [pick(summaries[name][b]) for b in compared if b in summaries[name]]
         values = [v for v in values if v is not None]
         return float(np.mean(values)) if values else float("nan")
 
@@ -115,41 +129,24 @@ def study_markdown(report: dict) -> str:
         return pick
 
     header = ["method", "steps", "ACR", "effective ACR", "all-fail", "all-pass", "skipped prompts / step",
-              "clip binds", "median grad norm"]
+              "clip binds", "median grad norm", "wall s / run", "CPU s / run"]
     rows = [[name, f"{over_bases(name, lambda s: s['steps']):.1f}",
              *(f"{over_bases(name, series_mean(k)):.3f}" for k in ("acr", "effective_acr", "acr_all_fail",
                                                                    "acr_all_pass", "skipped_prompts")),
-             f"{over_bases(name, lambda s: s['clip_bound']):.2f}", f"{over_bases(name, lambda s: s['grad_norm_median']):.3g}"]
+             f"{over_bases(name, lambda s: s['clip_bound']):.2f}", f"{over_bases(name, lambda s: s['grad_norm_median']):.3g}",
+             f"{over_bases(name, lambda s: s['wall_s']):.0f}", f"{over_bases(name, lambda s: s['cpu_s']):.0f}"]
             for name in design["methods"]]
     lines += markdown_table(header, rows)
-    lines += [
-        "",
-        "## Answers right but never ended",
-        "",
-        f"Fraction of held-out samples whose answer digits are all right but are not followed by the end token "
-        f"(they score 0), {baseline}, mean over bases and seeds, at the base policy and at the budget:",
-        "",
-    ]
-    rows = [[f"tier {t}",
-             f"{over_bases(baseline, lambda s, t=t: s['answer_without_end_by_tier'][t][0]):.3f}",
-             f"{over_bases(baseline, lambda s, t=t: s['answer_without_end_by_tier'][t][-1]):.3f}",
-             f"{over_bases(baseline, lambda s, t=t: s['accuracy_by_tier'][t][-1]):.3f}"] for t in tiers]
-    lines += markdown_table(["tier", "base: right but not ended", "budget: right but not ended", "budget: accuracy"], rows)
+    lines += ["", "## Methods", "", *(f"- `{name}`: {text}" for name, text in report["method_descriptions"].items()), ""]
+    lines += ["Plots: paired_differences.png (Δ vs the baseline with 95% intervals, pooled and per base), "
+              "accuracy_by_tier.png, collapse_by_tier.png, avspo_threshold.png (means over seeds; no bands).", ""]
+    return "\n".join(lines + _timing(report))
+
+
+def _timing(report: dict) -> list[str]:
     timing = report["timing"]
-    lines += [
-        "",
-        "## Methods",
-        "",
-        *(f"- `{name}`: {text}" for name, text in report["method_descriptions"].items()),
-        "",
-        f"Wall time {timing['wall_s'] / 60:.1f} min; CPU time {timing['cpu_s'] / 3600:.2f} h ({timing['jobs']} worker "
-        "processes, one torch thread each).",
-        "",
-        "Plots: paired_differences.png (Δ vs the baseline with 95% intervals, pooled and per base), "
-        "accuracy_by_tier.png, collapse_by_tier.png, avspo_threshold.png (means over seeds; no bands).",
-        "",
-    ]
-    return "\n".join(lines)
+    return [f"Wall time {timing['wall_s'] / 60:.1f} min; CPU time {timing['cpu_s'] / 3600:.2f} h ({timing['jobs']} "
+            f"worker processes, one torch thread each); {report['design']['planned_runs']} runs planned.", ""]
 
 
 def plot_study(report: dict, out: Path) -> list[Path]:
@@ -159,11 +156,13 @@ def plot_study(report: dict, out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     design, analysis, summaries = report["design"], report["analysis"], report["summaries"]
-    bases = [str(c["task_seed"]) for c in report["candidates"] if c["accepted"]]
-    methods = design["methods"]
+    bases = [name for name, b in report["bases"].items() if b["compared"]]
+    methods = [m for m in design["methods"] if all(b in summaries.get(m, {}) for b in bases)]
     colors = method_colors(methods)
     tiers = [str(d) for d in report["settings"]["tiers"]]
-    written = []
+    written: list[Path] = []
+    if not bases or analysis is None:
+        return written
 
     compared = list(analysis["pooled"]["accuracy"])
     fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 * len(compared) + 2), sharey=True)

@@ -22,11 +22,11 @@ import numpy as np
 
 from .report import EARLY_FRACTION, Z975, markdown_table, window_mean
 
-# RL tier mixes of the sweep (weights over tiers 1-5): from mostly short problems to mostly long ones.
+# RL tier mixes of the sweep (weights over the lab's four tiers): from mostly short problems to mostly long ones.
 SWEEP_MIXES: dict[str, tuple[float, ...]] = {
-    "easy": (4, 3, 2, 1, 1),
-    "uniform": (1, 1, 1, 1, 1),
-    "hard": (1, 1, 2, 3, 4),
+    "easy": (4, 3, 2, 1),
+    "uniform": (1, 1, 1, 1),
+    "hard": (1, 2, 3, 4),
 }
 SWEEP_TEMPERATURES = (0.7, 1.0, 1.3)
 SWEEP_GROUP_SIZES = (4, 8)
@@ -57,7 +57,8 @@ class SweepConfig:
 def sweep_grid(base) -> list[SweepConfig]:
     """Every configuration: temperatures x group sizes x mixes x learning rates, the rest as in ``base``."""
     if len(base.tiers) != len(next(iter(SWEEP_MIXES.values()))):
-        raise ValueError(f"the sweep's tier mixes are written for 5 tiers; the settings have tiers {base.tiers}")
+        raise ValueError(f"the sweep's tier mixes are written for {len(next(iter(SWEEP_MIXES.values())))} tiers; "
+                         f"the settings have tiers {base.tiers}")
     grid = []
     for temperature, g, (mix_name, mix), lr in itertools.product(
         SWEEP_TEMPERATURES, SWEEP_GROUP_SIZES, SWEEP_MIXES.items(), SWEEP_LEARNING_RATES

@@ -93,6 +93,27 @@ class Problems:
         return self.a.astype(np.int64) * 10**9 + self.b.astype(np.int64)
 
 
+def answers_dropping_carries(a: np.ndarray, b: np.ndarray, rate: float, rng: np.random.Generator) -> list[str]:
+    """a + b written least significant digit first, where each carry is dropped with probability ``rate``.
+
+    The digits are added column by column; a carry that arises is passed on to the next column with
+    probability 1 - rate, otherwise lost (that column, and the final carry digit, come out one lower): the
+    subtle error of a learner who forgets to carry. rate 0 gives the true sums.  a, b: (N,) -> N strings.
+    """
+    a, b = np.asarray(a, dtype=np.int64).copy(), np.asarray(b, dtype=np.int64).copy()
+    width = len(str(int(max(a.max(initial=0), b.max(initial=0)))))
+    carry = np.zeros(a.shape, dtype=np.int64)
+    digits = []
+    for _ in range(width):
+        column = a % 10 + b % 10 + carry
+        digits.append(column % 10)
+        carry = (column // 10) * (rng.random(a.shape) >= rate)
+        a, b = a // 10, b // 10
+    digits.append(carry)
+    columns = np.stack(digits, axis=1)  # (N, width + 1), least significant first
+    return [lsb_first(int("".join(map(str, row[::-1])))) for row in columns]
+
+
 def max_response_length(tiers: tuple[int, ...]) -> int:
     """Tokens in the longest correct response: d + 1 digits (a final carry) and the end token."""
     return max(tiers) + 2

@@ -86,3 +86,56 @@ def test_parse_method_presets_and_avspo_settings():
         parse_method("avspo:alpah=0.5")
     with pytest.raises(ValueError, match="threshold_mode"):
         parse_method("avspo:threshold_mode=sometimes")
+
+
+def test_random_variance_control_gives_collapsed_groups_zero_mean_noise_and_leaves_the_rest_to_grpo():
+    from avspo_plugin.lab.methods import compute_random_variance_advantage
+
+    grpo, _ = compute_grpo_outcome_advantage(token_rewards(), MASK, UIDS)
+    advantages, _ = compute_random_variance_advantage(token_rewards(), MASK, UIDS, step=3, seed=1)
+    per_row = advantages.sum(dim=1) / MASK.sum(dim=1)
+    mixed = torch.tensor([i // 4 in (0, 3) for i in range(16)])
+    assert torch.allclose(advantages[mixed], grpo[mixed])  # groups with variance: GRPO's own advantages
+    for group in (1, 2):  # all-fail and all-pass: standardised noise, zero mean, unit (unbiased) std
+        rows = per_row[4 * group: 4 * group + 4]
+        assert abs(float(rows.mean())) < 1e-5 and float(rows.std()) == pytest.approx(1.0, abs=1e-4)
+    assert (advantages * (1 - MASK)).abs().sum() == 0
+    again, _ = compute_random_variance_advantage(token_rewards(), MASK, UIDS, step=3, seed=1)
+    other, _ = compute_random_variance_advantage(token_rewards(), MASK, UIDS, step=4, seed=1)
+    assert torch.equal(advantages, again) and not torch.equal(advantages, other)  # drawn from (seed, step)
+    # The signs carry no information: over many draws, the all-fail rows are pushed up as often as down.
+    signs = [float(compute_random_variance_advantage(token_rewards(), MASK, UIDS, step=s)[0][4, 0] > 0)
+             for s in range(400)]
+    assert 0.4 < np.mean(signs) < 0.6
+
+
+def test_zvp_shapes_collapsed_groups_by_token_entropy_with_the_regime_sign():
+    from avspo_plugin.lab.methods import ZVP_SCALE, compute_zvp_advantage
+
+    entropy = torch.rand(MASK.shape, generator=torch.Generator().manual_seed(0))
+    advantages, returns = compute_zvp_advantage(token_rewards(), MASK, UIDS, entropy=entropy)
+    assert torch.equal(advantages, returns)
+    grpo, _ = compute_grpo_outcome_advantage(token_rewards(), MASK, UIDS)
+    mixed = torch.tensor([i // 4 in (0, 3) for i in range(16)])
+    assert torch.allclose(advantages[mixed], grpo[mixed])
+    for row in range(4, 8):  # all-fail: -alpha (max_k H_k - H_t) on the response's tokens
+        n = int(LENGTHS[row])
+        h = entropy[row, :n]
+        assert torch.allclose(advantages[row, :n], -ZVP_SCALE * (h.max() - h))
+        assert (advantages[row, :n] <= 0).all() and advantages[row, n:].abs().sum() == 0
+    for row in range(8, 12):  # all-pass: +alpha H_t
+        n = int(LENGTHS[row])
+        assert torch.allclose(advantages[row, :n], ZVP_SCALE * entropy[row, :n])
+    with pytest.raises(ValueError, match="token entropies"):
+        compute_zvp_advantage(token_rewards(), MASK, UIDS)
+
+
+def test_study_methods_with_lab_estimators_go_through_compute_advantages():
+    from avspo_plugin.lab.methods import STUDY_EXTRA
+
+    entropy = torch.ones(MASK.shape)
+    for name in ("random_variance", "rlzvp"):
+        method = STUDY_EXTRA[name]
+        advantages = compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS,
+                                        entropy=entropy, step=1, seed=0)
+        assert effective_acr(advantages, UIDS) < 0.5  # collapsed groups get a signal

@@ -11,9 +11,8 @@ from scipy import stats
 from avspo_plugin.cli import main
 from avspo_plugin.lab.methods import PRESETS, STUDY_EXTRA
 from avspo_plugin.lab.settings import LabSettings
-from avspo_plugin.lab.study import (
-    POWER, accept_base, analyse, auc, holm, minimum_detectable_effect, paired_test, run_endpoints,
-)
+from avspo_plugin.lab.statistics import POWER, holm, minimum_detectable_effect, paired_test, pairs_for_mde
+from avspo_plugin.lab.study import analyse, auc, regime_of, rollouts_to_reach, run_endpoints
 from avspo_plugin.lab.task import EpochSampler, held_out_split, training_set
 from avspo_plugin.lab.train import PromptSource, held_out, train, warm_up
 
@@ -21,6 +20,7 @@ TINY = LabSettings(
     warmup_steps=40, warmup_batch=32, held_out_per_tier=4, prompts=4, group_size=4, mini_batches=2,
     eval_samples=2, train_per_tier=4, rollout_budget=5 * 16, eval_fractions=(0.35, 0.7, 1.0),
 )
+DEFAULT = LabSettings()
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,9 @@ def test_budget_runs_end_exactly_at_the_budget_and_evaluate_at_its_fractions(bas
     assert dapo["evals"]["budget_fraction"] == [0.0, 0.35, 0.7, 1.0]  # one evaluation may stand for two fractions
     assert dapo["evals"]["rollouts"][-1] == TINY.rollout_budget
     ends = run_endpoints(dapo, TINY.rollout_budget)
-    assert set(ends) == {"accuracy", "auc", "accuracy_at_35", "accuracy_at_70", "accuracy_at_100"}
+    assert ends == {"accuracy": dapo["evals"]["accuracy"][-1], "auc": auc(dapo, TINY.rollout_budget),
+                    "greedy": dapo["evals"]["greedy"][-1]}
+    assert sum(grpo["steps"]["held_out_drawn"]) == 0
     x, y = np.asarray(dapo["evals"]["rollouts"], float), np.asarray(dapo["evals"]["accuracy"])
     assert auc(dapo, TINY.rollout_budget) == pytest.approx(float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x))) / 80)
 
@@ -67,20 +69,20 @@ def test_training_set_is_disjoint_from_held_out_and_epochs_visit_every_problem_o
 
 
 def test_selection_skips_collapsed_prompts_before_generation_and_loses_none():
-    settings = dataclasses.replace(TINY, train_per_tier=8)  # 40 prompts
+    settings = dataclasses.replace(TINY, train_per_tier=8)  # 32 prompts
     source = PromptSource(settings, STUDY_EXTRA["select_grpo"], seed=0, held=held_out(settings))
     size = len(source.epochs.problems)
-    easy = set(np.flatnonzero(source.epochs.problems.tier <= 2).tolist())
+    easy = set(np.flatnonzero(source.epochs.problems.tier <= 3).tolist())
     generated, skipped = [], []
-    for step in range(1, 21):  # 40 prompts: the first epoch (10 steps) has no history to predict from
+    for step in range(1, 21):  # 32 prompts: the first epoch (8 steps) has no history to predict from
         problems, ids = source.draw(4, step)
         assert len(ids) == 4 and len(set(ids.tolist())) == 4
         generated += ids.tolist()
         skipped += source.last_skipped.tolist()
-        # Every prompt of tier 1 or 2 collapses (all pass); the others get mixed rewards.
-        scores = torch.tensor([[1.0] * 4 if t <= 2 else [0.0, 1, 0, 1] for t in problems.tier]).flatten()
+        # Every prompt of tier 2 or 3 collapses (all pass); the others get mixed rewards.
+        scores = torch.tensor([[1.0] * 4 if t <= 3 else [0.0, 1, 0, 1] for t in problems.tier]).flatten()
         source.selector.observe(np.repeat(ids, 4).tolist(), scores, step)
-    assert len(generated[:40]) == len(set(generated[:40])) == size  # the first epoch: every prompt, once
+    assert len(generated[:size]) == len(set(generated[:size])) == size  # the first epoch: every prompt, once
     assert skipped and set(skipped) <= easy  # only prompts that collapsed are skipped
     assert source.skipped == len(skipped)
     hard = [i for i in range(size) if i not in easy]
@@ -94,13 +96,31 @@ def test_selection_needs_a_fixed_training_set():
         PromptSource(settings, STUDY_EXTRA["select_grpo"], seed=0, held=held_out(settings))
 
 
-def test_base_rule():
-    def rates(*values):
-        return {str(d): {"pass_rate": v} for d, v in enumerate(values, start=1)}
+def test_regime_rule_on_base_statistics():
+    def stats(fail, pass_):
+        return {str(d): {"all_fail": f, "all_pass": p} for d, f, p in zip(DEFAULT.tiers, fail, pass_)}
 
-    assert accept_base(rates(0.9, 0.6, 0.3, 0.1, 0.0), TINY)[0]
-    assert accept_base(rates(0.9, 0.6, 0.3, 0.2, 0.0), TINY) == (False, "no tier with a pass rate in [0.02, 0.15]")
-    assert not accept_base(rates(0.9, 0.6, 0.3, 0.1, 0.01), TINY)[0]  # the never-shown tier must stay unreachable
+    held = {"accuracy": 0.4, "greedy": 0.8}
+    # F and P weigh the tiers by the RL mix (uniform): F = 0.25, P = 0.05.
+    assert regime_of(stats((0, 0.2, 0.3, 0.5), (0.2, 0, 0, 0)), held, DEFAULT)[0] == "all_fail"
+    assert regime_of(stats((0, 0, 0.1, 0.1), (0.4, 0.2, 0.1, 0)), held, DEFAULT)[0] == "all_pass"
+    regime, why = regime_of(stats((0, 0.2, 0.2, 0.4), (0.4, 0.2, 0.1, 0.1)), held, DEFAULT)
+    assert regime == "mixed" and why.startswith("F = 0.20, P = 0.20")
+    assert regime_of(stats((0,) * 4, (0.9,) * 4), {"accuracy": 0.85, "greedy": 1.0}, DEFAULT) == \
+        (None, "F = 0.00, P = 0.90, accuracy 0.85: above 0.8, no room for the gates' gain")
+    assert regime_of(stats((0.9,) * 4, (0,) * 4), {"accuracy": 0.1, "greedy": 0.3}, DEFAULT)[0] is None
+
+
+def test_rollouts_to_reach_interpolates_the_mean_curve():
+    runs = [{"evals": {"rollouts": [0, 100, 200], "accuracy": a}} for a in ([0.2, 0.4, 0.6], [0.2, 0.2, 0.4])]
+    assert rollouts_to_reach(runs, 0.4) == pytest.approx(150.0)  # mean curve 0.2, 0.3, 0.5
+    assert rollouts_to_reach(runs, 0.2) == 0.0
+    assert rollouts_to_reach(runs, 0.51) is None
+
+
+def test_pairs_for_mde_is_the_fewest_that_reach_the_target():
+    n = pairs_for_mde(0.02, 0.015)
+    assert minimum_detectable_effect(0.02, n) <= 0.015 < minimum_detectable_effect(0.02, n - 1)
 
 
 def test_paired_test_and_holm_agree_with_scipy():
@@ -127,17 +147,63 @@ def test_minimum_detectable_effect_has_the_stated_power():
 
 
 def test_analyse_pairs_by_base_and_seed():
-    endpoints = {m: {b: {s: {"accuracy": 0.5 + delta + 0.01 * s, "auc": 0.4, "accuracy_at_70": 0.45 + delta}
-                         for s in range(5)} for b in (1, 2)}
+    endpoints = {m: {b: {s: {"accuracy": 0.5 + delta + 0.01 * s, "auc": 0.4, "greedy": 0.6 + delta}
+                         for s in range(5)} for b in ("one", "two")}
                  for m, delta in (("grpo", 0.0), ("select_grpo", 0.02))}
-    result = analyse(endpoints, ["grpo", "select_grpo"], [1, 2])
+    result = analyse(endpoints, ["grpo", "select_grpo"], ["one", "two"])
     assert result["pooled"]["accuracy"]["select_grpo"]["mean"] == pytest.approx(0.02)
     assert result["pooled"]["accuracy"]["select_grpo"]["n"] == 10
-    goal = result["selection_goal"]["select_grpo"]  # 70% reading against grpo's final: 0.47 + ... vs 0.5 + ...
-    assert goal["mean"] == pytest.approx(np.mean([0.47 - (0.5 + 0.01 * s) for s in range(5)]))
+    assert result["per_base"]["one"]["greedy"]["select_grpo"]["n"] == 5
+    assert result["means"]["grpo"]["accuracy"]["mean"] == pytest.approx(0.52)
 
 
-def test_study_refuses_what_its_design_fixes(capsys):
+def test_study_and_tuning_refuse_what_the_design_fixes(capsys):
     assert main(["lab", "study", "--steps", "3"]) == 2
     assert "the study's design fixes --steps" in capsys.readouterr().err
     assert main(["lab", "--bases", "2"]) == 2
+    assert main(["lab", "tune", "--lr", "1e-3"]) == 2
+    assert "tune GRPO's settings with --set KEY=VALUE" in capsys.readouterr().err
+    assert main(["lab", "tune", "--set", "prompts=64"]) == 2
+    assert "key one of lr, group_size" in capsys.readouterr().err
+    assert main(["lab", "study", "--set", "lr=1e-3"]) == 2
+
+
+def test_the_study_compares_methods_only_on_bases_that_pass_every_gate():
+    from avspo_plugin.lab.study import bases_to_compare
+
+    good = {"grpo_gain": {"value": 0.12, "bound": 0.1, "passed": True}}
+    bad = {"grpo_gain": {"value": 0.02, "bound": 0.1, "passed": False}}
+    bases = [{"name": "a", "regime": "mixed"}, {"name": "b", "regime": "all_fail"}]
+    gates = {"a": good, "b": bad}
+    assert [b["name"] for b in bases_to_compare(bases, gates, enforce=True, progress=False)] == ["a"]
+    assert [b["name"] for b in bases_to_compare(bases, {"a": bad, "b": bad}, enforce=True, progress=False)] == []
+    assert len(bases_to_compare(bases, gates, enforce=False, progress=False)) == 2  # --quick: reported, not enforced
+
+
+def test_tuning_changes_only_grpo_settings_and_keeps_rollouts_per_step():
+    from avspo_plugin.lab.tuning import parse_changes
+
+    assert parse_changes(["group_size=8", "temperature=1.2", "lr=3e-4"], DEFAULT) == {
+        "group_size": 8, "prompts": 64, "temperature": 1.2, "eval_temperature": 1.2, "lr": 3e-4}
+    with pytest.raises(ValueError, match="not a number"):
+        parse_changes(["lr=fast"], DEFAULT)
+    with pytest.raises(ValueError, match="are not a multiple"):
+        parse_changes(["group_size=3"], DEFAULT)
+
+
+def test_quick_study_writes_the_gates_and_the_paired_differences(tmp_path):
+    import json
+
+    assert main(["lab", "study", "--quick", "--jobs", "1", "--no-progress", "--out", str(tmp_path),
+                 "--methods", "grpo", "avspo", "rlzvp"]) == 0
+    report = json.loads((tmp_path / "study.json").read_text())
+    (base,) = report["gates"]
+    assert set(report["gates"][base]) == {"grpo_gain", "grpo_gain_per_seed", "greedy_change", "acr_first_half",
+                                          "both_regimes", "learnable_all_fail", "clip_rate", "held_out_unseen"}
+    assert all(set(g) >= {"value", "bound", "passed"} for g in report["gates"][base].values())
+    assert report["design"]["gates_enforced"] is False
+    assert set(report["vs_grpo"]) == {"avspo", "rlzvp"}
+    assert set(report["vs_grpo"]["avspo"]) >= {"mean", "ci95", "mde", "p_holm"}
+    markdown = (tmp_path / "study.md").read_text()
+    assert markdown.index("## Gates") < markdown.index("## Held-out accuracy at the rollout budget")
+    assert "Gates not enforced" in markdown

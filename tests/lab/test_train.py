@@ -83,7 +83,7 @@ def test_generation_stops_at_the_end_token_and_masks_through_it():
 
 
 def test_settings_are_checked():
-    with pytest.raises(ValueError, match="mix has 2 weights for 5 tiers"):
+    with pytest.raises(ValueError, match="mix has 2 weights for 4 tiers"):
         LabSettings(mix=(1, 1))
     with pytest.raises(ValueError, match="not divisible by mini_batches"):
         LabSettings(prompts=6, mini_batches=4)
