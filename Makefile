@@ -6,7 +6,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 EXTRAS := verl,trl,lab,analyze,math,test
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench clean
+.PHONY: install test test-fast lint demo bench clean
 
 install: $(STAMP)
 
@@ -16,14 +16,24 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PIP) install -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
+# Two workers, one test file each at a time (a file's fixtures and Ray clusters stay in one process).
+PYTEST := $(PY) -m pytest -q -n 2 --dist loadfile
+
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PYTEST)
+
+# Unit tests only (no verl launch, Ray cluster, released host code, lab run or download): under 2 minutes.
+test-fast: $(STAMP)
+	$(PYTEST) -m "not e2e"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 demo: $(STAMP)
 	$(VENV)/bin/avspo lab --out build/lab
 
 bench: $(STAMP)
-	$(PY) benchmarks/estimator_bench.py
+	$(PY) benchmarks/estimator_bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Optional, TypeVar, Union
+from typing import Any, ClassVar, TypeVar
 
 STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed_partial", "exp_decay")
 # Strategies whose virtual rewards are placed between reward_low and reward_high.
@@ -54,7 +55,7 @@ class Number:
     low_open: bool = False
     high_open: bool = False
 
-    def problem(self, value: Any) -> Optional[str]:
+    def problem(self, value: Any) -> str | None:
         """What is allowed, when ``value`` is not; None when it is."""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return "a finite number"
@@ -86,7 +87,7 @@ class Integer:
     low: int
     high: int
 
-    def problem(self, value: Any) -> Optional[str]:
+    def problem(self, value: Any) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
             return self.wording()
         return None
@@ -99,7 +100,7 @@ class Integer:
 class AutoOrInteger(Integer):
     """'auto' or an integer in [low, high]."""
 
-    def problem(self, value: Any) -> Optional[str]:
+    def problem(self, value: Any) -> str | None:
         if isinstance(value, str) and value == "auto":
             return None
         return None if super().problem(value) is None else self.wording()
@@ -114,7 +115,7 @@ class OneOf:
 
     choices: tuple[str, ...]
 
-    def problem(self, value: Any) -> Optional[str]:
+    def problem(self, value: Any) -> str | None:
         return None if value in self.choices else self.wording()
 
     def wording(self) -> str:
@@ -123,7 +124,7 @@ class OneOf:
 
 @dataclass(frozen=True)
 class Boolean:
-    def problem(self, value: Any) -> Optional[str]:
+    def problem(self, value: Any) -> str | None:
         return None if isinstance(value, bool) else self.wording()
 
     def wording(self) -> str:
@@ -132,14 +133,14 @@ class Boolean:
 
 @dataclass(frozen=True)
 class NonEmptyText:
-    def problem(self, value: Any) -> Optional[str]:
+    def problem(self, value: Any) -> str | None:
         return None if isinstance(value, str) and value.strip() else self.wording()
 
     def wording(self) -> str:
         return "a non-empty string"
 
 
-Allowed = Union[Number, Integer, OneOf, Boolean, NonEmptyText]
+Allowed = Number | Integer | OneOf | Boolean | NonEmptyText
 
 
 def _plain(bound: float) -> str:
@@ -182,7 +183,7 @@ class ConfigBlock:
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
-    def from_mapping(cls: type[Block], values: Mapping[str, Any] | None, where: Optional[str] = None) -> Block:
+    def from_mapping(cls: type[Block], values: Mapping[str, Any] | None, where: str | None = None) -> Block:
         """Build from a host's key/value block; ``where`` names that block in error messages (default: BLOCK)."""
         where = cls.BLOCK if where is None else where
         values = dict(values or {})
@@ -225,7 +226,7 @@ class AVSPOConfig(ConfigBlock):
         "exp_decay: r_vk = reward_low + (reward_high - reward_low) * decay**(k-1).",
         OneOf(STRATEGIES),
     )
-    num_virtual: Union[str, int] = _key(
+    num_virtual: str | int = _key(
         "auto", VIRTUAL_SAMPLES,
         "Virtual samples K per augmented group: 'auto' for Eq. 9, K = max(1, min(G_j, ceil(G_j * ACR_t**alpha))), "
         "or a fixed number.",

@@ -3,7 +3,7 @@
 #
 # Settings come from environment variables; unset or empty means the default in brackets.
 #   MODEL_PATH       the model: a local folder, or a hub id (org/name)           [the recipe's]
-#   DATA_DIR         where `python -m avspo_plugin.math.prepare` wrote its files  [$HOME/data/avspo]
+#   DATA_DIR         where `python -m avspo_plugin.tools.math_data.prepare` wrote its files  [$HOME/data/avspo]
 #   TRAIN_FILES      training parquet file(s), space-separated                    [$DATA_DIR/level3_500.parquet]
 #   VAL_FILES        validation parquet file(s), space-separated                  [$DATA_DIR/eval/math500.parquet]
 #   N_GPUS_PER_NODE  GPUs per node                                                [the recipe's]
@@ -46,8 +46,8 @@ require_files() {
   for file in "$@"; do
     if [[ ! -f "$file" ]]; then
       die "$variable: no such file: $file
-  Write the data with avspo_plugin.math.prepare (see docs/recipes.md), e.g.
-    $PYTHON -m avspo_plugin.math.prepare eval --out-dir $DATA_DIR/eval
+  Write the data with avspo_plugin.tools.math_data.prepare (see docs/recipes.md), e.g.
+    $PYTHON -m avspo_plugin.tools.math_data.prepare eval --out-dir $DATA_DIR/eval
   or point $variable (or DATA_DIR) at your copy."
     fi
   done

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from avspo_plugin.cli import MOVED, SUBCOMMANDS, main
+from avspo_plugin.tools.cli import MOVED, SUBCOMMANDS, main
 
 
 def test_former_demo_runs_advantages_with_a_note(capsys):
@@ -86,7 +86,7 @@ def test_debug_shows_the_traceback_of_an_input_error(tmp_path, capsys):
 
 @pytest.mark.parametrize("bug", [KeyError("threshold"), ModuleNotFoundError("no avspo_plugin.x", name="avspo_plugin.x")])
 def test_a_bug_keeps_its_traceback_and_says_internal_error(bug, capsys, monkeypatch):
-    import avspo_plugin.synthetic_batches as advantages
+    import avspo_plugin.tools.synthetic_batches as advantages
 
     def broken(args):
         raise bug
@@ -101,7 +101,7 @@ def test_a_bug_keeps_its_traceback_and_says_internal_error(bug, capsys, monkeypa
 def test_the_console_script_exits_2_with_one_line(tmp_path):
     """Through a real process: status 2, one stderr line, nothing on stdout."""
     run = subprocess.run(
-        [sys.executable, "-m", "avspo_plugin.cli", "math-prepare", "math", "--out", str(tmp_path / "m"), "--levels", "x"],
+        [sys.executable, "-m", "avspo_plugin.tools.cli", "math-prepare", "math", "--out", str(tmp_path / "m"), "--levels", "x"],
         capture_output=True, text=True, timeout=120,
     )
     assert (run.returncode, run.stdout) == (2, "")

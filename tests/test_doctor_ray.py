@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from avspo_plugin.cli import main
-from avspo_plugin.doctor import ray_cluster
+from avspo_plugin.tools.cli import main
+from avspo_plugin.tools.doctor import ray_cluster
 
 
 def free_port():
@@ -46,7 +46,7 @@ def test_doctor_with_an_unreachable_ray_address_returns_within_the_bound(monkeyp
 
 JOIN_A_SOCKET_THAT_IS_NOT_RAY = textwrap.dedent("""
     import socket, time
-    from avspo_plugin.doctor.ray_cluster import connect_ray
+    from avspo_plugin.tools.doctor.ray_cluster import connect_ray
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Optional
+from typing import Any
 
 from ..core.session import checked_state
 from ..names import STATE_FILE
 from ..state_files import load_json, write_json
-
 
 logger = logging.getLogger("avspo_plugin.verl")
 
@@ -51,7 +50,7 @@ def describe_state(state: dict[str, Any]) -> str:
     )
 
 
-def read_state(step_folder: str) -> Optional[dict[str, Any]]:
+def read_state(step_folder: str) -> dict[str, Any] | None:
     """The state saved in ``step_folder``, or None (with a warning) when the checkpoint has none.
 
     A file that is damaged, cut short, or has a field of the wrong type is a StateFileError naming

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from verl.trainer.ppo import core_algos
@@ -54,14 +54,14 @@ class EstimatorSession:
         self._lock = threading.RLock()
         self.avspo = AVSPOSession(log=logger)
         self._kl_warned = False
-        self._checkpoint_folder: Optional[str] = None
+        self._checkpoint_folder: str | None = None
 
     @property
-    def config(self) -> Optional[AVSPOConfig]:
+    def config(self) -> AVSPOConfig | None:
         return self.avspo.config
 
     @property
-    def state(self) -> Optional[ThresholdState]:
+    def state(self) -> ThresholdState | None:
         return self.avspo.state
 
     def reset(self) -> None:
@@ -97,11 +97,11 @@ class EstimatorSession:
             config = self.configure(algorithm)
             return self.avspo.step_tokens(token_level_rewards, response_mask, index, config)
 
-    def close_step(self, step: Optional[int] = None, entropy: Optional[float] = None) -> None:
+    def close_step(self, step: int | None = None, entropy: float | None = None) -> None:
         """End the trainer's step: Eq. 12 once over its calls (see :meth:`AVSPOSession.close_step`)."""
         self.avspo.close_step(step=step, entropy=entropy)
 
-    def pop_metrics(self, step: Optional[int] = None, entropy: Optional[float] = None) -> dict[str, float]:
+    def pop_metrics(self, step: int | None = None, entropy: float | None = None) -> dict[str, float]:
         """The metrics of the estimator calls since the last pop, folded into one step, plus warning flags
         (see :meth:`AVSPOSession.pop_metrics`)."""
         return self.avspo.pop_metrics(step=step, entropy=entropy)
@@ -111,7 +111,7 @@ class EstimatorSession:
         with self._lock:
             self._checkpoint_folder = folder
 
-    def take_checkpoint_folder(self) -> Optional[str]:
+    def take_checkpoint_folder(self) -> str | None:
         """The folder saved since the last log, to hold the state once the step is logged; cleared."""
         with self._lock:
             folder, self._checkpoint_folder = self._checkpoint_folder, None

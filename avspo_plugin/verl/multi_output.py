@@ -11,7 +11,7 @@ metric. tests/verl/test_paths.py checks the result against verl's own GRPO route
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

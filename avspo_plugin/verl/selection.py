@@ -29,9 +29,9 @@ import collections
 import itertools
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,7 +43,7 @@ from ..config import ConfigError, SelectionConfig
 from ..core.selection import PromptSelector
 from ..names import METRIC_PREFIX, SELECTION_STATE_FILE
 from ..state_files import load_json, write_json
-from .estimator import to_plain, config_entry
+from .estimator import config_entry, to_plain
 
 CONFIG_BLOCK = "algorithm.avspo_selection"
 # uid -> prompt id entries kept for the v1 trainer (prompts handed out, awaiting their rewards), in
@@ -156,7 +156,7 @@ class SelectiveSampler(Sampler[int]):
         self.batch_size = int(batch_size)
         self.prompts_yielded = 0
         self._chosen: collections.deque[int] = collections.deque()
-        self._base_iter: Optional[Iterator[int]] = None
+        self._base_iter: Iterator[int] | None = None
         self._base_consumed = 0
 
     def __len__(self) -> int:
@@ -238,7 +238,7 @@ class _Pass(Iterator[int]):
         self.sampler = sampler
         self.yielded = 0
 
-    def __iter__(self) -> "_Pass":
+    def __iter__(self) -> _Pass:
         return self
 
     def __next__(self) -> int:
@@ -332,15 +332,15 @@ class SelectionRun:
         return {METRIC_PREFIX + name: value for name, value in metrics.items()}
 
 
-_ACTIVE: Optional[SelectionRun] = None
+_ACTIVE: SelectionRun | None = None
 
 
-def active() -> Optional[SelectionRun]:
+def active() -> SelectionRun | None:
     """This process's selection run, when its trainer has selection on."""
     return _ACTIVE
 
 
-def attach(trainer: Any, kind: str) -> Optional[SelectionRun]:
+def attach(trainer: Any, kind: str) -> SelectionRun | None:
     """After verl built ``trainer.train_dataloader``: with selection on, rebuild it over a SelectiveSampler.
 
     kind: ``legacy`` or ``v1``. Raises ConfigError for a bad block, ValueError for a dataset without

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.cli import main
+from avspo_plugin.tools.cli import main
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from analyze.generated_runs import PROMPTS, draw_run, truth, write_dump
 
-from avspo_plugin.analyze.detect import load
-from avspo_plugin.analyze.dumps import read_dumps
-from avspo_plugin.analyze.records import AnalyzeError
-from avspo_plugin.analyze.timeline import sample_timeline
 from avspo_plugin.config import AVSPOConfig
+from avspo_plugin.tools.analyze.detect import load
+from avspo_plugin.tools.analyze.dumps import read_dumps
+from avspo_plugin.tools.analyze.records import AnalyzeError
+from avspo_plugin.tools.analyze.timeline import sample_timeline
 
 MONITOR = AVSPOConfig(threshold_mode="never")
 REPLAY = AVSPOConfig()

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from analyze.generated_runs import avspo_rows, draw_run, truth
 
-from avspo_plugin.analyze.detect import load
-from avspo_plugin.analyze.timeline import sample_timeline, scalar_timeline
 from avspo_plugin.config import AVSPOConfig
+from avspo_plugin.tools.analyze.detect import load
+from avspo_plugin.tools.analyze.timeline import sample_timeline, scalar_timeline
 
 pytest.importorskip("verl")
 

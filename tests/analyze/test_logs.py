@@ -18,10 +18,10 @@ from analyze.generated_runs import (
     write_wandb_csv,
 )
 
-from avspo_plugin.analyze.detect import load
-from avspo_plugin.analyze.records import AnalyzeError
-from avspo_plugin.analyze.timeline import scalar_timeline
 from avspo_plugin.config import AVSPOConfig
+from avspo_plugin.tools.analyze.detect import load
+from avspo_plugin.tools.analyze.records import AnalyzeError
+from avspo_plugin.tools.analyze.timeline import scalar_timeline
 
 MONITOR = AVSPOConfig(threshold_mode="never")
 RUN = draw_run(40, seed=11)

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from avspo_plugin.analyze import signals
-from avspo_plugin.analyze.records import AnalyzeError
-from avspo_plugin.analyze.timeline import Timeline
+from avspo_plugin.tools.analyze import signals
+from avspo_plugin.tools.analyze.records import AnalyzeError
+from avspo_plugin.tools.analyze.timeline import Timeline
 
 
 def timeline(acr, steps=None, **series):
@@ -112,7 +112,7 @@ def test_avspo_estimate_without_replay_counts_steps_above_the_initial_threshold(
 
 
 def test_moving_average_of_the_comparison_plot_skips_gaps():
-    from avspo_plugin.analyze.plots import _moving_average
+    from avspo_plugin.tools.analyze.plots import _moving_average
 
     values = np.array([1.0, 3.0, np.nan, 5.0, 7.0])
     np.testing.assert_allclose(_moving_average(values, 2), [1.0, 2.0, 3.0, 5.0, 6.0])

@@ -6,14 +6,14 @@ import sys
 
 import pytest
 
-from avspo_plugin.analyze.signals import load_fit
-from avspo_plugin.cli import main
-from avspo_plugin.lab.methods import DEFAULT_METHODS
+from avspo_plugin.tools.analyze.signals import load_fit
+from avspo_plugin.tools.cli import main
+from avspo_plugin.tools.lab.methods import DEFAULT_METHODS
 
 
 def avspo(*args: str) -> subprocess.CompletedProcess:
     result = subprocess.run(
-        [sys.executable, "-m", "avspo_plugin.cli", *args], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "avspo_plugin.tools.cli", *args], capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result

@@ -5,7 +5,7 @@ import pytest
 import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
-from avspo_plugin.lab.methods import (
+from avspo_plugin.tools.lab.methods import (
     PRESETS,
     collapse_metrics,
     compute_advantages,
@@ -89,7 +89,7 @@ def test_parse_method_presets_and_avspo_settings():
 
 
 def test_random_variance_control_gives_collapsed_groups_zero_mean_noise_and_leaves_the_rest_to_grpo():
-    from avspo_plugin.lab.methods import compute_random_variance_advantage
+    from avspo_plugin.tools.lab.methods import compute_random_variance_advantage
 
     grpo, _ = compute_grpo_outcome_advantage(token_rewards(), MASK, UIDS)
     advantages, _ = compute_random_variance_advantage(token_rewards(), MASK, UIDS, step=3, seed=1)
@@ -110,7 +110,7 @@ def test_random_variance_control_gives_collapsed_groups_zero_mean_noise_and_leav
 
 
 def test_zvp_shapes_collapsed_groups_by_token_entropy_with_the_regime_sign():
-    from avspo_plugin.lab.methods import ZVP_SCALE, compute_zvp_advantage
+    from avspo_plugin.tools.lab.methods import ZVP_SCALE, compute_zvp_advantage
 
     entropy = torch.rand(MASK.shape, generator=torch.Generator().manual_seed(0))
     advantages, returns = compute_zvp_advantage(token_rewards(), MASK, UIDS, entropy=entropy)
@@ -131,7 +131,7 @@ def test_zvp_shapes_collapsed_groups_by_token_entropy_with_the_regime_sign():
 
 
 def test_study_methods_with_lab_estimators_go_through_compute_advantages():
-    from avspo_plugin.lab.methods import STUDY_EXTRA
+    from avspo_plugin.tools.lab.methods import STUDY_EXTRA
 
     entropy = torch.ones(MASK.shape)
     for name in ("random_variance", "rlzvp"):

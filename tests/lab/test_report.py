@@ -4,11 +4,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.collections import PolyCollection
 
-from avspo_plugin.lab.report import _band, band_caption, fmt, mean_ci, values_text  # noqa: E402
+from avspo_plugin.tools.lab.report import _band, band_caption, fmt, mean_ci, values_text
 
 
 def bands(ax) -> int:

@@ -8,13 +8,13 @@ import pytest
 import torch
 from scipy import stats
 
-from avspo_plugin.cli import main
-from avspo_plugin.lab.methods import PRESETS, STUDY_EXTRA
-from avspo_plugin.lab.settings import LabSettings
-from avspo_plugin.lab.statistics import POWER, holm, minimum_detectable_effect, paired_test, pairs_for_mde
-from avspo_plugin.lab.study import analyse, auc, regime_of, rollouts_to_reach, run_endpoints
-from avspo_plugin.lab.task import EpochSampler, held_out_split, training_set
-from avspo_plugin.lab.train import PromptSource, held_out, train, warm_up
+from avspo_plugin.tools.cli import main
+from avspo_plugin.tools.lab.methods import PRESETS, STUDY_EXTRA
+from avspo_plugin.tools.lab.settings import LabSettings
+from avspo_plugin.tools.lab.statistics import POWER, holm, minimum_detectable_effect, paired_test, pairs_for_mde
+from avspo_plugin.tools.lab.study import analyse, auc, regime_of, rollouts_to_reach, run_endpoints
+from avspo_plugin.tools.lab.task import EpochSampler, held_out_split, training_set
+from avspo_plugin.tools.lab.train import PromptSource, held_out, train, warm_up
 
 TINY = LabSettings(
     warmup_steps=40, warmup_batch=32, held_out_per_tier=4, prompts=4, group_size=4, mini_batches=2,
@@ -92,7 +92,7 @@ def test_selection_skips_collapsed_prompts_before_generation_and_loses_none():
 
 def test_selection_needs_a_fixed_training_set():
     settings = dataclasses.replace(TINY, train_per_tier=0)
-    with pytest.raises(ValueError, match="select_grpo.*needs a fixed training set: set train_per_tier"):
+    with pytest.raises(ValueError, match=r"select_grpo.*needs a fixed training set: set train_per_tier"):
         PromptSource(settings, STUDY_EXTRA["select_grpo"], seed=0, held=held_out(settings))
 
 
@@ -169,7 +169,7 @@ def test_study_and_tuning_refuse_what_the_design_fixes(capsys):
 
 
 def test_the_study_compares_methods_only_on_bases_that_pass_every_gate():
-    from avspo_plugin.lab.study import bases_to_compare
+    from avspo_plugin.tools.lab.study import bases_to_compare
 
     good = {"grpo_gain": {"value": 0.12, "bound": 0.1, "passed": True}}
     bad = {"grpo_gain": {"value": 0.02, "bound": 0.1, "passed": False}}
@@ -181,7 +181,7 @@ def test_the_study_compares_methods_only_on_bases_that_pass_every_gate():
 
 
 def test_tuning_changes_only_grpo_settings_and_keeps_rollouts_per_step():
-    from avspo_plugin.lab.tuning import parse_changes
+    from avspo_plugin.tools.lab.tuning import parse_changes
 
     assert parse_changes(["group_size=8", "temperature=1.2", "lr=3e-4"], DEFAULT) == {
         "group_size": 8, "prompts": 64, "temperature": 1.2, "eval_temperature": 1.2, "lr": 3e-4}

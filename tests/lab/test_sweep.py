@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from avspo_plugin.lab.sweep import (
+from avspo_plugin.tools.lab.sweep import (
     READINGS,
     configuration_means,
     correlation_interval,

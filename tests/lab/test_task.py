@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from avspo_plugin.lab.task import VOCAB, ProblemSampler, Problems, held_out_split, max_response_length, rewards, verify
+from avspo_plugin.tools.lab.task import (
+    VOCAB,
+    Problems,
+    ProblemSampler,
+    held_out_split,
+    max_response_length,
+    rewards,
+    verify,
+)
 
 
 def test_layout_is_least_significant_digit_first_in_fixed_fields():

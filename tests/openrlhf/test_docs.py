@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from avspo_plugin.openrlhf.options_table import TABLE_BEGIN, TABLE_END, options_table
+from avspo_plugin.tools.openrlhf_options_table import TABLE_BEGIN, TABLE_END, options_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openrlhf.md"
 
@@ -10,4 +10,4 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "openrlhf.md"
 def test_options_table_is_rendered_from_the_config():
     text = DOC.read_text()
     committed = text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0].strip()
-    assert committed == options_table(), "run: python -m avspo_plugin.openrlhf.options_table docs/openrlhf.md"
+    assert committed == options_table(), "run: python -m avspo_plugin.tools.openrlhf_options_table docs/openrlhf.md"

@@ -8,14 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from avspo_plugin.cli import main
+from avspo_plugin.tools.cli import main
 
 
 def doctor(*paths: Path, options: tuple[str, ...] = ("--no-ray",)) -> subprocess.CompletedProcess:
     """``avspo doctor --host openrlhf`` in a subprocess whose path starts with ``paths``."""
     env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), os.environ.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "avspo_plugin.cli", "doctor", "--host", "openrlhf", *options],
+    return subprocess.run([sys.executable, "-m", "avspo_plugin.tools.cli", "doctor", "--host", "openrlhf", *options],
                           capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
 
 

@@ -10,8 +10,8 @@ import pytest
 from avspo_plugin import cli
 from avspo_plugin.math import evaluate, prepare, selection, sources
 from avspo_plugin.math.answer import EVALUATION_SOURCES, gold_from_gsm8k
-from avspo_plugin.math.generation import Engine, Sampling
 from avspo_plugin.math.reward import compute_score, score_many
+from avspo_plugin.tools.math_data.generation import Engine, Sampling
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LOCAL = {

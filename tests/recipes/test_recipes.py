@@ -96,9 +96,10 @@ def test_every_recipe_has_a_run_script():
 @pytest.mark.filterwarnings("ignore:Disabled critic")
 @pytest.mark.parametrize("recipe", list(RUN_SCRIPTS))
 def test_recipe_passes_verls_validation(composed, recipe):
-    import avspo_plugin.verl  # noqa: F401  (its hook adds the algorithm.avspo check to validate_config)
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
+
+    import avspo_plugin.verl  # noqa: F401  (its hook adds the algorithm.avspo check to validate_config)
 
     config = composed[recipe]
     validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
@@ -285,9 +286,10 @@ def test_megatron_sizing(composed, data_dir):
     node (every GPU in the one TP 4 x PP 2 replica, 8 micro-batches, 2 vLLM replicas of 4 sequences);
     its two-node form doubles the prompts so each GPU keeps that work; two nodes with one prompt would
     halve it."""
-    import avspo_plugin.verl  # noqa: F401
     from hydra import compose, initialize_config_dir
     from verl.utils.config import validate_config
+
+    import avspo_plugin.verl  # noqa: F401
 
     assert sizing(composed["avspo_megatron_7b"]) == {
         "gpus": 8, "dp": 4, "sequences per rank": 2, "micro-batches per rank": 1, "pipeline bubble": 0.0,

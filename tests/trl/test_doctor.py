@@ -7,8 +7,8 @@ import sys
 import pytest
 from trl import GRPOTrainer
 
-from avspo_plugin.cli import main
-from avspo_plugin.doctor import trl as doctor
+from avspo_plugin.tools.cli import main
+from avspo_plugin.tools.doctor import trl as doctor
 
 
 def test_the_installed_trl_applies(capsys):
@@ -27,7 +27,7 @@ def test_an_unsupported_trl_release_does_not_apply(tmp_path):
     dist_info.mkdir()
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: trl\nVersion: 1.17.0\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run([sys.executable, "-m", "avspo_plugin.cli", "doctor", "--host", "trl"],
+    run = subprocess.run([sys.executable, "-m", "avspo_plugin.tools.cli", "doctor", "--host", "trl"],
                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert run.returncode == 1, run.stdout + run.stderr
     assert "[FAIL] TRL 1.17.0 is not supported: the adapter supports TRL 1.6.0 to 1.16.0" in run.stdout

@@ -1,6 +1,7 @@
 """algorithm.avspo from verl's side: defaults, clear errors, norm_adv_by_std_in_grpo, and checks before any rollout."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -9,8 +10,8 @@ import torch
 from omegaconf import OmegaConf, open_dict
 
 from avspo_plugin.config import AVSPOConfig, ConfigError
-from avspo_plugin.verl import avspo_config_from_algorithm, session
 from avspo_plugin.names import PLUGIN_MODULE
+from avspo_plugin.verl import avspo_config_from_algorithm, session
 from avspo_plugin.verl.patches import EXTERNAL_MODULES_ENV
 
 
@@ -114,7 +115,7 @@ def test_v1_trainer_checks_config_and_registration_when_built(trainer_config):
     from verl.trainer.ppo import core_algos
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-    with pytest.raises(ConfigError, match="algorithm.avspo: threshold_min=0.95 is above threshold_max=0.9"):
+    with pytest.raises(ConfigError, match=re.escape("algorithm.avspo: threshold_min=0.95 is above threshold_max=0.9")):
         PPOTrainerSync(with_avspo(trainer_config, threshold_min=0.95))
 
     # verl's own registry tests clear the registry; building the trainer registers avspo again.

@@ -1,7 +1,7 @@
 """End to end: stock ``verl.trainer.main_ppo`` trains with ``algorithm.adv_estimator=avspo`` on CPU.
 
 Every run goes through verl's real trainer, workers, rollout and tracker, with the package's
-opt-in CPU support (``avspo_plugin.verl.cpu``). One ``avspo verl-demo`` run (verl's default
+opt-in CPU support (``avspo_plugin.tools.verl_cpu``). One ``avspo verl-demo`` run (verl's default
 trainer, 4 steps, a checkpoint at step 2) is made once and shared: its model, tokenizer and
 data train the other runs: the legacy trainer's 2 steps (with prompt selection on, over a
 4-prompt dataset so that step 2 revisits step 1's prompts), and the run resumed from the demo's
@@ -20,16 +20,16 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.names import SELECTION_STATE_FILE, STATE_FILE
-from avspo_plugin.verl.cpu_main_ppo import TrainingRun, avspo_metrics_by_step, run_main_ppo
-from avspo_plugin.verl.demo import GROUP_SIZE, DemoFiles, main_ppo_command
+from avspo_plugin.tools.verl_cpu.demo import GROUP_SIZE, DemoFiles, main_ppo_command
+from avspo_plugin.tools.verl_cpu.main_ppo import TrainingRun, avspo_metrics_by_step, run_main_ppo
 
 # One main_ppo launch needs well under this on 2 cores; a hung run fails instead of stalling CI.
 RUN_TIMEOUT_S = 420
@@ -109,7 +109,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     """``avspo verl-demo`` as a user runs it: verl's default trainer, STEPS steps, a checkpoint every 2."""
     out = tmp_path_factory.mktemp("verl_demo")
     command = [
-        sys.executable, "-m", "avspo_plugin.cli", "verl-demo", "--out", str(out), "--steps", str(STEPS),
+        sys.executable, "-m", "avspo_plugin.tools.cli", "verl-demo", "--out", str(out), "--steps", str(STEPS),
         "--seed", str(DEMO_SEED), "--logger", "console", "--timeout", str(RUN_TIMEOUT_S),
         *AVSPO_OVERRIDES, f"trainer.save_freq={CHECKPOINT_STEP}",
     ]  # fmt: skip
@@ -211,7 +211,7 @@ def test_resumed_v1_run_with_multi_output_sessions_in_mini_batches(demo_run: Dem
     ))  # fmt: skip
     env = {
         "PYTHONPATH": os.pathsep.join([str(support), os.environ.get("PYTHONPATH", "")]),
-        "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl.cpu,advantage_probe",
+        "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.tools.verl_cpu,advantage_probe",
         "AVSPO_PROBE_OUT": str(probe),
     }
     run = run_main_ppo(command, tmp_path, run_name="resumed", echo=False, timeout=RUN_TIMEOUT_S, extra_env=env)

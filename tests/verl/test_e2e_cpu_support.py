@@ -1,4 +1,4 @@
-"""The pieces of ``avspo_plugin.verl.cpu`` that the end-to-end runs rely on, checked one by one.
+"""The pieces of ``avspo_plugin.tools.verl_cpu`` that the end-to-end runs rely on, checked one by one.
 
 The HF generation server runs in this process (no Ray); the checks that need a fresh
 ``import verl`` (what is registered with and without the opt-in module, the platform,
@@ -18,7 +18,7 @@ import textwrap
 import pytest
 import torch
 
-from avspo_plugin.verl.demo import build_demo_files, task_prompt
+from avspo_plugin.tools.verl_cpu.demo import build_demo_files, task_prompt
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 
@@ -32,7 +32,7 @@ def model_files(tmp_path_factory: pytest.TempPathFactory):
 def server(model_files):
     from verl.workers.config import HFModelConfig, RolloutConfig
 
-    from avspo_plugin.verl.cpu.rollout import HFGenerateServer
+    from avspo_plugin.tools.verl_cpu.rollout import HFGenerateServer
 
     model_config = HFModelConfig(path=str(model_files.model_dir), override_config={"attn_implementation": "sdpa"})
     return HFGenerateServer(RolloutConfig(name="hf", prompt_length=64, response_length=16), model_config, 0)
@@ -107,8 +107,7 @@ def run_python(code: str, extra_env: dict[str, str]) -> dict:
     env = {key: value for key, value in os.environ.items() if not key.startswith("VERL_")}
     env.update(extra_env)
     completed = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, timeout=300,
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -133,7 +132,7 @@ REGISTRATIONS = """
 def test_cpu_support_is_loaded_only_when_asked_for():
     plain = run_python(REGISTRATIONS, {})
     assert plain == {"avspo": True, "cpu_platform": False, "hf_replica": False, "hf_adapter": False}
-    asked = run_python(REGISTRATIONS, {"VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl.cpu"})
+    asked = run_python(REGISTRATIONS, {"VERL_USE_EXTERNAL_MODULES": "avspo_plugin.tools.verl_cpu"})
     assert asked == {"avspo": True, "cpu_platform": True, "hf_replica": True, "hf_adapter": True}
 
 
@@ -187,7 +186,7 @@ CPU_PLATFORM_AND_ADAPTER = """
 
 def test_cpu_platform_gloo_process_group_and_adapter_gathering_fsdp_shards():
     result = run_python(
-        CPU_PLATFORM_AND_ADAPTER, {"VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl.cpu", "VERL_PLATFORM": "cpu"}
+        CPU_PLATFORM_AND_ADAPTER, {"VERL_USE_EXTERNAL_MODULES": "avspo_plugin.tools.verl_cpu", "VERL_PLATFORM": "cpu"}
     )
     assert result["device"] == "cpu" and result["device_id"] == "cpu" and result["free_memory"]
     assert result["backend"] == "gloo" and result["comm"] == "gloo"

@@ -121,7 +121,7 @@ def test_calls_within_a_step_fold_by_the_core_rules(make_batch, verl_compute_adv
     tracking.logger = {"recorder": Recorder(lambda step, data: received.append((step, data)))}
     run_steps(tracking, verl_compute_advantage, make_batch, algorithm())
     calls = expected_steps(AVSPOConfig(threshold_init=0.3, stagnation_steps=0))
-    for (step, data), per_call in zip(received, calls):
+    for (_step, data), per_call in zip(received, calls):
         first, second = per_call
         groups = first["groups"] + second["groups"]
         assert data["avspo/groups"] == groups  # counts summed

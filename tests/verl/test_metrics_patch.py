@@ -99,8 +99,9 @@ def test_adapter_uses_verls_channel_and_the_patch_tests_pass(patched_verl):
 
 
 def test_stock_verl_has_no_channel_so_the_tracking_hook_is_used():
-    from avspo_plugin.verl import patches
     from verl.utils.tracking import Tracking
+
+    from avspo_plugin.verl import patches
 
     assert patches.verl_metrics_channel() is None
     assert patches.metrics_route() == "the Tracking.log hook"

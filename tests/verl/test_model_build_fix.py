@@ -6,7 +6,7 @@ import importlib.machinery
 import importlib.util
 import types
 
-import verl  # noqa: F401  loads the plugin through its entry point
+import verl
 import verl.utils.import_utils
 
 from avspo_plugin.verl import model_build_fix, patches

@@ -2,6 +2,7 @@
 is a warning naming it and verl's version, and a run that selects avspo refuses to start."""
 
 import logging
+import re
 import sys
 import types
 
@@ -80,7 +81,7 @@ def test_verls_experimental_fully_async_trainer_is_refused_before_ray_starts():
     assert "async_training" in config
     with pytest.raises(patches.HookError, match="does not run in verl's experimental fully-async trainer"):
         get_ppo_ray_runtime_env(config)
-    with pytest.raises(patches.HookError, match="trainer.v1.trainer_mode=separate_async"):
+    with pytest.raises(patches.HookError, match=re.escape("trainer.v1.trainer_mode=separate_async")):
         patches.check_launch_config(config)
     config.algorithm.adv_estimator = "grpo"
     get_ppo_ray_runtime_env(config)

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from avspo_plugin.import_patching import is_patched
 import torch
 
 import avspo_plugin
-from avspo_plugin.doctor.verl import ProbeActor, probe_in_ray_actor
+from avspo_plugin.import_patching import is_patched
+from avspo_plugin.tools.doctor.verl import ProbeActor, probe_in_ray_actor
 from avspo_plugin.verl import pop_metrics, session
 from avspo_plugin.verl.patches import RegistrationError, register_estimator
 
@@ -26,7 +25,7 @@ fn = core_algos.ADV_ESTIMATOR_REGISTRY.get("avspo")
 print(json.dumps({
     "registered": bool(getattr(fn, "avspo_estimator", False)),
     "function": None if fn is None else fn.__module__ + "." + fn.__qualname__,
-    "cpu_support_loaded": "avspo_plugin.verl.cpu" in sys.modules,
+    "cpu_support_loaded": "avspo_plugin.tools.verl_cpu" in sys.modules,
 }))
 """
 
@@ -175,7 +174,7 @@ def test_doctor_beside_a_running_cluster_checks_in_that_cluster(ray_session):
     address = ray_session.get_runtime_context().gcs_address
     env = {**os.environ, "RAY_ADDRESS": address}
     run = subprocess.run(
-        [sys.executable, "-m", "avspo_plugin.cli", "doctor", "--no-config"], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "avspo_plugin.tools.cli", "doctor", "--no-config"], env=env, capture_output=True, text=True, timeout=600
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "[ok] avspo registered in a fresh Ray actor (pid" in run.stdout

@@ -7,6 +7,7 @@ own methods (``_create_dataloader``, ``_fetch_one_gen_batch``, ``compute_advanta
 stand-in trainer; the full run is in tests/verl/test_e2e.py.
 """
 
+import itertools
 from types import SimpleNamespace
 
 import numpy as np
@@ -152,7 +153,7 @@ def test_checkpoint_mid_epoch_resumes_the_same_batches(tmp_path):
     expected, _ = steps(straight, 12)
 
     first = legacy_trainer(cfg)
-    _, iterator = steps(first, 7)  # mid-epoch (5 batches per epoch)
+    _, _iterator = steps(first, 7)  # mid-epoch (5 batches per epoch)
     loader_state = first.train_dataloader.state_dict()
     selection.write_state(str(tmp_path), selection.active())
 
@@ -202,9 +203,9 @@ def test_resume_with_another_dataset(tmp_path):
 
 
 def test_v1_uids_and_rewards_reach_the_selector_and_the_tracker():
+    from verl import DataProto
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
-    from verl import DataProto
     from verl.utils.tracking import Tracking
 
     trainer = legacy_trainer(config(enable=True))
@@ -216,7 +217,7 @@ def test_v1_uids_and_rewards_reach_the_selector_and_the_tracker():
     # Every second prompt collapses; one padding row of verl's (a uid never handed out) rides along.
     scores = [[0.0, 0.0] if k % 2 == 0 else [0.0, 1.0] for k in range(len(uids))]
     rows = np.repeat(np.array(uids + ["pad0"], dtype=object), N)
-    token_scores = torch.tensor(sum(scores, []) + [0.0, 0.0]).reshape(-1, 1)
+    token_scores = torch.tensor([*itertools.chain.from_iterable(scores), 0.0, 0.0]).reshape(-1, 1)
     data = DataProto.from_dict(
         tensors={"token_level_scores": token_scores, "token_level_rewards": token_scores,
                  "response_mask": torch.ones(len(rows), 1)},
@@ -254,7 +255,7 @@ def test_v1_init_dataloader_over_verls_own_dataset(tmp_path):
     from transformers import AutoTokenizer
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    from avspo_plugin.verl.demo import DemoFiles, build_tokenizer, cpu_overrides, task_rows
+    from avspo_plugin.tools.verl_cpu.demo import DemoFiles, build_tokenizer, cpu_overrides, task_rows
 
     model_dir, data = tmp_path / "model", tmp_path / "data"
     model_dir.mkdir(), data.mkdir()
@@ -304,7 +305,7 @@ def test_a_missing_selection_hook_stops_only_selection_runs(monkeypatch, caplog)
 
 
 def test_doctor_warns_of_missing_selection_hooks_without_failing(capsys):
-    from avspo_plugin.doctor.verl import _print_hooks
+    from avspo_plugin.tools.doctor.verl import _print_hooks
 
     report = {
         "hooks": {"a.selection_hook": "a.selection_hook does not exist", "a.estimator_hook": "in place"},

@@ -1,0 +1,194 @@
+"""One run from source to numbers: read, build the timeline, derive the signals; and the JSON form of it all."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from avspo_plugin.config import AVSPOConfig, SelectionConfig
+
+from . import detect, signals
+from .selection_replay import replay_selection
+from .timeline import PromptTable, Timeline, sample_timeline, scalar_timeline
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the analysis of every run shares."""
+
+    monitor: AVSPOConfig  # threshold_mode "never": how ACR and regimes are measured
+    replay: AVSPOConfig  # the AVSPO whose effect is replayed on per-sample rewards
+    selection: SelectionConfig  # the prompt selection replayed on per-sample rewards
+    early_steps: int
+    stagnation_acr: float
+    stagnation_steps: int
+    fit: signals.Fit
+    group_size: int | None
+    top: int
+
+
+@dataclass
+class RunResult:
+    label: str
+    timeline: Timeline
+    prompts: PromptTable | None
+    validation: Timeline | None
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -> RunResult:
+    loaded = detect.load(path)
+    prompts, sizes = None, None
+    if loaded.samples is not None:
+        timeline, prompts, sizes = sample_timeline(loaded.samples, settings.monitor, settings.replay, str(path))
+    else:
+        timeline = scalar_timeline(loaded.scalars, settings.group_size, settings.monitor, str(path))
+    validation, val_report = None, None
+    if val_path is not None:
+        val_loaded = detect.load_dumps(val_path)
+        validation, _, _ = sample_timeline(val_loaded.samples, settings.monitor, settings.replay, str(val_path))
+        val_report = _validation_report(val_path, validation, val_loaded.notes)
+
+    report: dict[str, Any] = {
+        "label": label,
+        "source": str(loaded.path),
+        "format": loaded.format,
+        "basis": timeline.basis,
+        "exact": timeline.exact,
+        "caveats": timeline.caveats,
+        "notes": loaded.notes,
+        "warnings": loaded.warnings,
+        "keys": timeline.keys,
+        "steps": {"first": int(timeline.steps[0]), "last": int(timeline.steps[-1]), "count": len(timeline.steps)},
+    }
+    if sizes is not None:
+        report["group_sizes"] = {str(size): count for size, count in sorted(sizes.items())}
+        if len(sizes) > 1:
+            report["notes"] = report["notes"] + [
+                "groups differ in size (" + ", ".join(f"{count} of {size}" for size, count in sorted(sizes.items()))
+                + "): a prompt sampled twice in one step forms one larger group when the dump has no uid"
+            ]
+    report["means"] = {name: _mean(timeline.get(name)) for name in
+                       ("acr", "acr_low", "acr_high", "acr_all_fail", "acr_all_pass", "near_collapse")}
+    reward = timeline.get("reward_mean")
+    report["reward_mean"] = None if reward is None else {"first": _finite(reward)[0], "last": _finite(reward)[-1]}
+    report["rollout_shares"] = signals.shares(timeline)
+    report["early_warning"] = signals.early_window(timeline, settings.early_steps)
+    report["stagnation"] = signals.stagnation(timeline, settings.stagnation_acr, settings.stagnation_steps)
+    report["projection"] = signals.projection(settings.fit, timeline, settings.early_steps)
+    report["dapo"] = signals.dapo_estimate(timeline)
+    report["avspo"] = signals.avspo_estimate(timeline, settings.replay.threshold_init)
+    if prompts is not None:
+        report["prompts"] = signals.prompt_summary(prompts, settings.top)
+    if loaded.samples is not None:
+        report["selection"] = replay_selection(loaded.samples, settings.selection)
+    if val_report is not None:
+        report["validation"] = val_report
+    report["advice"] = signals.advice(report)
+    report["per_step"] = per_step(timeline)
+    return RunResult(label, timeline, prompts, validation, report)
+
+
+def _validation_report(path: Path, validation: Timeline, notes: list[str]) -> dict[str, Any]:
+    """Validation dumps: mean score per validation step (the accuracy with 0/1 rewards) and its collapse split."""
+    accuracy = validation.series["reward_mean"]
+    best = int(np.nanargmax(accuracy))
+    grouped = bool(np.nansum(validation.series["groups"]))
+    if not grouped:
+        notes = notes + ["one sample per prompt (val_kwargs.n = 1): no groups, so no collapse split"]
+    columns = ("reward_mean", "acr", "acr_all_fail", "acr_all_pass", "groups", "samples") if grouped else (
+        "reward_mean", "samples")
+    return {
+        "source": str(path),
+        "notes": notes,
+        "last": {"step": int(validation.steps[-1]), "mean_score": float(accuracy[-1])},
+        "best": {"step": int(validation.steps[best]), "mean_score": float(accuracy[best])},
+        "per_step": per_step(validation, columns),
+    }
+
+
+def per_step(timeline: Timeline, names: tuple[str, ...] | None = None) -> dict[str, list]:
+    names = names or tuple(name for name in timeline.series if timeline.get(name) is not None)
+    table: dict[str, list] = {"step": timeline.steps.tolist()}
+    for name in names:
+        table[name] = [None if not np.isfinite(v) else float(v) for v in timeline.series[name]]
+    return table
+
+
+def _finite(values: np.ndarray) -> list[float]:
+    return values[np.isfinite(values)].tolist()
+
+
+def _mean(values: np.ndarray | None) -> float | None:
+    if values is None:
+        return None
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
+
+
+def compare(results: list[RunResult]) -> list[dict[str, Any]]:
+    """One row per run of the headline numbers, for side-by-side reading."""
+    rows = []
+    for result in results:
+        report = result.report
+        validation = report.get("validation")
+        rows.append({
+            "label": result.label,
+            "steps": report["steps"]["count"],
+            "acr_early": report["early_warning"]["acr"],
+            "acr_mean": report["means"]["acr"],
+            "all_fail": report["rollout_shares"]["all_fail"],
+            "all_pass": report["rollout_shares"]["all_pass"],
+            "stagnation_at": report["stagnation"]["fired_at_step"],
+            "projected": report["projection"]["value"],
+            "reward_last": None if report["reward_mean"] is None else report["reward_mean"]["last"],
+            "val_last": None if validation is None else validation["last"]["mean_score"],
+            "exact": report["exact"],
+        })
+    return rows
+
+
+def unique_labels(labels: list[str]) -> list[str]:
+    """Labels made unique by numbering repeats (two runs both named 'rollouts')."""
+    return numbered_unique(labels, str)
+
+
+def numbered_unique(names: list[str], key: Callable[[str], str]) -> list[str]:
+    """``names`` with each repeat (equal under ``key``) numbered ``-2``, ``-3``, ... until no two are equal."""
+    taken: set[str] = set()
+    result = []
+    for name in names:
+        candidate, number = name, 1
+        while key(candidate) in taken:
+            number += 1
+            candidate = f"{name}-{number}"
+        taken.add(key(candidate))
+        result.append(candidate)
+    return result
+
+
+# Longest folder name made from a label: far below every file system's 255-byte limit, room for "-N".
+FOLDER_NAME_MAX = 64
+# Device names Windows reserves in every folder, whatever the extension.
+RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+
+
+def folder_name(label: str) -> str:
+    """A name for a run's folder under --out that is one plain path component on every platform.
+
+    Only ASCII letters, digits, '.', '_' and '-' are kept (anything else, '/' and NUL included, becomes '_');
+    leading dots, dashes and underscores are dropped, so no label gives '.', '..', a hidden file or an
+    option-like name; Windows device names get a prefix. The label itself stays as given in the report.
+    """
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[:FOLDER_NAME_MAX].lstrip("._-").rstrip("._") or "run"
+    return f"run_{name}" if name.split(".")[0].lower() in RESERVED_NAMES else name
+
+
+def folder_names(labels: list[str]) -> list[str]:
+    """One :func:`folder_name` per run, unique even on case-insensitive file systems (macOS, Windows)."""
+    return numbered_unique([folder_name(label) for label in labels], str.casefold)

@@ -1,0 +1,118 @@
+"""The ``avspo`` console script: one entry point, one subcommand per tool.
+
+Each subcommand lives in its own module, imported only when that subcommand
+runs, so ``avspo --help`` stays fast and a tool's heavy dependencies load only
+for that tool. A module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Errors: bad input (see :func:`is_expected_error`) ends the command with one line,
+``avspo <command>: error: <message>`` on stderr, and exit status 2; ``avspo --debug
+<command> ...`` shows its traceback as well. Any other exception is a bug: its
+traceback is always shown, followed by an ``internal error`` line, and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "advantages": ("avspo_plugin.tools.synthetic_batches", "GRPO and AVSPO advantages side by side on drawn batches (no training)."),
+    "lab": ("avspo_plugin.tools.lab.command", "CPU RLVR lab: GRPO, Dr. GRPO, NGRPO, DAPO and AVSPO on a tiny Qwen2; `lab sweep`: ACR vs accuracy."),
+    "analyze": ("avspo_plugin.tools.analyze.command", "ACR diagnostics of finished GRPO runs from their dumps and logs."),
+    "math-prepare": ("avspo_plugin.tools.math_data.prepare", "verl parquet files of MATH, the six eval benchmarks, the Level3-500 selection."),
+    "math-eval": ("avspo_plugin.tools.math_data.evaluate", "pass@1 / avg@k per benchmark and overall, from a model (vLLM) or generations."),
+    "doctor": ("avspo_plugin.tools.doctor", "Check that verl registers the avspo estimator here and in a Ray actor, and the run's config; --host trl|openrlhf checks those adapters."),
+    "openrlhf": ("avspo_plugin.openrlhf.launch", "Run OpenRLHF's train_ppo_ray with the avspo estimator."),
+    "verl-demo": ("avspo_plugin.tools.verl_cpu.demo", "Train a tiny Qwen2 with stock verl main_ppo and the avspo estimator on CPU."),
+}
+# Former names: still accepted, with a note naming the command now.
+MOVED: dict[str, str] = {"demo": "advantages"}
+
+# The project's errors for bad input, as (module, class): a class is looked up only when its module is
+# loaded already (an error of that class can only come from it then), so checking imports nothing.
+INPUT_ERRORS = (
+    ("avspo_plugin.config", "ConfigError"),
+    ("avspo_plugin.state_files", "StateFileError"),
+    ("avspo_plugin.tools.analyze.records", "AnalyzeError"),
+    ("avspo_plugin.tools.math_data.sources", "DataError"),
+    ("avspo_plugin.host_versions", "UnsupportedHostVersion"),
+    ("avspo_plugin.verl.patches", "HookError"),
+    ("avspo_plugin.verl.patches", "RegistrationError"),
+)
+
+
+def is_expected_error(err: BaseException) -> bool:
+    """Whether ``err`` is bad input or a bad environment rather than a bug: the project's input errors
+    (:data:`INPUT_ERRORS`), an OS error (a missing or unreadable file, a refused connection, a timeout),
+    or a missing package other than avspo_plugin's own modules."""
+    if isinstance(err, OSError):
+        return True
+    if isinstance(err, ModuleNotFoundError):
+        return (err.name or "").split(".")[0] != "avspo_plugin"
+    classes = (getattr(sys.modules.get(module), name, None) for module, name in INPUT_ERRORS)
+    return any(cls is not None and isinstance(err, cls) for cls in classes)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="avspo", description="ACR diagnostics and AVSPO advantages.")
+    parser.add_argument(
+        "--debug", action="store_true",
+        help="show the traceback of an error too (errors in the input are otherwise one line, exit status 2)",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            importlib.import_module(module_name).add_arguments(sub)
+    for old, new in MOVED.items():
+        sub = subparsers.add_parser(old, description=f"Now `avspo {new}`.")  # no help=: left out of the listing
+        if old == chosen:
+            importlib.import_module(SUBCOMMANDS[new][0]).add_arguments(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    if args.command in MOVED:
+        print(f"note: `avspo {args.command}` is now `avspo {MOVED[args.command]}`", file=sys.stderr)
+        args.command = MOVED[args.command]
+    prog = f"avspo {args.command}"
+    try:
+        module = importlib.import_module(SUBCOMMANDS[args.command][0])
+        return int(module.run(args) or 0)
+    except SystemExit as stop:
+        if not isinstance(stop.code, str):  # argparse's exits print their own message
+            raise
+        return _error(prog, stop.code, args.debug)
+    except Exception as err:
+        if is_expected_error(err):
+            return _error(prog, str(err) or type(err).__name__, args.debug)
+        traceback.print_exc()
+        print(f"{prog}: internal error: {type(err).__name__}: {err}; this is a bug in avspo, please report it "
+              "with the traceback above", file=sys.stderr)
+        return 1
+
+
+def _error(prog: str, message: str, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Test kinds: ``e2e`` marks the tests that launch something (verl's trainer, a Ray cluster, a host's
+released code in its own process, the CPU lab, a download); the rest are unit tests.
+
+``make test-fast`` runs ``-m "not e2e"``: the core, the config, each adapter's equality with its host,
+the reward and the tools' logic, in under 2 minutes. ``make test`` runs both kinds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+
+# Files whose every test is end to end.
+E2E_FILES = {
+    "verl/test_e2e.py",  # verl's main_ppo on CPU, several launches
+    "verl/test_e2e_cpu_support.py",  # verl's workers on the CPU platform
+    "verl/test_metrics_patch.py",  # applies a patch to verl's released source and runs its tests
+    "verl/test_prompt_sampler_patch.py",  # likewise
+    "verl/test_hydra_config.py",  # main_ppo --cfg job in a subprocess
+    "lab/test_command.py",  # the quick lab and sweep
+    "recipes/test_recipes.py",  # recipes through verl's validation, shellcheck, a local Ray cluster
+    "openrlhf/test_routes.py",  # OpenRLHF's releases run in processes of their own
+    "openrlhf/test_preflight.py",
+    "openrlhf/test_doctor.py",
+    "openrlhf/test_releases.py",  # downloads every supported release
+    "trl/test_releases.py",
+    "trl/test_distributed.py",  # several processes
+    "test_doctor_ray.py",  # Ray connection bounds
+    "test_layout.py",  # imports the whole runtime in a fresh process
+}
+# Single end-to-end tests in files of unit tests.
+E2E_TESTS = {
+    "verl/test_registration.py::test_plain_import_verl_in_a_fresh_process_registers_avspo",
+    "verl/test_registration.py::test_registered_in_ray_actors_by_entry_point_and_by_the_env_var_route",
+    "verl/test_registration.py::test_run_ppo_gives_the_trainer_process_the_plugin_through_rays_runtime_env",
+    "verl/test_registration.py::test_doctor_beside_a_running_cluster_checks_in_that_cluster",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    listed = E2E_FILES | {name.split("::")[0] for name in E2E_TESTS}
+    missing = sorted(name for name in listed if not (TESTS / name).is_file())
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py lists test files that do not exist: {missing}")
+    for item in items:
+        path = Path(str(item.path)).relative_to(TESTS).as_posix()
+        if path in E2E_FILES or f"{path}::{item.originalname}" in E2E_TESTS:
+            item.add_marker(pytest.mark.e2e)

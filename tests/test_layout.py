@@ -1,0 +1,77 @@
+"""The runtime (what a training process imports) stays apart from the tools around it.
+
+Runtime: every module of ``avspo_plugin`` outside ``avspo_plugin.tools`` (config, core, the host
+adapters, the math reward). Tools: ``avspo_plugin.tools`` (CLI, lab, analyze, doctor, the CPU verl
+harness, math data and evaluation, docs generators). Tools import the runtime, never the reverse.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import avspo_plugin
+
+PACKAGE = Path(avspo_plugin.__file__).parent
+TOOLS = "avspo_plugin.tools"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_modules() -> list[str]:
+    return sorted(
+        module_name(path) for path in PACKAGE.rglob("*.py") if not module_name(path).startswith(TOOLS)
+    )
+
+
+def imported_names(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports (relative imports resolved), at any depth."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    return names_imported_by(path.read_text(), package)
+
+
+def names_imported_by(source: str, package: str) -> set[str]:
+    """Absolute names that ``source``, a module of ``package``, imports."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_no_runtime_module_imports_a_tool():
+    offenders = {
+        module_name(path): sorted(name for name in imported_names(path) if name.startswith(TOOLS))
+        for path in PACKAGE.rglob("*.py")
+        if not module_name(path).startswith(TOOLS)
+    }
+    assert {module: names for module, names in offenders.items() if names} == {}
+
+
+def test_importing_the_whole_runtime_loads_no_tool():
+    probe = (
+        "import importlib, json, sys\n"
+        f"for name in {runtime_modules()!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({TOOLS!r}))))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_layout_check_resolves_relative_imports():
+    # A runtime module that reaches a tool with dots, not by name, is caught all the same.
+    assert "avspo_plugin.tools.lab.task" in names_imported_by("from ..tools.lab import task\n", "avspo_plugin.core")
+    assert "avspo_plugin.tools" in names_imported_by("from .. import tools\n", "avspo_plugin.core")
