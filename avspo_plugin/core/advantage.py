@@ -29,7 +29,7 @@ from .collapse import (
     share,
 )
 from .groups import GroupStats, factorize_labels, group_stats, label_array, segment_sum
-from .metrics import METRIC_REDUCTIONS
+from .metrics import CALL_METRICS
 from .threshold import ThresholdState, advance, groups_to_augment, threshold_in_force
 
 # A reward this far outside [reward_low, reward_high] is an error for bounded strategies.
@@ -202,7 +202,7 @@ def non_finite_advantages(
 
 
 def empty_metrics(threshold: float) -> dict[str, float]:
-    metrics = dict.fromkeys(METRIC_REDUCTIONS, 0.0)
+    metrics = dict.fromkeys(CALL_METRICS, 0.0)
     metrics["threshold"] = threshold
     return metrics
 

@@ -27,7 +27,6 @@ from ..core.advantage import places_virtual_rewards_in_bounds, rewards_outside_b
 from ..names import METRIC_PREFIX
 from .args import ArgLayout, avspo_config_from_args, layout_of, read_arg
 
-# Prefix of the metrics in OpenRLHF's status dict; its loggers add ``train/``.
 # Key of the avspo state in the client_states of OpenRLHF's checkpoints.
 CHECKPOINT_KEY = "avspo"
 # The actor's mean token entropy in OpenRLHF's status dict.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Union
@@ -150,7 +151,7 @@ def add_avspo_arguments(parser: argparse.ArgumentParser, layout: ArgLayout = DOT
             kwargs.update(type=str, choices=field.metadata["choices"])
         elif hint is bool:
             kwargs.update(type=parse_bool, metavar="{true,false}")
-        elif typing.get_origin(hint) is Union:
+        elif typing.get_origin(hint) in (Union, types.UnionType):
             kwargs.update(type=parse_num_virtual, metavar="{auto,K}")
         else:
             kwargs["type"] = hint

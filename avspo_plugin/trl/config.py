@@ -17,6 +17,7 @@ docs/trl.md's table of these options is rendered by :mod:`avspo_plugin.tools.trl
 
 import dataclasses
 import inspect
+import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -45,7 +46,7 @@ def exposed_keys() -> tuple[dataclasses.Field, ...]:
 def _argument_type(hint: Any) -> Any:
     # HfArgumentParser takes one type per argument: num_virtual ('auto' or an integer) is read as text
     # and turned into an integer by AVSPOGRPOConfig.avspo_config.
-    return str if typing.get_origin(hint) is Union else hint
+    return str if typing.get_origin(hint) in (Union, types.UnionType) else hint
 
 
 def _with_avspo_fields(cls: type) -> type:

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.core import METRIC_REDUCTIONS, ThresholdState, compute_group_advantages
+from avspo_plugin.core import ThresholdState, compute_group_advantages
+from avspo_plugin.core.metrics import CALL_METRICS
 from avspo_plugin.openrlhf.args import HOST_DEFAULTS
 from avspo_plugin.openrlhf.worker_setup import SETUP_HOOK
 
@@ -58,7 +59,7 @@ def assert_same_experiences(ours: list, theirs: list, exact: bool = True) -> Non
 
 def avspo_metrics(stats: dict) -> dict:
     """The core's metrics in a status dict (the early-warning flags left out)."""
-    return {name: stats[f"avspo/{name}"] for name in METRIC_REDUCTIONS if f"avspo/{name}" in stats}
+    return {name: stats[f"avspo/{name}"] for name in CALL_METRICS if f"avspo/{name}" in stats}
 
 
 def test_triggered_advantages_are_the_cores(route, host):
@@ -114,11 +115,11 @@ def test_adaptive_threshold_state_carries_across_steps(route, host):
 
 def test_metrics_join_the_status_dict_and_reach_tensorboard(route):
     (step,) = route["scenarios"]["trigger"]
-    assert {f"avspo/{name}" for name in METRIC_REDUCTIONS} <= set(step["stats"])
+    assert {f"avspo/{name}" for name in CALL_METRICS} <= set(step["stats"])
     assert step["stats"]["avspo/stagnation"] == 0.0  # the early warning's flag, not fired
     assert "rollout/reward_mean" in step["stats"]  # OpenRLHF's own rollout stats are kept
     assert route["logged"]["avspo/entropy_collapse"] == 0.0  # from the actor's entropy_loss
-    names = [*METRIC_REDUCTIONS, "stagnation", "entropy_collapse"]
+    names = [*CALL_METRICS, "stagnation", "entropy_collapse"]
     assert set(route["tensorboard_tags"]) >= {f"train/avspo/{name}" for name in names}
     (group_norm,) = route["scenarios"]["group_norm"]
     assert not [key for key in group_norm["stats"] if key.startswith("avspo/")]  # other estimators: none

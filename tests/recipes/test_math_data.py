@@ -7,10 +7,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from avspo_plugin import cli
-from avspo_plugin.math import evaluate, prepare, selection, sources
 from avspo_plugin.math.answer import EVALUATION_SOURCES, gold_from_gsm8k
 from avspo_plugin.math.reward import compute_score, score_many
+from avspo_plugin.tools import cli
+from avspo_plugin.tools.math_data import evaluate, level3, prepare, sources
 from avspo_plugin.tools.math_data.generation import Engine, Sampling
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -130,9 +130,9 @@ def _rows(prepared):
 
 
 def test_selection_keeps_the_pass_rate_range_inclusive(prepared):
-    rates = selection.read_pass_rates(FIXTURES / "math_level3_pass_rates.jsonl")
+    rates = level3.read_pass_rates(FIXTURES / "math_level3_pass_rates.jsonl")
     # Fixture pass rates: index 2: 3/10 = 0.3, 3: 5/16, 4: 7/16, 5: 8/16 = 0.5, 6: 9/16, 7: 2/16.
-    chosen = selection.select(_rows(prepared), rates, low=0.3, high=0.5, size=4, seed=0)
+    chosen = level3.select(_rows(prepared), rates, low=0.3, high=0.5, size=4, seed=0)
     assert [row["extra_info"]["index"] for row in chosen.rows] == [2, 3, 4, 5]
     assert chosen.summary() == {
         "selected": 4, "candidates": 6, "in_range": 4, "pass_rate_range": [0.3, 0.5], "seed": 0,
@@ -152,11 +152,11 @@ def test_pass_rate_table_is_what_the_training_reward_gives_on_the_samples(prepar
     ones and move problems across the [0.3, 0.5] range."""
     rows, samples = _rows(prepared), _samples()
     monkeypatch.setattr(
-        selection, "generate_chat", lambda engine, prompts, sampling: [samples[r["extra_info"]["index"]] for r in rows]
+        level3, "generate_chat", lambda engine, prompts, sampling: [samples[r["extra_info"]["index"]] for r in rows]
     )
-    rates = selection.measure_pass_rates(rows, Engine("recorded"), Sampling(16, 1.0, 1024), score_workers=1)
-    assert rates == selection.read_pass_rates(FIXTURES / "math_level3_pass_rates.jsonl")
-    chosen = selection.select(rows, rates, low=0.3, high=0.5, size=4, seed=0)
+    rates = level3.measure_pass_rates(rows, Engine("recorded"), Sampling(16, 1.0, 1024), score_workers=1)
+    assert rates == level3.read_pass_rates(FIXTURES / "math_level3_pass_rates.jsonl")
+    chosen = level3.select(rows, rates, low=0.3, high=0.5, size=4, seed=0)
     assert [row["extra_info"]["index"] for row in chosen.rows] == [2, 3, 4, 5]
 
     def evaluation_rate(row):
@@ -170,29 +170,29 @@ def test_pass_rate_table_is_what_the_training_reward_gives_on_the_samples(prepar
 
 def test_selection_draw_is_fixed_by_the_seed(prepared):
     rows = _rows(prepared)
-    rates = selection.read_pass_rates(FIXTURES / "math_level3_pass_rates.jsonl")
+    rates = level3.read_pass_rates(FIXTURES / "math_level3_pass_rates.jsonl")
     draws = {
-        seed: tuple(r["extra_info"]["index"] for r in selection.select(rows, rates, size=2, seed=seed).rows)
+        seed: tuple(r["extra_info"]["index"] for r in level3.select(rows, rates, size=2, seed=seed).rows)
         for seed in range(8)
     }
     assert all(set(draw) <= {2, 3, 4, 5} and len(draw) == 2 for draw in draws.values())
     assert len(set(draws.values())) > 1  # the seed matters
-    again = selection.select(list(reversed(rows)), list(reversed(rates)), size=2, seed=3).rows
+    again = level3.select(list(reversed(rows)), list(reversed(rates)), size=2, seed=3).rows
     assert tuple(r["extra_info"]["index"] for r in again) == draws[3]  # row order does not
 
 
 def test_selection_errors(prepared):
     rows = _rows(prepared)
-    rates = selection.read_pass_rates(FIXTURES / "math_level3_pass_rates.jsonl")
+    rates = level3.read_pass_rates(FIXTURES / "math_level3_pass_rates.jsonl")
     with pytest.raises(ValueError, match="only 4 of 6 problems"):
-        selection.select(rows, rates, size=5)
-    assert len(selection.select(rows, rates, size=5, allow_fewer=True).rows) == 4
+        level3.select(rows, rates, size=5)
+    assert len(level3.select(rows, rates, size=5, allow_fewer=True).rows) == 4
     with pytest.raises(ValueError, match="1 row\\(s\\) without a pass rate"):
-        selection.select(rows, rates[1:], size=1)
+        level3.select(rows, rates[1:], size=1)
     with pytest.raises(ValueError, match="twice"):
-        selection.select(rows, rates + rates[:1], size=1)
+        level3.select(rows, rates + rates[:1], size=1)
     with pytest.raises(ValueError, match="low <= high"):
-        selection.select(rows, rates, low=0.6, high=0.5)
+        level3.select(rows, rates, low=0.6, high=0.5)
 
 
 def test_level3_cli_from_a_pass_rate_table(prepared, tmp_path, capsys):
@@ -210,12 +210,12 @@ def test_level3_cli_from_a_pass_rate_table(prepared, tmp_path, capsys):
 
 
 def test_pass_rate_table_round_trip_and_validation(tmp_path):
-    rates = [selection.PassRate(4, 16, 6), selection.PassRate(9, 8, 0)]
-    path = selection.write_pass_rates(rates, tmp_path / "rates.jsonl")
-    assert selection.read_pass_rates(path) == rates
+    rates = [level3.PassRate(4, 16, 6), level3.PassRate(9, 8, 0)]
+    path = level3.write_pass_rates(rates, tmp_path / "rates.jsonl")
+    assert level3.read_pass_rates(path) == rates
     path.write_text('{"index": 1, "n": 4, "correct": 5}\n')
     with pytest.raises(ValueError, match="0 <= correct <= n"):
-        selection.read_pass_rates(path)
+        level3.read_pass_rates(path)
 
 
 def test_sampling_without_vllm_says_what_to_do(prepared, tmp_path, capsys):

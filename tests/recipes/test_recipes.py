@@ -16,7 +16,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.math import prepare
+from avspo_plugin.tools.math_data import prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.math import agreement
+from avspo_plugin.tools.math_data import agreement
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS_FILE = Path(__file__).parent / "fixtures" / "reward_pairs.yaml"

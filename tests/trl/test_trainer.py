@@ -5,7 +5,7 @@ import pytest
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from avspo_plugin.core import METRIC_REDUCTIONS
+from avspo_plugin.core.metrics import CALL_METRICS
 from avspo_plugin.trl import AVSPOGRPOTrainer
 from avspo_plugin.trl.advantages import local_rows, trl_advantages, weighted_rewards
 
@@ -63,7 +63,7 @@ def test_collapsed_groups_get_the_translated_avspo_advantages(kit, make_trainer,
     assert list(trainer._logs["advantages"])[-16:] == expected.advantages.tolist()
     assert trainer.avspo_session.state == expected.state and expected.state.step == 1
     metrics = trainer.avspo_session.pop_metrics()
-    assert {name: metrics[name] for name in METRIC_REDUCTIONS} == expected.metrics
+    assert {name: metrics[name] for name in CALL_METRICS} == expected.metrics
     assert expected.metrics["augmented_groups"] == 0.5
 
 
