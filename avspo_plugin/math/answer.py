@@ -36,6 +36,7 @@ EVALUATION_SOURCES = ("boxed", "answer_is", "last_number")
 # A box command not followed by a letter (\boxedsomething is another command).
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![^\W\d_])")
 _BRACE = re.compile(r"[{}]")
+_WHITESPACE_RUN = re.compile(r"\s+")
 _BARE_ARGUMENT = re.compile(r"[^\s$]*")
 _ANSWER_PHRASE = re.compile(r"the\s+(?:final\s+)?answer\s+is\s*:?\s*", re.IGNORECASE)
 # A finished answer sentence: X, then a period that ends the sentence (not a decimal point), or a line break.
@@ -209,7 +210,12 @@ def _last_answer_phrase(text: str) -> re.Match | None:
 
 
 def _clean_sentence_answer(answer: str) -> str | None:
-    answer = re.sub(r"[.\s]+$", "", answer.strip())
+    # Trailing periods and spaces, scanned from the end (an end-anchored regex retries from every
+    # position: quadratic on a long run of " .").
+    end = len(answer)
+    while end and (answer[end - 1] == "." or answer[end - 1].isspace()):
+        end -= 1
+    answer = answer[:end].strip()
     answer = _strip_math_delimiters(answer).rstrip(".").strip()
     return answer or None
 
@@ -333,7 +339,9 @@ def grading_form(answer: str) -> str:
     text = _LATEX_THOUSANDS.sub("", text)
     text = text.replace("\\!", "")
     text = _join_thousands(text)
-    text = _PART_WORDS.sub(", ", text)
+    # Runs of whitespace as one space first: _PART_WORDS' nested \s* would otherwise backtrack
+    # cubically through a long run.
+    text = _PART_WORDS.sub(", ", _WHITESPACE_RUN.sub(" ", text))
     text = text.strip().rstrip(".").strip()
     parts = []
     for part in _top_level_split(text):

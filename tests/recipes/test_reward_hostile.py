@@ -73,10 +73,12 @@ def test_a_page_of_thousands_separated_numbers():
         "7" * 1_000_000,  # one number
         "The answer is " * 70_000 + "5.",
         "\\fbox{\\boxed 1 " * 60_000,
+        "The answer is 5" + " ." * 32_000 + "x",  # 64 KB: an end-anchored strip was quadratic
+        "\\boxed{1" + " " * 800 + "and 2}",  # a space run inside an answer: the "and" pattern was cubic
     ],
-    ids=["nested", "unclosed", "unbalanced", "digits", "answer-is", "bare-arguments"],
+    ids=["nested", "unclosed", "unbalanced", "digits", "answer-is", "bare-arguments", "period-run", "space-run"],
 )
-def test_a_megabyte_output(text):
+def test_a_degenerate_output(text):
     for sources in (TRAINING_SOURCES, EVALUATION_SOURCES):
         assert_bounded(text, sources)
 

@@ -311,6 +311,7 @@ def test_doctor_warns_of_missing_selection_hooks_without_failing(capsys):
         "hooks": {"a.selection_hook": "a.selection_hook does not exist", "a.estimator_hook": "in place"},
         "selection_only_hooks": ["a.selection_hook"], "trl_patch": {}, "metrics_route": "the Tracking.log hook",
         "versions": {"verl": "0.8.0"}, "known_good_verl": ["0.8.0"],
+        "verl_imported": {"version": "0.8.0", "path": "/site-packages/verl"}, "untested_verl": None,
     }  # fmt: skip
     assert _print_hooks("this process", report) is False
     out = capsys.readouterr().out

@@ -30,6 +30,8 @@ ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
 # First verl release that loads `verl.plugins` entry points on import.
 ENTRY_POINTS_SINCE = (0, 9)
 PACKAGED_CONFIG = "pkg://avspo_plugin.verl.config"
+# avspo_plugin/, found without importing avspo_plugin.verl (tools/doctor/verl.py is two folders below it).
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -182,7 +184,7 @@ def compose_config(config_path: str, config_name: str, overrides: list[str]):
 
     if config_path == PACKAGED_CONFIG:
         # By path: importing avspo_plugin.verl (what pkg:// does) registers the estimator, and may be what fails.
-        config_path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verl", "config")
+        config_path = os.path.join(PACKAGE_ROOT, "verl", "config")
     if config_path.startswith("pkg://"):
         context = initialize_config_module(config_path[len("pkg://"):], version_base=None)
     else:
