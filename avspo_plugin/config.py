@@ -452,6 +452,52 @@ class SelectionConfig(ConfigBlock):
             )
 
 
+# Sections of the monitor's keys.
+MONITOR = "Monitor"
+# The AVSPOConfig keys a monitor reads (collapse, its regimes, the early warnings): the same meaning and default.
+MONITOR_SHARED_KEYS = ("collapse_tol", "reward_low", "reward_high", "stagnation_acr", "stagnation_steps", "entropy_floor")
+
+
+def _same_as_avspo(name: str, section: str | None = None) -> Any:
+    """A monitor field with AVSPOConfig's default, allowed values and help for ``name`` (in ``section`` if given)."""
+    shared = AVSPOConfig.__dataclass_fields__[name]
+    return field(default=shared.default, metadata={**shared.metadata, "section": section or shared.metadata["section"]})
+
+
+@dataclass(frozen=True)
+class MonitorConfig(ConfigBlock):
+    """ACR beside any advantage estimator: the collapse metrics and early warnings, advantages untouched.
+
+    Its keys other than ``enable`` are AVSPOConfig's, with the same defaults and meaning; the monitor
+    measures with :meth:`avspo_config` (AVSPO with ``threshold_mode=never``: plain GRPO statistics).
+    """
+
+    BLOCK: ClassVar[str] = "avspo_monitor"
+
+    enable: bool = _key(
+        False, MONITOR,
+        "Log ACR, its all-fail / all-pass split, near collapse, wasted rollouts and the early warnings as avspo/* "
+        "with any advantage estimator, without changing an advantage (not needed with adv_estimator=avspo, which "
+        "logs them itself). Off by default.",
+        Boolean(),
+    )
+    collapse_tol: float = _same_as_avspo("collapse_tol")
+    # Here they only say which collapsed groups are all-fail and which all-pass.
+    reward_low: float = _same_as_avspo("reward_low", COLLAPSE_AND_STATISTICS)
+    reward_high: float = _same_as_avspo("reward_high", COLLAPSE_AND_STATISTICS)
+    stagnation_acr: float = _same_as_avspo("stagnation_acr")
+    stagnation_steps: int = _same_as_avspo("stagnation_steps")
+    entropy_floor: float = _same_as_avspo("entropy_floor")
+
+    def __post_init__(self) -> None:
+        self.check_keys()
+        self.avspo_config()  # the rules that join keys (reward_low < reward_high) are AVSPOConfig's
+
+    def avspo_config(self) -> AVSPOConfig:
+        """The AVSPO settings the monitor measures with: its keys, ``threshold_mode=never`` (no virtual sample)."""
+        return AVSPOConfig(threshold_mode="never", **{key: getattr(self, key) for key in MONITOR_SHARED_KEYS})
+
+
 def _bad(name: str, value: Any, allowed: str) -> str:
     return f"{name}={value!r} is invalid: allowed {allowed}"
 

@@ -8,5 +8,7 @@ PLUGIN_MODULE = "avspo_plugin.verl"
 METRIC_PREFIX = "avspo/"
 # The AVSPO state (threshold, warnings) saved beside each checkpoint.
 STATE_FILE = "avspo_state.json"
+# The ACR monitor's state (warning streaks) saved beside each checkpoint of a run with algorithm.avspo_monitor.
+MONITOR_STATE_FILE = "avspo_monitor_state.json"
 # The prompt-selection history saved beside each checkpoint (docs/selection.md).
 SELECTION_STATE_FILE = "avspo_selection.json"

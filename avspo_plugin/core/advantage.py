@@ -292,12 +292,13 @@ def compute_group_advantages(
         )
         near = near_collapse_groups(exact, group_ids, valid, stats, collapsed, config.collapse_tol)
         # Every metric in one transfer: one device sync per call, not one per metric.
+        num_samples, wasted, reward_sum, adv_abs_max = torch.stack([
+            stats.count.sum(), torch.where(effective, stats.count, 0.0).sum(),
+            torch.where(valid, exact, 0.0).sum(), advantages.abs().max().to(torch.float64),
+        ]).tolist()
         fail, pass_, effective, near, augmented_multi, num_multi, num_augmented, total_virtual = torch.stack([
             (flags & multi).sum() for flags in (all_fail, all_pass, effective, near, augmented)
         ] + [multi.sum(), augmented.sum(), num_virtual.sum()]).tolist()
-        num_samples, reward_sum, adv_abs_max = torch.stack([
-            stats.count.sum(), torch.where(valid, exact, 0.0).sum(), advantages.abs().max().to(torch.float64)
-        ]).tolist()
         if not math.isfinite(adv_abs_max):  # NaN and inf propagate through the max
             raise ValueError(non_finite_advantages(advantages, labels, group_ids, mean, std, config.epsilon))
         reward_mean = reward_sum / num_samples
@@ -313,6 +314,7 @@ def compute_group_advantages(
             "augmented_groups": share(augmented_multi, num_multi),
             "groups": float(num_multi),
             "samples": num_samples,
+            "wasted_rollouts": wasted,
             "reward_mean": reward_mean,
             "adv_abs_max": adv_abs_max,  # padding rows hold 0
         }

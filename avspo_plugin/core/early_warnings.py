@@ -55,13 +55,18 @@ class StreakWarning:
         self.fired_step = None if fired is None else int(fired)
 
 
+# The flags RunMonitor.observe returns, each 1 from the step its warning fired.
+WARNING_FLAGS = ("stagnation", "entropy_collapse")
+
+
 class RunMonitor:
     """The two early warnings of AVSPOConfig: ``stagnation`` (ACR) and ``entropy_collapse`` (entropy)."""
 
     def __init__(self, config: AVSPOConfig) -> None:
-        self.stagnation = StreakWarning("stagnation", config.stagnation_acr, config.stagnation_steps, above=True)
+        stagnation, entropy_collapse = WARNING_FLAGS
+        self.stagnation = StreakWarning(stagnation, config.stagnation_acr, config.stagnation_steps, above=True)
         self.entropy_collapse = StreakWarning(
-            "entropy_collapse", config.entropy_floor, config.stagnation_steps, above=False
+            entropy_collapse, config.entropy_floor, config.stagnation_steps, above=False
         )
 
     def reconfigure(self, config: AVSPOConfig) -> None:

@@ -23,6 +23,7 @@ METRIC_REDUCTIONS: dict[str, str] = {
     "groups": "sum",
     "filtered_groups": "sum",
     "samples": "sum",
+    "wasted_rollouts": "sum",
     "reward_mean": "per_sample",
     "adv_abs_max": "max",
 }
@@ -31,6 +32,12 @@ METRIC_REDUCTIONS: dict[str, str] = {
 FILTERING_METRICS = frozenset({"filtered_groups"})
 # The metrics of every call.
 CALL_METRICS = tuple(name for name in METRIC_REDUCTIONS if name not in FILTERING_METRICS)
+# What a monitor beside another estimator logs: the reward side alone. The rest describe AVSPO's own
+# advantages (virtual samples, its threshold), which a monitor never forms; effective_acr equals acr there.
+MONITOR_METRICS = (
+    "acr", "acr_all_fail", "acr_all_pass", "near_collapse", "groups", "filtered_groups", "samples",
+    "wasted_rollouts", "reward_mean",
+)  # fmt: skip
 
 # How each reduction reads in docs/metrics.md.
 REDUCTION_HELP = {
@@ -64,6 +71,9 @@ METRIC_HELP: dict[str, str] = {
     "filtered_groups": "Number of collapsed groups verl's group filtering (algorithm.filter_groups) evicted "
     "before the estimator saw them (counted in groups, acr and its split; absent without filtering).",
     "samples": "Number of samples in the groups counted (padding groups excluded).",
+    "wasted_rollouts": "Number of samples whose group's advantages are all below collapse_tol (effectively "
+    "collapsed: no gradient signal), as generated: the samples of groups that verl's group filtering evicted "
+    "are included (rollout.n each).",
     "reward_mean": "J_t: mean sequence reward of the valid samples.",
     "adv_abs_max": "Largest |advantage| of a valid sample.",
 }
@@ -96,14 +106,18 @@ def aggregate_metrics(calls: Iterable[Mapping[str, float]]) -> dict[str, float]:
     return merged
 
 
-def filtered_group_metrics(value_counts: Mapping[float, int], reward_low: float, reward_high: float, threshold: float) -> dict[str, float]:
+def filtered_group_metrics(
+    value_counts: Mapping[float, int], group_size: int, reward_low: float, reward_high: float, threshold: float
+) -> dict[str, float]:
     """The metrics of one call made of groups that a host's filtering evicted, all collapsed.
 
     value_counts: {the value every sample of the group shared: number of groups}, as verl's group
-    filtering reports it. Folded into a step by :func:`aggregate_metrics`, it counts those groups
-    in ``groups``, ``acr`` and its all-fail / all-pass split (a value within REGIME_TOL of
-    reward_low, resp. reward_high), so the step's rates are over the groups as generated; it adds
-    no sample, advantage or augmentation, and keeps the step's threshold.
+    filtering reports it; group_size: samples per group (verl's rollout.n). Folded into a step by
+    :func:`aggregate_metrics`, it counts those groups in ``groups``, ``acr`` and its all-fail /
+    all-pass split (a value within REGIME_TOL of reward_low, resp. reward_high), so the step's rates
+    are over the groups as generated, and their samples in ``wasted_rollouts``; it adds no sample to
+    the statistics (``samples``, ``reward_mean``), no advantage or augmentation, and keeps the step's
+    threshold.
     """
     groups = float(sum(value_counts.values()))
     if groups <= 0:
@@ -113,5 +127,5 @@ def filtered_group_metrics(value_counts: Mapping[float, int], reward_low: float,
     return {
         "acr": 1.0, "acr_all_fail": fail / groups, "acr_all_pass": passed / groups, "effective_acr": 1.0,
         "near_collapse": 0.0, "triggered": 0.0, "augmented_groups": 0.0, "threshold": threshold,
-        "groups": groups, "filtered_groups": groups, "samples": 0.0,
+        "groups": groups, "filtered_groups": groups, "samples": 0.0, "wasted_rollouts": groups * group_size,
     }  # fmt: skip

@@ -102,14 +102,23 @@ class AVSPOSession:
             self.state = replace(state, tau=tau)
 
     def step(
-        self, scores: torch.Tensor, index: Any, config: AVSPOConfig, valid: torch.Tensor | None = None
+        self,
+        scores: torch.Tensor,
+        index: Any,
+        config: AVSPOConfig,
+        valid: torch.Tensor | None = None,
+        response_mask: torch.Tensor | None = None,
     ) -> AVSPOResult:
-        """AVSPO advantages of sequence scores (B,) grouped by index (B,), one call of the open step."""
+        """AVSPO advantages of sequence scores (B,) grouped by index (B,), one call of the open step
+        (valid, response_mask: as :func:`~.advantage.compute_group_advantages` takes them)."""
         with self._lock:
             self.configure(config)
             return self._keep(
-                compute_group_advantages(scores, index, config, self.state, valid=valid, call_in_step=len(self._pending))
-            )
+                compute_group_advantages(
+                    scores, index, config, self.state, valid=valid, response_mask=response_mask,
+                    call_in_step=len(self._pending),
+                )
+            )  # fmt: skip
 
     def step_tokens(
         self, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any, config: AVSPOConfig
@@ -134,14 +143,17 @@ class AVSPOSession:
             self.configure(config)
             return self._keep(compute(config, self.state))
 
-    def observe_filtered_groups(self, value_counts: Mapping[float, int]) -> None:
-        """Count, in the open step, collapsed groups that the host's filtering evicted before any call saw
-        them ({shared value: number of groups}, e.g. verl's DAPO filter breakdown): the step's ACR and its
-        split are then over the groups as generated. Nothing else of the step changes."""
+    def observe_filtered_groups(self, value_counts: Mapping[float, int], group_size: int) -> None:
+        """Count, in the open step, collapsed groups of ``group_size`` samples that the host's filtering evicted
+        before any call saw them ({shared value: number of groups}, e.g. verl's DAPO filter breakdown): the
+        step's ACR, its split and its wasted rollouts are then over the groups as generated. Nothing else of
+        the step changes."""
         with self._lock:
             if self.config is None or self.state is None:
                 return
-            metrics = filtered_group_metrics(value_counts, self.config.reward_low, self.config.reward_high, self.state.tau)
+            metrics = filtered_group_metrics(
+                value_counts, group_size, self.config.reward_low, self.config.reward_high, self.state.tau
+            )
             if metrics:
                 self._pending.append(metrics)
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from avspo_plugin.config import AVSPOConfig, SelectionConfig, config_sections
+from avspo_plugin.config import AVSPOConfig, MonitorConfig, SelectionConfig, config_sections
 from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS, REDUCTION_HELP
+from avspo_plugin.core.metrics import MONITOR_METRICS
 from avspo_plugin.core.selection import SELECTION_METRIC_HELP
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -53,6 +54,14 @@ def config_markdown() -> str:
         "Numbers outside the range a key allows are an error naming the key, the value and the range.",
     ]
     lines += key_tables(AVSPOConfig, "##")
+    lines += [
+        "",
+        "## The ACR monitor: `algorithm.avspo_monitor`",
+        "",
+        "The monitor logs collapse beside any estimator (docs/verl.md). Its keys other than `enable` mean",
+        "what the `algorithm.avspo` keys of the same name mean, with the same defaults.",
+    ]
+    lines += key_tables(MonitorConfig, "###")
     lines += ["", "Prompt selection has its own block, `algorithm.avspo_selection.*`: its keys are in docs/selection.md."]
     return "\n".join(lines) + "\n"
 
@@ -91,6 +100,10 @@ def metrics_markdown() -> str:
         "",
         "The verl and TRL adapters add the early warnings `avspo/stagnation` and `avspo/entropy_collapse`",
         "(docs/verl.md, docs/trl.md).",
+        "",
+        "The ACR monitor beside another estimator (`algorithm.avspo_monitor.enable=true`) logs the reward side",
+        f"alone: {', '.join(f'`{name}`' for name in MONITOR_METRICS)} and the two warnings; the others",
+        "describe AVSPO's own advantages, which the monitor never forms.",
         "",
         "## Prompt selection",
         "",

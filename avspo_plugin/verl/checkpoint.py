@@ -35,9 +35,9 @@ def resumed_step_folder(trainer_config: Any, global_steps: int) -> str:
     return os.path.abspath(folder)
 
 
-def write_state(step_folder: str, state: dict[str, Any]) -> str:
-    """Write ``state`` to ``step_folder/avspo_state.json`` (atomically, flushed to disk) and return the path."""
-    return write_json(os.path.join(step_folder, STATE_FILE), state, indent=1)
+def write_state(step_folder: str, state: dict[str, Any], file_name: str = STATE_FILE) -> str:
+    """Write ``state`` to ``step_folder/file_name`` (atomically, flushed to disk) and return the path."""
+    return write_json(os.path.join(step_folder, file_name), state, indent=1)
 
 
 def describe_state(state: dict[str, Any]) -> str:
@@ -50,18 +50,19 @@ def describe_state(state: dict[str, Any]) -> str:
     )
 
 
-def read_state(step_folder: str) -> dict[str, Any] | None:
-    """The state saved in ``step_folder``, or None (with a warning) when the checkpoint has none.
+def read_state(step_folder: str, file_name: str = STATE_FILE) -> dict[str, Any] | None:
+    """The state saved as ``file_name`` in ``step_folder``, or None (with a warning) when the checkpoint has none.
 
     A file that is damaged, cut short, or has a field of the wrong type is a StateFileError naming
     it and what to do (delete it to start afresh, or resume from an earlier checkpoint)."""
-    path = os.path.join(step_folder, STATE_FILE)
+    path = os.path.join(step_folder, file_name)
     if not os.path.exists(path):
         logger.warning(
-            "resuming from %s, which has no %s (a checkpoint written without the avspo plugin's hooks): "
-            "the adaptive threshold starts over from algorithm.avspo.threshold_init",
+            "resuming from %s, which has no %s (a checkpoint written without the avspo plugin's hooks, or with "
+            "another estimator or monitor setting): the adaptive threshold starts over from "
+            "algorithm.avspo.threshold_init and the warning streaks from 0",
             step_folder,
-            STATE_FILE,
+            file_name,
         )
         return None
     remedy = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -19,6 +19,8 @@ from verl.trainer.ppo import core_algos
 
 from ..config import AVSPOConfig, ConfigError
 from ..core import AVSPOResult, AVSPOSession, ThresholdState
+from ..core.early_warnings import WARNING_FLAGS
+from ..names import STATE_FILE
 
 CONFIG_BLOCK = "algorithm.avspo"
 # The process's one session hangs on verl's core_algos module, which every copy of this package
@@ -48,9 +50,22 @@ def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:
 
 
 class EstimatorSession:
-    """This process's AVSPO estimator: the shared :class:`AVSPOSession` fed from verl's ``algorithm`` block."""
+    """One process's :class:`AVSPOSession`, fed from verl's ``algorithm`` block.
 
-    def __init__(self) -> None:
+    read_config: the AVSPO settings of an ``algorithm`` block (the estimator's ``algorithm.avspo``, or the
+    monitor's); state_file: its state's file in each checkpoint folder; metric_names: the core metrics it
+    logs (None: all; the early-warning flags always).
+    """
+
+    def __init__(
+        self,
+        read_config: Callable[[Any], AVSPOConfig] = avspo_config_from_algorithm,
+        state_file: str = STATE_FILE,
+        metric_names: tuple[str, ...] | None = None,
+    ) -> None:
+        self.read_config = read_config
+        self.state_file = state_file
+        self.metric_names = metric_names
         self._lock = threading.RLock()
         self.avspo = AVSPOSession(log=logger)
         self._kl_warned = False
@@ -76,12 +91,12 @@ class EstimatorSession:
         The adaptive threshold starts over only when its own settings change between two configs;
         a state restored from a checkpoint is kept.
         """
-        config = avspo_config_from_algorithm(algorithm)
+        config = self.read_config(algorithm)
         with self._lock:
             if config_entry(algorithm, "use_kl_in_reward") is True and not self._kl_warned:
                 self._kl_warned = True
                 logger.warning(
-                    "algorithm.use_kl_in_reward=True: the rewards the avspo estimator receives include the KL "
+                    "algorithm.use_kl_in_reward=True: the rewards the advantage estimator receives include the KL "
                     "penalty, so ACR measures rewards with KL (a group whose task rewards are all equal is not "
                     "counted as collapsed unless its KL terms are equal too) and virtual samples are placed "
                     "against KL-shaped rewards. Use actor_rollout_ref.actor.use_kl_loss instead to measure "
@@ -102,9 +117,12 @@ class EstimatorSession:
         self.avspo.close_step(step=step, entropy=entropy)
 
     def pop_metrics(self, step: int | None = None, entropy: float | None = None) -> dict[str, float]:
-        """The metrics of the estimator calls since the last pop, folded into one step, plus warning flags
-        (see :meth:`AVSPOSession.pop_metrics`)."""
-        return self.avspo.pop_metrics(step=step, entropy=entropy)
+        """The metrics of the calls since the last pop, folded into one step, plus warning flags
+        (see :meth:`AVSPOSession.pop_metrics`); only ``metric_names`` of the core's."""
+        metrics = self.avspo.pop_metrics(step=step, entropy=entropy)
+        if self.metric_names is None:
+            return metrics
+        return {name: value for name, value in metrics.items() if name in self.metric_names or name in WARNING_FLAGS}
 
     def await_log(self, folder: str) -> None:
         """A checkpoint of the open step was saved in ``folder`` before the step was logged."""

@@ -5,8 +5,10 @@
   config can list in its defaults).
 * ``avspo_selection.yaml``: the ``algorithm.avspo_selection`` block of prompt selection (off),
   likewise; it sets no estimator, so it composes on ``grpo`` runs as well.
-* ``avspo_trainer.yaml``: verl's own ``ppo_trainer`` with ``avspo_algorithm`` and
-  ``avspo_selection`` on top; the primary config for verl's stock entry point::
+* ``avspo_monitor.yaml``: the ``algorithm.avspo_monitor`` block of the ACR monitor (off); it sets no
+  estimator, so it composes on any run.
+* ``avspo_trainer.yaml``: verl's own ``ppo_trainer`` with ``avspo_algorithm``, ``avspo_selection`` and
+  ``avspo_monitor`` on top; the primary config for verl's stock entry point::
 
     python -m verl.trainer.main_ppo --config-path pkg://avspo_plugin.verl.config --config-name avspo_trainer ...
 
@@ -27,19 +29,20 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ..config import AVSPOConfig, ConfigBlock, SelectionConfig, config_sections
+from ..config import AVSPOConfig, ConfigBlock, MonitorConfig, SelectionConfig, config_sections
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 TRAINER_CONFIG_NAME = "avspo_trainer"
 ALGORITHM_CONFIG_NAME = "avspo_algorithm"
 SELECTION_CONFIG_NAME = "avspo_selection"
+MONITOR_CONFIG_NAME = "avspo_monitor"
 
 _GENERATED = """\
 # GENERATED from avspo_plugin.config.{source} by avspo_plugin.verl.hydra_config: do not edit by hand;
 # regenerate with `python -m avspo_plugin.verl.hydra_config`.
 """
 
-_TRAINER = _GENERATED.format(source="AVSPOConfig and SelectionConfig") + f"""\
+_TRAINER = _GENERATED.format(source="AVSPOConfig, SelectionConfig and MonitorConfig") + f"""\
 #
 # verl's ppo_trainer with the AVSPO advantage estimator (the block of {ALGORITHM_CONFIG_NAME}.yaml). Run it
 # with verl's stock entry point:
@@ -54,6 +57,7 @@ defaults:
   - ppo_trainer
   - {ALGORITHM_CONFIG_NAME}
   - {SELECTION_CONFIG_NAME}
+  - {MONITOR_CONFIG_NAME}
   - _self_
 """
 
@@ -84,6 +88,20 @@ _SELECTION_HEADER = _GENERATED.format(source="SelectionConfig") + f"""\
 algorithm:
   # Prompt selection settings (avspo_plugin.config.SelectionConfig).
   avspo_selection:
+"""
+
+_MONITOR_HEADER = _GENERATED.format(source="MonitorConfig") + f"""\
+#
+# The ACR monitor (docs/verl.md): every key of algorithm.avspo_monitor with its default (a missing block
+# means these: off). It sets no estimator and changes no advantage, so it composes on any run:
+#   hydra: {{searchpath: [pkg://verl.trainer.config, pkg://avspo_plugin.verl.config]}}
+#   defaults: [ppo_trainer, {MONITOR_CONFIG_NAME}, _self_]
+# or, without a recipe, on the command line: +algorithm.avspo_monitor.enable=true
+# @package _global_
+
+algorithm:
+  # ACR monitor settings (avspo_plugin.config.MonitorConfig).
+  avspo_monitor:
 """
 
 _INDENT = " " * 4
@@ -128,6 +146,7 @@ def render_configs() -> dict[Path, str]:
         CONFIG_DIR / f"{TRAINER_CONFIG_NAME}.yaml": _TRAINER,
         CONFIG_DIR / f"{ALGORITHM_CONFIG_NAME}.yaml": render_block(_ALGORITHM_HEADER, AVSPOConfig),
         CONFIG_DIR / f"{SELECTION_CONFIG_NAME}.yaml": render_block(_SELECTION_HEADER, SelectionConfig),
+        CONFIG_DIR / f"{MONITOR_CONFIG_NAME}.yaml": render_block(_MONITOR_HEADER, MonitorConfig),
     }
 
 

@@ -61,6 +61,8 @@ from ..names import ESTIMATOR, METRIC_PREFIX, PLUGIN_MODULE
 from . import checkpoint, selection
 from .estimator import avspo_config_from_algorithm, compute_avspo_outcome_advantage, config_entry, session
 from .model_build_fix import skip_missing_trl_value_head, trl_installed
+from .monitor import launch_notes, monitor, monitor_config_from_algorithm, uses_monitor
+from .monitor import observe as observe_for_monitor
 from .multi_output import session_advantages
 from .selection import selection_config_from_algorithm, uses_selection
 
@@ -81,11 +83,17 @@ KNOWN_GOOD_VERL = ("0.6.1", "0.7.1", "0.8.0", "0.9.1")
 # threshold_mode of a run that only measures (plain GRPO advantages, every metric).
 MONITOR_ONLY = "never"
 
-# What a hook serves: the estimator (algorithm.adv_estimator=avspo), prompt selection, or both.
+# What a hook serves: the estimator (algorithm.adv_estimator=avspo), prompt selection, the ACR monitor.
 AVSPO = "avspo"
 SELECTION = "selection"
+MONITOR = "monitor"
+FEATURES = (AVSPO, SELECTION, MONITOR)
 # How each feature is named in the refusal of a run that lacks its hooks.
-FEATURE_SETTING = {AVSPO: "algorithm.adv_estimator=avspo", SELECTION: "algorithm.avspo_selection.enable=true"}
+FEATURE_SETTING = {
+    AVSPO: "algorithm.adv_estimator=avspo",
+    SELECTION: "algorithm.avspo_selection.enable=true",
+    MONITOR: "algorithm.avspo_monitor.enable=true",
+}
 
 
 class RegistrationError(RuntimeError):
@@ -131,8 +139,15 @@ def trainer_of(config: Any) -> str:
 
 
 def features_of(config: Any) -> tuple[str, ...]:
-    """What of the plugin a full verl config uses: AVSPO (the estimator), SELECTION (prompt selection)."""
-    return tuple(name for name, used in ((AVSPO, uses_avspo(config)), (SELECTION, uses_selection(config))) if used)
+    """What of the plugin a full verl config uses: AVSPO (the estimator), SELECTION (prompt selection),
+    MONITOR (the ACR monitor beside another estimator)."""
+    used = {AVSPO: uses_avspo(config), SELECTION: uses_selection(config), MONITOR: uses_monitor(config)}
+    return tuple(name for name in FEATURES if used[name])
+
+
+def sessions_of(config: Any) -> list:
+    """The sessions a full verl config feeds: the estimator's (avspo), the monitor's (another estimator)."""
+    return [live for live, used in ((session(), uses_avspo(config)), (monitor(), uses_monitor(config))) if used]
 
 
 def refuse_unsupported_trainer(config: Any) -> None:
@@ -239,6 +254,7 @@ def check_launch_config(config: Any) -> None:
         warn_untested_verl()
     # Read even when off: a misspelt key of a block the user wrote is an error, not a silent default.
     selection_config_from_algorithm(config_entry(config, "algorithm"))
+    monitor_config_from_algorithm(config_entry(config, "algorithm"))
     for feature in features_of(config):
         require_hooks(trainer_of(config), feature)
 
@@ -251,6 +267,11 @@ def prepare_trainer(config: Any) -> None:
     refuse_with_group_filtering(config)
     if uses_selection(config):
         require_hooks(trainer_of(config), SELECTION)
+    for note in launch_notes(config):
+        logger.warning(note)
+    if uses_monitor(config):
+        monitor().configure(config.algorithm)
+        require_hooks(trainer_of(config), MONITOR)
     if not uses_avspo(config):
         return
     # verl's own unit tests clear the registry; a run must not depend on the import order.
@@ -320,18 +341,19 @@ def selection_metrics() -> dict[str, float]:
     return {} if run is None else run.pop_metrics()
 
 
-def step_metrics(data: Mapping, step: int | None) -> dict[str, float]:
-    """The ``avspo/*`` metrics of the step being logged: the estimator calls since the last log,
-    folded into one step, with the warning flags (the entropy one fed from ``actor/entropy``).
+def step_metrics(data: Mapping, step: int | None, live=None) -> dict[str, float]:
+    """The ``avspo/*`` metrics of the step being logged: the calls of ``live`` (default: the estimator's
+    session) since the last log, folded into one step, with the warning flags (the entropy one fed from
+    ``actor/entropy``).
 
     A checkpoint saved during this step (verl saves before it logs) gets the state again, with the
     step's entropy observed.
     """
-    live = session()
+    live = session() if live is None else live
     metrics = live.pop_metrics(step=step, entropy=_number(data.get(ENTROPY_KEY)))
     folder = live.take_checkpoint_folder()
     if folder is not None:
-        checkpoint.write_state(folder, live.state_dict())
+        checkpoint.write_state(folder, live.state_dict(), live.state_file)
     return {METRIC_PREFIX + name: value for name, value in metrics.items()}
 
 
@@ -361,8 +383,13 @@ def _log_with_avspo_metrics(original: Callable) -> Callable:
         backend = kwargs.get("backend", args[0] if args else None)
         # A log to a subset of backends is not the step's main log: leave the metrics pending.
         if backend is None and isinstance(data, Mapping):
-            # The estimator's metrics take verl's own channel where it has one.
-            extra = {**(step_metrics(data, step) if verl_metrics_channel() is None else {}), **selection_metrics()}
+            # The estimator's metrics take verl's own channel where it has one; the monitor's never do (the
+            # channel calls the metrics function of the run's estimator, which is not ours).
+            extra = {
+                **(step_metrics(data, step) if verl_metrics_channel() is None else {}),
+                **step_metrics(data, step, monitor()),
+                **selection_metrics(),
+            }
             if extra:
                 data = {**data, **extra}
         return original(self, data, step, *args, **kwargs)
@@ -421,15 +448,15 @@ def _v1_step(original: Callable) -> Callable:
     @functools.wraps(original)
     def step(self, metrics, *args, **kwargs):
         batch = original(self, metrics, *args, **kwargs)
-        if uses_avspo(self.config):
+        for live in sessions_of(self.config):
             # Groups verl's group filtering evicted never reach the estimator: counted here, so the
             # step's ACR and its split are over the groups as generated.
             filtered = metrics.get(DAPO_FILTERED_REWARD_COUNTS_KEY)
             if isinstance(filtered, Mapping) and filtered:
-                session().avspo.observe_filtered_groups(filtered)
+                live.avspo.observe_filtered_groups(filtered, int(self.config.actor_rollout_ref.rollout.n))
             # One global step is one step of Eq. 12, whatever parameter_sync_step splits it into; it
             # closes before verl saves the step's checkpoint.
-            session().close_step(step=self.global_steps, entropy=_number(metrics.get(ENTROPY_KEY)))
+            live.close_step(step=self.global_steps, entropy=_number(metrics.get(ENTROPY_KEY)))
         return batch
 
     return step
@@ -464,16 +491,14 @@ def _trainer_save_checkpoint(original: Callable) -> Callable:
         if run is not None:
             path = selection.write_state(checkpoint.saved_step_folder(self.config.trainer, self.global_steps), run)
             logger.info("prompt-selection state saved to %s", path)
-        if not uses_avspo(self.config):
-            return original(self, *args, **kwargs)
-        live = session()
-        live.close_step(step=self.global_steps)
-        folder = checkpoint.saved_step_folder(self.config.trainer, self.global_steps)
-        # Before verl records this folder as the latest checkpoint: a run killed in between resumes
-        # from the previous one, never from a folder without AVSPO state.
-        path = checkpoint.write_state(folder, live.state_dict())
-        live.await_log(folder)
-        logger.info("AVSPO state saved to %s", path)
+        for live in sessions_of(self.config):
+            live.close_step(step=self.global_steps)
+            folder = checkpoint.saved_step_folder(self.config.trainer, self.global_steps)
+            # Before verl records this folder as the latest checkpoint: a run killed in between resumes
+            # from the previous one, never from a folder without AVSPO state.
+            path = checkpoint.write_state(folder, live.state_dict(), live.state_file)
+            live.await_log(folder)
+            logger.info("AVSPO state saved to %s", path)
         return original(self, *args, **kwargs)
 
     return _save_checkpoint
@@ -489,12 +514,12 @@ def _trainer_load_checkpoint(original: Callable) -> Callable:
             folder = checkpoint.resumed_step_folder(self.config.trainer, self.global_steps)
             if selection.read_state(folder, run):
                 logger.info("prompt-selection state restored from %s", folder)
-        if uses_avspo(self.config) and getattr(self, "global_steps", 0):
+        for live in sessions_of(self.config) if getattr(self, "global_steps", 0) else ():
             folder = checkpoint.resumed_step_folder(self.config.trainer, self.global_steps)
-            state = checkpoint.read_state(folder)
+            state = checkpoint.read_state(folder, live.state_file)
             if state is not None:
-                session().load_state_dict(state)
-                logger.info("AVSPO state restored from %s: %s", folder, checkpoint.describe_state(session().state_dict()))
+                live.load_state_dict(state)
+                logger.info("AVSPO state restored from %s: %s", folder, checkpoint.describe_state(live.state_dict()))
         return result
 
     return _load_checkpoint
@@ -528,15 +553,21 @@ def _fetch_with_prompt_ids(original: Callable) -> Callable:
 
 
 def _compute_advantage_observed(original: Callable) -> Callable:
+    signature = inspect.signature(original)
+
     @functools.wraps(original)
-    def compute_advantage(data, *args, **kwargs):
+    def compute_advantage(*args, **kwargs):
+        arguments = signature.bind(*args, **kwargs).arguments
+        data = arguments["data"]
         run = selection.active()
         # The v1 trainer reaches this function through compute_advantage_for_multi_trajectories, observed there.
         if run is not None and run.trainer == "legacy":
             rows = data.non_tensor_batch
             ids = selection.ids_of_rows(rows, len(data), run.config.id_key, "the step's batch")
             run.observe(ids, selection.sequence_scores(data))
-        return original(data, *args, **kwargs)
+        # Both trainers reach this function with exactly the rows the estimator gets.
+        observe_for_monitor(data, arguments.get("config"), arguments["adv_estimator"])
+        return original(*args, **kwargs)
 
     return compute_advantage
 
@@ -557,7 +588,7 @@ class Hook:
     purpose: str
     parameters: tuple[str, ...] = ()
     trainer: str | None = None
-    features: tuple[str, ...] = (AVSPO, SELECTION)
+    features: tuple[str, ...] = FEATURES
 
     @property
     def name(self) -> str:
@@ -624,11 +655,12 @@ HOOKS: tuple[Hook, ...] = (
         )
     ),
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "step", _v1_step,
-         "one step of Eq. 12 per global step", ("self", "metrics"), trainer="v1", features=(AVSPO,)),
+         "one step of Eq. 12 (and of the monitor's warnings) per global step", ("self", "metrics"), trainer="v1",
+         features=(AVSPO, MONITOR)),
     *(
         Hook(module, None, "compute_advantage_for_multi_trajectories", _multi_trajectories_with_avspo,
              "groups agent-loop sessions as GRPO does; feeds prompt selection the step's rewards",
-             _MULTI_TRAJECTORY_PARAMETERS, trainer="v1")
+             _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO, SELECTION))
         # verl's module, and the trainer's binding of the name (should the trainer have been imported first).
         for module in ("verl.trainer.ppo.v1.utils", "verl.trainer.ppo.v1.trainer_base")
     ),
@@ -640,9 +672,16 @@ HOOKS: tuple[Hook, ...] = (
          "draws the training prompts through prompt selection", ("self",), trainer="v1", features=(SELECTION,)),
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_fetch_one_gen_batch", _fetch_with_prompt_ids,
          "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1", features=(SELECTION,)),
-    Hook("verl.trainer.ppo.ray_trainer", None, "compute_advantage", _compute_advantage_observed,
-         "feeds prompt selection the step's rewards", ("data", "adv_estimator"), trainer="legacy",
-         features=(SELECTION,)),
+    *(
+        Hook(module, None, "compute_advantage", _compute_advantage_observed,
+             "shows the ACR monitor (both trainers) and prompt selection (legacy) the rows the estimator gets",
+             ("data", "adv_estimator"), trainer=trainer, features=features)
+        for module, trainer, features in (
+            ("verl.trainer.ppo.ray_trainer", None, (SELECTION, MONITOR)),
+            # v1's binding of the name, should ray_trainer have been imported before the plugin.
+            ("verl.trainer.ppo.v1.utils", "v1", (MONITOR,)),
+        )
+    ),
 )  # fmt: skip
 
 # Hook name -> why it could not be placed, for the hooks whose module loaded.

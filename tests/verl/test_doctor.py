@@ -32,7 +32,7 @@ def test_healthy_install_and_valid_config(capsys):
     assert "[ok] avspo registered in this process: avspo_plugin.verl.estimator.compute_avspo_outcome_advantage" in out
     assert "metrics via the Tracking.log hook" in out
     # The trainer modules were imported: every hook listed, the trl patch too, none missing.
-    assert "[ok] hooks in this process: 17 of 17 in place, 0 not needed, 0 missing" in out
+    assert "[ok] hooks in this process: 18 of 18 in place, 0 not needed, 0 missing" in out
     assert "- verl.trainer.ppo.v1.trainer_base.PPOTrainer.step: in place" in out
     assert "- verl.models.transformers.monkey_patch.is_trl_available: in place" in out
     assert "[ok] verl 0.9.1: the hooks are checked with verl 0.6.1, 0.7.1, 0.8.0, 0.9.1" in out
@@ -48,7 +48,22 @@ def test_invalid_config_fails_naming_the_key(capsys):
 
 def test_stock_ppo_trainer_config_without_avspo_is_flagged(capsys):
     assert main(["doctor", "--no-ray", "--config-path", "pkg://verl.trainer.config", "--config-name", "ppo_trainer"]) == 0
-    assert "[warn] algorithm.adv_estimator=gae: this run does not use avspo" in capsys.readouterr().out
+    assert "[warn] algorithm.adv_estimator=gae: this run uses nothing of avspo" in capsys.readouterr().out
+
+
+def test_the_monitor_beside_grpo_is_checked_with_the_hooks_it_wraps(capsys):
+    overrides = ["algorithm.adv_estimator=grpo", "algorithm.avspo_monitor.enable=true", "algorithm.filter_groups.enable=true"]
+    assert main(["doctor", "--no-ray", *overrides]) == 0
+    out = capsys.readouterr().out
+    assert "[ok] algorithm.avspo_monitor is on beside algorithm.adv_estimator=grpo (advantages untouched)" in out
+    assert "collapse is counted on the groups as generated, before filtering" in out
+    assert "global_step_<N>/avspo_monitor_state.json" in out and "avspo_state.json" not in out
+    wraps = next(text for text in out.splitlines() if "verl functions this run wraps" in text)
+    # The monitor's hooks only: neither the estimator's session grouping nor prompt selection's dataloader.
+    assert "(algorithm.avspo_monitor.enable=true): 9:" in wraps, wraps
+    assert "compute_advantage_for_multi_trajectories" not in wraps and "_init_dataloader" not in wraps
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=grpo", "+algorithm.avspo_monitor.enabel=true"]) == 1
+    assert "[FAIL] unknown key(s) algorithm.avspo_monitor.enabel" in capsys.readouterr().out
 
 
 def test_swallowed_import_error_is_shown():
@@ -72,8 +87,8 @@ def test_monitor_only_with_dapo_group_filtering_is_ok(capsys):
     overrides = ["algorithm.filter_groups.enable=true", "algorithm.avspo.threshold_mode=never"]
     assert main(["doctor", "--no-ray", *overrides]) == 0
     out = capsys.readouterr().out
-    assert "[ok] algorithm.filter_groups.enable=true with algorithm.avspo.threshold_mode=never: monitor only; " in out
-    assert "collapse is counted on the groups as generated, before filtering" in out
+    assert "[ok] algorithm.filter_groups.enable=true: verl evicts the zero-variance groups" in out
+    assert "collapse is counted on the groups as generated, before filtering (algorithm.avspo.threshold_mode=never: monitor only)" in out
 
 
 def test_newer_verl_than_the_tested_range_is_a_warning(capsys, monkeypatch):

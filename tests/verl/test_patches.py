@@ -20,7 +20,7 @@ def avspo_run_config():
 
 def test_every_hook_is_in_place_on_the_installed_verl():
     status = patches.hook_status(load=True)
-    assert len(status) == len(patches.HOOKS) == 16
+    assert len(status) == len(patches.HOOKS) == 17
     assert set(status.values()) == {"in place"}, status
     for trainer in ("v1", "legacy"):
         patches.require_hooks(trainer, patches.AVSPO)

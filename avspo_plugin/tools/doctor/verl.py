@@ -20,7 +20,7 @@ import traceback
 from importlib import metadata
 from typing import Any
 
-from avspo_plugin.names import ESTIMATOR, PLUGIN_MODULE, STATE_FILE
+from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 
 from .findings import installed_version, line
 from .ray_cluster import connect_ray
@@ -199,42 +199,66 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
 
     from avspo_plugin.config import ConfigError
     from avspo_plugin.verl.estimator import avspo_config_from_algorithm
-    from avspo_plugin.verl.patches import MONITOR_ONLY, group_filtering_problem, uses_group_filtering
+    from avspo_plugin.verl.monitor import launch_notes, monitor_config_from_algorithm
+    from avspo_plugin.verl.patches import (
+        AVSPO, FEATURE_SETTING, MONITOR, MONITOR_ONLY, features_of, group_filtering_problem, hooks_for, trainer_of,
+        uses_group_filtering,
+    )  # fmt: skip
 
     algorithm = config.algorithm
     estimator = algorithm.get("adv_estimator")
-    if estimator != ESTIMATOR:
-        return [("warn", f"algorithm.adv_estimator={estimator}: this run does not use avspo (set algorithm.adv_estimator=avspo)")]
-    findings = []
     try:
-        avspo = avspo_config_from_algorithm(algorithm)
+        features = features_of(config)
+        monitor = monitor_config_from_algorithm(algorithm)
     except ConfigError as err:
         return [("FAIL", str(err))]
-    defaults = type(avspo)()
-    changed = [f"{key}={value!r}" for key, value in avspo.to_dict().items() if getattr(defaults, key) != value]
-    findings.append(("ok", "algorithm.avspo is valid; " + (f"not default: {', '.join(changed)}" if changed else "all defaults")))
+    if not features:
+        return [("warn", f"algorithm.adv_estimator={estimator}: this run uses nothing of avspo: keep the estimator and "
+                         "see collapse with algorithm.avspo_monitor.enable=true, or set algorithm.adv_estimator=avspo")]  # fmt: skip
+    findings = []
+    if AVSPO in features:
+        try:
+            avspo = avspo_config_from_algorithm(algorithm)
+        except ConfigError as err:
+            return [("FAIL", str(err))]
+        findings.append(("ok", "algorithm.avspo is valid; " + _not_default(avspo)))
+    if MONITOR in features:
+        findings.append(("ok", f"algorithm.avspo_monitor is on beside algorithm.adv_estimator={estimator} (advantages "
+                               f"untouched); {_not_default(monitor)}"))  # fmt: skip
+    findings += [("warn", note) for note in launch_notes(config)]
     if uses_group_filtering(config):
         problem = group_filtering_problem(config)
         findings.append(("FAIL", problem) if problem else (
-            "ok", f"algorithm.filter_groups.enable=true with algorithm.avspo.threshold_mode={MONITOR_ONLY}: monitor only; "
-                  "verl evicts the zero-variance groups before the estimator sees them, so collapse is counted on the "
-                  "groups as generated, before filtering",
+            "ok", "algorithm.filter_groups.enable=true: verl evicts the zero-variance groups before the estimator sees "
+                  "them; collapse is counted on the groups as generated, before filtering"
+                  + (f" (algorithm.avspo.threshold_mode={MONITOR_ONLY}: monitor only)" if AVSPO in features else ""),
         ))  # fmt: skip
     if algorithm.get("use_kl_in_reward"):
         findings.append(("warn", "algorithm.use_kl_in_reward=True: ACR then measures rewards that include the KL penalty"))
-    if algorithm.get("norm_adv_by_std_in_grpo") is False:
+    if AVSPO in features and algorithm.get("norm_adv_by_std_in_grpo") is False:
         findings.append(("ok", "algorithm.norm_adv_by_std_in_grpo=false: advantages are not divided by the group std"))
     trainer = config.trainer
     use_v1 = trainer.get("use_v1", False)
     sync_steps = OmegaConf.select(config, f"trainer.v1.{OmegaConf.select(config, 'trainer.v1.trainer_mode')}.parameter_sync_step")
+    state_files = [name for feature, name in ((AVSPO, STATE_FILE), (MONITOR, MONITOR_STATE_FILE)) if feature in features]
     findings.append((
         "ok",
         f"trainer: {'v1 (default)' if use_v1 else 'legacy RayPPOTrainer'}"
         + (f", parameter_sync_step={sync_steps} (avspo/* folds the calls of a step)" if use_v1 and sync_steps else "")
-        + f"; loggers {list(trainer.get('logger') or [])} receive avspo/*; AVSPO state is saved in "
-        f"{trainer.default_local_dir}/global_step_<N>/{STATE_FILE} (resume_mode={trainer.resume_mode})",
+        + f"; loggers {list(trainer.get('logger') or [])} receive avspo/*"
+        + "".join(f"; state saved in {trainer.default_local_dir}/global_step_<N>/{name}" for name in state_files)
+        + f" (resume_mode={trainer.resume_mode})",
     ))
+    hooks = dict.fromkeys(hook.name for feature in features for hook in hooks_for(trainer_of(config), feature))
+    findings.append(("ok", f"verl functions this run wraps ({', '.join(FEATURE_SETTING[f] for f in features)}): "
+                           f"{len(hooks)}: {', '.join(hooks)}"))  # fmt: skip
     return findings
+
+
+def _not_default(config: Any) -> str:
+    defaults = type(config)()
+    changed = [f"{key}={value!r}" for key, value in config.to_dict().items() if getattr(defaults, key) != value]
+    return f"not default: {', '.join(changed)}" if changed else "all defaults"
 
 
 def run(args: argparse.Namespace) -> int:
