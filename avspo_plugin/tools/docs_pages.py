@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from avspo_plugin.config import AVSPOConfig, MonitorConfig, SelectionConfig, config_sections
-from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS, REDUCTION_HELP
-from avspo_plugin.core.metrics import MONITOR_METRICS
+from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS, MONITOR_METRICS, REDUCTION_HELP
 from avspo_plugin.core.selection import SELECTION_METRIC_HELP
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -232,9 +232,9 @@ def test_legacy_run_logs_through_verls_tracker_and_resumes_the_warning_streaks(t
 def test_the_monitors_config_block_is_checked_and_its_hooks_are_the_monitors(trainer_config):
     config = config_with(trainer_config, "grpo")
     assert features_of(config) == (MONITOR,)
-    with pytest.raises(ConfigError, match="algorithm.avspo_monitor.reward_hi"):
+    with pytest.raises(ConfigError, match=r"algorithm\.avspo_monitor\.reward_hi"):
         monitor_config_from_algorithm(OmegaConf.create({"avspo_monitor": {"reward_hi": 2}}))
-    with pytest.raises(ConfigError, match="reward_low=1.0 is not below reward_high=1.0"):
+    with pytest.raises(ConfigError, match=r"reward_low=1\.0 is not below reward_high=1\.0"):
         monitor_config_from_algorithm(OmegaConf.create({"avspo_monitor": {"reward_low": 1.0}}))
     names = {hook.name for hook in hooks_for("v1", MONITOR)}
     assert "verl.trainer.ppo.v1.trainer_base.PPOTrainer._init_dataloader" not in names  # selection's alone

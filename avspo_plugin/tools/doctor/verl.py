@@ -201,7 +201,14 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     from avspo_plugin.verl.estimator import avspo_config_from_algorithm
     from avspo_plugin.verl.monitor import launch_notes, monitor_config_from_algorithm
     from avspo_plugin.verl.patches import (
-        AVSPO, FEATURE_SETTING, MONITOR, MONITOR_ONLY, features_of, group_filtering_problem, hooks_for, trainer_of,
+        AVSPO,
+        FEATURE_SETTING,
+        MONITOR,
+        MONITOR_ONLY,
+        features_of,
+        group_filtering_problem,
+        hooks_for,
+        trainer_of,
         uses_group_filtering,
     )  # fmt: skip
 
