@@ -5,7 +5,10 @@ with both collapse regimes present, uuid group labels) it reports the median wal
 time of: avspo (as verl calls it, through the registry, metrics included), verl's
 grpo (a Python loop over samples), grpo_vectorized, and the floor, a masked copy of
 token_level_rewards (every estimator must at least read the rewards and write a
-(B, L) result), and the ratios avspo / grpo_vectorized and avspo / floor.
+(B, L) result), and the ratios avspo / grpo_vectorized and avspo / floor. It also times the
+ACR monitor (``algorithm.avspo_monitor``) on the same batch, as verl's ``compute_advantage``
+calls it beside another estimator, and its cost relative to grpo_vectorized: what it adds to
+``timing_s/adv``.
 
 The candidates are timed in interleaved rounds (each round runs each of them once, in
 rotating order), so that a change in the load of a shared machine falls on all of them
@@ -28,6 +31,7 @@ from omegaconf import OmegaConf
 from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
 from avspo_plugin.verl import session  # registers "avspo" (stock verl loads it through the entry point as well)
+from avspo_plugin.verl.monitor import monitor, observe
 
 GROUP_SIZE = 8
 
@@ -77,16 +81,24 @@ def bench(batch: int, length: int, device: str, repeats: int, with_loop_grpo: bo
     def estimator(fn):
         return lambda: fn(token_level_rewards=token_rewards, response_mask=mask, index=labels, config=algorithm)
 
+    from verl import DataProto
+
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": token_rewards, "response_mask": mask}, non_tensors={"uid": labels}
+    )
+    beside = OmegaConf.create({"adv_estimator": "grpo_vectorized", "avspo_monitor": {"enable": True}})
     candidates = {
         "floor": (lambda: token_rewards * mask, repeats),
         "avspo": (estimator(avspo), repeats),
         "grpo_vectorized": (estimator(grpo_vec), repeats),
+        "monitor": (lambda: observe(data, beside, "grpo_vectorized"), repeats),
     }
     if with_loop_grpo:
         candidates["grpo"] = (estimator(grpo), max(1, repeats // 2))
     session().reset()
     results = timed_rounds(candidates, device)
     session().reset()
+    monitor().reset()
     return results
 
 
@@ -109,7 +121,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, device {args.device} ({where}), G = {GROUP_SIZE}, median of {args.repeats} "
           "interleaved rounds")
     header = f"{'device':<6} {'B':>5} {'L':>5} {'floor ms':>9} {'avspo ms':>9} {'grpo_vec ms':>11} {'grpo ms':>9}"
-    header += f" {'avspo/grpo':>10} {'avspo/vec':>9} {'avspo/floor':>11}"
+    header += f" {'avspo/grpo':>10} {'avspo/vec':>9} {'avspo/floor':>11} {'monitor ms':>10} {'monitor/vec':>11}"
     print(header)
     for size in args.sizes.split(","):
         batch, length = (int(x) for x in size.split("x"))
@@ -118,7 +130,8 @@ def main() -> None:
         print(
             f"{args.device:<6} {batch:>5} {length:>5} {r['floor'] * 1e3:>9.2f} {r['avspo'] * 1e3:>9.2f} "
             f"{r['grpo_vectorized'] * 1e3:>11.2f} {grpo * 1e3:>9.1f} {r['avspo'] / grpo:>10.3f} "
-            f"{r['avspo'] / r['grpo_vectorized']:>9.2f} {r['avspo'] / r['floor']:>11.2f}"
+            f"{r['avspo'] / r['grpo_vectorized']:>9.2f} {r['avspo'] / r['floor']:>11.2f} "
+            f"{r['monitor'] * 1e3:>10.2f} {r['monitor'] / r['grpo_vectorized']:>11.3f}"
         )
 
 

@@ -1,12 +1,13 @@
-"""End to end: stock ``verl.trainer.main_ppo`` trains with ``algorithm.adv_estimator=avspo`` on CPU.
+"""End to end: stock ``verl.trainer.main_ppo`` trains with the plugin on CPU.
 
 Every run goes through verl's real trainer, workers, rollout and tracker, with the package's
 opt-in CPU support (``avspo_plugin.tools.verl_cpu``). One ``avspo verl-demo`` run (verl's default
-trainer, 4 steps, a checkpoint at step 2) is made once and shared: its model, tokenizer and
-data train the other runs: the legacy trainer's 2 steps (with prompt selection on, over a
-4-prompt dataset so that step 2 revisits step 1's prompts), and the run resumed from the demo's
-step-2 checkpoint with a multi-output agent loop and two mini-batch updates per step. Metrics
-are read from the tracker's own output: the file backend's JSONL and the console backend's lines.
+trainer, ``algorithm.adv_estimator=avspo``, 4 steps, a checkpoint at step 2) is made once and shared:
+its step-2 checkpoint is resumed with a multi-output agent loop and two mini-batch updates per step.
+A second ``avspo verl-demo`` run takes the legacy trainer with verl's ``grpo``, the ACR monitor and
+prompt selection on, over a 4-prompt dataset so that step 2 revisits step 1's prompts (the avspo
+estimator in the legacy trainer is checked at the trainer-method level, tests/verl/test_checkpoint.py).
+Metrics are read from the tracker's own output: the file backend's JSONL and the console backend's lines.
 
 Cost on 2 cores: three main_ppo launches of about 1 to 1.5 minutes each.
 """
@@ -27,9 +28,10 @@ from pathlib import Path
 import pytest
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.names import SELECTION_STATE_FILE, STATE_FILE
+from avspo_plugin.core.metrics import MONITOR_METRICS
+from avspo_plugin.names import MONITOR_STATE_FILE, SELECTION_STATE_FILE, STATE_FILE
 from avspo_plugin.tools.verl_cpu.demo import GROUP_SIZE, DemoFiles, main_ppo_command
-from avspo_plugin.tools.verl_cpu.main_ppo import TrainingRun, avspo_metrics_by_step, run_main_ppo
+from avspo_plugin.tools.verl_cpu.main_ppo import avspo_metrics_by_step, run_main_ppo
 
 # One main_ppo launch needs well under this on 2 cores; a hung run fails instead of stalling CI.
 RUN_TIMEOUT_S = 420
@@ -79,18 +81,6 @@ def log_tail(path: Path, lines: int = 60) -> str:
     return "\n".join(Path(path).read_text().splitlines()[-lines:])
 
 
-def train(files: DemoFiles, out: Path, run_name: str, use_v1: bool, save_freq: int = -1,
-          steps: int = STEPS, overrides: Sequence[str] = ()) -> TrainingRun:  # fmt: skip
-    """main_ppo on the demo files for ``steps`` steps, checkpoints in ``out/checkpoints``; fails with
-    the log's tail unless the run ends cleanly."""
-    command = main_ppo_command(
-        files, out, steps, use_v1=use_v1, save_freq=save_freq, extra_overrides=(*AVSPO_OVERRIDES, *overrides)
-    )
-    run = run_main_ppo(command, out, run_name=run_name, echo=False, timeout=RUN_TIMEOUT_S)
-    assert run.returncode == 0, f"main_ppo exited with {run.returncode}; end of {run.log_file}:\n{log_tail(run.log_file)}"
-    return run
-
-
 def assert_avspo_metrics_at_every_step(steps: dict[int, dict[str, float]], expected_steps: Sequence[int], where: str):
     config = AVSPOConfig()
     assert sorted(steps) == list(expected_steps), f"{where}: logged steps {sorted(steps)}"
@@ -104,18 +94,22 @@ def assert_avspo_metrics_at_every_step(steps: dict[int, dict[str, float]], expec
         assert config.threshold_min <= threshold <= config.threshold_max, f"{where}: threshold {threshold}"
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    """``avspo verl-demo`` as a user runs it: verl's default trainer, STEPS steps, a checkpoint every 2."""
-    out = tmp_path_factory.mktemp("verl_demo")
+def run_demo(out: Path, steps: int, *arguments: str) -> DemoRun:
+    """``avspo verl-demo`` as a user runs it, with the console logger, a checkpoint every CHECKPOINT_STEP."""
     command = [
-        sys.executable, "-m", "avspo_plugin.tools.cli", "verl-demo", "--out", str(out), "--steps", str(STEPS),
+        sys.executable, "-m", "avspo_plugin.tools.cli", "verl-demo", "--out", str(out), "--steps", str(steps),
         "--seed", str(DEMO_SEED), "--logger", "console", "--timeout", str(RUN_TIMEOUT_S),
-        *AVSPO_OVERRIDES, f"trainer.save_freq={CHECKPOINT_STEP}",
+        *arguments, f"trainer.save_freq={CHECKPOINT_STEP}",
     ]  # fmt: skip
     completed = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert completed.returncode == 0, f"avspo verl-demo failed:\n{completed.stdout[-5000:]}"
     return DemoRun(out, completed.stdout)
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """``avspo verl-demo``: verl's default trainer, the avspo estimator, STEPS steps."""
+    return run_demo(tmp_path_factory.mktemp("verl_demo"), STEPS, *AVSPO_OVERRIDES)
 
 
 # Prompt selection in the legacy run: 4 prompts (one batch), so step 2 draws step 1's prompts again; a
@@ -130,13 +124,14 @@ SELECTION_OVERRIDES = (
 
 
 @pytest.fixture(scope="module")
-def legacy_run(demo_run: DemoRun, tmp_path_factory: pytest.TempPathFactory) -> TrainingRun:
-    """The legacy trainer (trainer.use_v1=false) on the demo's files, CHECKPOINT_STEP steps, a checkpoint at
-    the last, prompt selection on. (Its resume is checked at the trainer-method level,
-    tests/verl/test_checkpoint.py and tests/verl/test_selection.py.)"""
-    out = tmp_path_factory.mktemp("verl_legacy")
-    return train(demo_run.files, out, "train", use_v1=False, save_freq=CHECKPOINT_STEP, steps=CHECKPOINT_STEP,
-                 overrides=SELECTION_OVERRIDES)  # fmt: skip
+def legacy_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """``avspo verl-demo --trainer legacy`` with verl's grpo and the ACR monitor, CHECKPOINT_STEP steps, a
+    checkpoint at the last, prompt selection on. (Its resume is checked at the trainer-method level,
+    tests/verl/test_monitor.py and tests/verl/test_selection.py.)"""
+    return run_demo(
+        tmp_path_factory.mktemp("verl_legacy"), CHECKPOINT_STEP, "--trainer", "legacy",
+        "algorithm.adv_estimator=grpo", "algorithm.avspo_monitor.enable=true", *SELECTION_OVERRIDES,
+    )  # fmt: skip
 
 
 def test_demo_trains_with_the_default_trainer_and_logs_avspo_metrics_at_every_step(demo_run: DemoRun):
@@ -149,18 +144,28 @@ def test_demo_trains_with_the_default_trainer_and_logs_avspo_metrics_at_every_st
     assert "[1/3]" in demo_run.stdout and "[2/3]" in demo_run.stdout and "[3/3]" in demo_run.stdout
 
 
-def test_legacy_trainer_logs_avspo_metrics_at_every_step_and_saves_the_state(legacy_run: TrainingRun):
+def test_the_monitor_beside_grpo_in_the_legacy_trainer_logs_collapse_at_every_step(legacy_run: DemoRun):
     steps = list(range(1, CHECKPOINT_STEP + 1))
-    logged = avspo_metrics_by_step(legacy_run.metrics_file)
-    assert_avspo_metrics_at_every_step(logged, steps, "legacy, file backend")
-    assert_avspo_metrics_at_every_step(console_avspo_metrics(legacy_run.log_file), steps, "legacy, console backend")
-    # verl's legacy _save_checkpoint wrote the AVSPO state of the step beside the actor.
-    saved = legacy_run.log_file.parent / "checkpoints" / f"global_step_{CHECKPOINT_STEP}" / STATE_FILE
-    state = json.loads(saved.read_text())
-    assert state["threshold"]["step"] == CHECKPOINT_STEP and state["logged_steps"] == CHECKPOINT_STEP
+    monitored = {f"avspo/{name}" for name in MONITOR_METRICS if name != "filtered_groups"}
+    for where, logged in (("file", avspo_metrics_by_step(legacy_run.metrics_file)),
+                          ("console", console_avspo_metrics(legacy_run.log_file))):  # fmt: skip
+        assert sorted(logged) == steps, f"legacy, {where} backend: logged steps {sorted(logged)}"
+        for step in steps:
+            collapse = {name for name in logged[step] if "/selection/" not in name}
+            assert monitored <= collapse and "avspo/threshold" not in collapse, (where, step, sorted(collapse))
+            metrics = logged[step]
+            assert 0.0 <= metrics["avspo/acr"] <= 1.0 and metrics["avspo/groups"] > 0, (where, step, metrics)
+            assert metrics["avspo/wasted_rollouts"] == pytest.approx(metrics["avspo/acr"] * metrics["avspo/samples"])
+    assert "algorithm.adv_estimator=grpo, trainer legacy" in legacy_run.stdout
+    for step in steps:
+        assert re.search(rf"^  step {step}: .*\bacr=", legacy_run.stdout, re.MULTILINE), legacy_run.stdout
+    # verl's legacy _save_checkpoint wrote the monitor's state of the step beside the actor; no estimator state.
+    folder = legacy_run.out / "checkpoints" / f"global_step_{CHECKPOINT_STEP}"
+    assert json.loads((folder / MONITOR_STATE_FILE).read_text())["logged_steps"] == CHECKPOINT_STEP
+    assert not (folder / STATE_FILE).exists()
 
 
-def test_legacy_trainer_selects_prompts_before_generation(legacy_run: TrainingRun):
+def test_legacy_trainer_selects_prompts_before_generation(legacy_run: DemoRun):
     """verl's legacy trainer drew its prompts through prompt selection: every step's selection metrics in
     verl's tracker, step 1's collapses skipped at step 2 with full batches, the history in the checkpoint."""
     logged = avspo_metrics_by_step(legacy_run.metrics_file)

@@ -270,8 +270,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "overrides",
         nargs="*",
         metavar="KEY=VALUE",
-        help="hydra overrides passed on to main_ppo after the demo's own, e.g. algorithm.avspo.strategy=opposite",
+        help="hydra overrides passed on to main_ppo after the demo's own, e.g. algorithm.avspo.strategy=opposite, "
+        "or algorithm.adv_estimator=grpo algorithm.avspo_monitor.enable=true (the ACR monitor beside grpo)",
     )
+
+
+def override_value(overrides: Sequence[str], key: str) -> str | None:
+    """The value the last of hydra ``overrides`` gives ``key`` (``key=v``, ``+key=v``, ``++key=v``), or None."""
+    values = [item.split("=", 1)[1] for item in overrides if "=" in item and item.split("=", 1)[0].lstrip("+") == key]
+    return values[-1] if values else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -288,9 +295,10 @@ def run(args: argparse.Namespace) -> int:
     command = main_ppo_command(
         files, out, args.steps, loggers=loggers, use_v1=args.trainer == "v1", extra_overrides=args.overrides
     )
+    estimator = override_value(args.overrides, "algorithm.adv_estimator") or "avspo"
     print(
         f"[2/3] Training {args.steps} steps with stock verl.trainer.main_ppo on CPU "
-        f"(algorithm.adv_estimator=avspo, trainer {args.trainer}). Starting Ray and verl's workers takes "
+        f"(algorithm.adv_estimator={estimator}, trainer {args.trainer}). Starting Ray and verl's workers takes "
         "one to two minutes on 2 cores; full log in train.log ...",
         flush=True,
     )
@@ -303,8 +311,12 @@ def run(args: argparse.Namespace) -> int:
           f"avspo/* metrics as verl's tracker logged them ({result.metrics_file}):")
     metrics = avspo_metrics_by_step(result.metrics_file)
     if not any(metrics.values()):
-        print("No avspo/* metric reached verl's tracker: run `avspo doctor` to see whether the plugin is loaded.",
-              file=sys.stderr)
+        hint = (
+            "add algorithm.avspo_monitor.enable=true to see collapse beside that estimator"
+            if estimator != "avspo" and override_value(args.overrides, "algorithm.avspo_monitor.enable") != "true"
+            else "run `avspo doctor` to see whether the plugin is loaded"
+        )
+        print(f"No avspo/* metric reached verl's tracker: {hint}.", file=sys.stderr)
         return 1
     for step in sorted(metrics):
         values = ", ".join(f"{key[len(METRIC_PREFIX):]}={value:.4g}" for key, value in sorted(metrics[step].items()))
