@@ -159,6 +159,17 @@ def test_the_monitor_beside_grpo_in_the_legacy_trainer_logs_collapse_at_every_st
     assert "algorithm.adv_estimator=grpo, trainer legacy" in legacy_run.stdout
     for step in steps:
         assert re.search(rf"^  step {step}: .*\bacr=", legacy_run.stdout, re.MULTILINE), legacy_run.stdout
+    # `avspo analyze` reads what the monitor logged, as it reads the estimator's.
+    report = legacy_run.out / "analysis"
+    analyzed = subprocess.run(
+        [sys.executable, "-m", "avspo_plugin.tools.cli", "analyze", f"grpo={legacy_run.metrics_file}", "--out",
+         str(report), "--no-plots"], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert analyzed.returncode == 0, analyzed.stdout + analyzed.stderr
+    (run,) = json.loads((report / "analysis.json").read_text())["runs"]
+    logged = avspo_metrics_by_step(legacy_run.metrics_file)
+    assert run["exact"] and run["steps"]["count"] == CHECKPOINT_STEP, run
+    assert run["means"]["acr"] == pytest.approx(sum(logged[step]["avspo/acr"] for step in steps) / len(steps)), run
     # verl's legacy _save_checkpoint wrote the monitor's state of the step beside the actor; no estimator state.
     folder = legacy_run.out / "checkpoints" / f"global_step_{CHECKPOINT_STEP}"
     assert json.loads((folder / MONITOR_STATE_FILE).read_text())["logged_steps"] == CHECKPOINT_STEP
