@@ -1,10 +1,12 @@
 """What the plugin installs in a process when verl loads it, and why.
 
 verl gives a registered estimator no way to log metrics, to check its config before the
-first rollout, to keep state across a resume, or to see agent-loop sessions, and it has no way to
-choose prompts before generation. Loading the plugin therefore wraps, in memory and only for runs
-with ``algorithm.adv_estimator=avspo`` or ``algorithm.avspo_selection.enable=true`` (verl's files
-stay as installed), the verl functions listed in :data:`HOOKS`:
+first rollout, to keep state across a resume, or to see agent-loop sessions; it has no way to
+choose prompts before generation, and no place for a monitor beside another estimator. Loading
+the plugin therefore wraps, in memory (verl's files stay as installed), the verl functions listed
+in :data:`HOOKS`; each wrapper acts only in runs whose config uses its feature
+(``algorithm.adv_estimator=avspo``, ``algorithm.avspo_monitor.enable=true``,
+``algorithm.avspo_selection.enable=true``; :func:`features_of`):
 
 * ``verl.utils.config.validate_config`` (the launcher's config check in ``main_ppo``): checks
   ``algorithm.avspo`` and every hook the run's trainer needs before Ray starts.
@@ -17,11 +19,15 @@ stay as installed), the verl functions listed in :data:`HOOKS`:
   fully-async trainer saves checkpoints without its parent's method, so configs of it (an
   ``async_training`` block) are refused, in the launcher and again when it loads a checkpoint.
 * the v1 trainer's ``step`` (one global step, however many mini-batch updates): closes the AVSPO
-  step (Eq. 12 once per step, the warnings fed with the step's ACR and ``actor/entropy``).
+  step (Eq. 12 once per step, the warnings fed with the step's ACR and ``actor/entropy``), and the
+  monitor's.
+* ``verl.trainer.ppo.ray_trainer.compute_advantage`` (and the v1 utils' binding of it), which both
+  trainers call with exactly the rows any estimator gets: the ACR monitor
+  (:mod:`avspo_plugin.verl.monitor`) counts them there.
 * the v1 ``compute_advantage_for_multi_trajectories``: ``avspo`` sees one row per agent-loop
   session, as GRPO does (:mod:`avspo_plugin.verl.multi_output`).
-* the trainers' ``_save_checkpoint`` / ``_load_checkpoint``: the AVSPO state beside verl's
-  checkpoint, written before verl records the checkpoint as the latest.
+* the trainers' ``_save_checkpoint`` / ``_load_checkpoint``: the AVSPO state (and the monitor's)
+  beside verl's checkpoint, written before verl records the checkpoint as the latest.
 * ``verl.utils.tracking.Tracking.log``: the step's ``avspo/*`` metrics merged into what the
   trainer logs (the estimator's through verl's own channel instead, when the installed verl has
   that of ``patches/verl-estimator-metrics.patch``, ``core_algos.register_adv_est_metrics``).
@@ -33,7 +39,7 @@ stay as installed), the verl functions listed in :data:`HOOKS`:
 
 Each target is checked when its module loads: a missing function, or one whose parameters are
 not those the wrapper relies on, is a warning naming it and the installed verl version, and a run
-that selects ``avspo`` or prompt selection refuses to start (:func:`require_hooks`). The trainer modules are heavy,
+that uses a feature needing it refuses to start (:func:`require_hooks`). The trainer modules are heavy,
 so their patches wait until something imports them (a post-import hook); every patch is applied
 once per process, whichever copy of this package asks.
 """
