@@ -73,6 +73,8 @@ from .multi_output import session_advantages
 from .selection import selection_config_from_algorithm, uses_selection
 
 ENTROPY_KEY = "actor/entropy"
+# verl.trainer.ppo.v1.replay_buffer.FILTER_GROUPS_REWARD_METRIC: the filter metric that is the sequence reward.
+FILTER_GROUPS_REWARD_METRIC = "reward"
 # verl.trainer.ppo.v1.replay_buffer.DAPO_FILTERED_REWARD_COUNTS_KEY: {shared value: groups} of the groups
 # its group filtering evicted in the step, in the step's metrics until the trainer logs them.
 DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
@@ -182,13 +184,14 @@ def uses_group_filtering(config: Any) -> bool:
 def group_filtering_problem(config: Any) -> str | None:
     """Why a config that augments with AVSPO, or selects prompts, under DAPO's group filtering cannot run
     (None when it can)."""
-    if uses_selection(config) and uses_group_filtering(config):
+    metric = config_entry(config_entry(config_entry(config, "algorithm"), "filter_groups"), "metric")
+    if uses_selection(config) and uses_group_filtering(config) and str(metric) != FILTER_GROUPS_REWARD_METRIC:
         return (
-            "algorithm.avspo_selection.enable=true cannot run with algorithm.filter_groups.enable=true (DAPO's "
-            "group filtering): prompt selection learns which prompts collapse from the groups that reach the "
-            "advantage step, and verl evicts exactly the collapsed groups before it, so selection would learn "
-            "nothing and skip nothing. Turn one of them off (selection saves the rollouts that filtering would "
-            "throw away, before they are generated)."
+            f"algorithm.avspo_selection.enable=true cannot run with algorithm.filter_groups.metric={metric}: verl "
+            "evicts the groups whose filter metric is constant before the advantage step, and prompt selection "
+            "learns from those evicted groups by their shared reward; with another metric than "
+            f"{FILTER_GROUPS_REWARD_METRIC!r} it would read a group as collapsed whose rewards may differ. Set "
+            f"algorithm.filter_groups.metric={FILTER_GROUPS_REWARD_METRIC}, or turn one of them off."
         )
     if not (uses_avspo(config) and uses_group_filtering(config)):
         return None
@@ -544,6 +547,26 @@ def _dataloader_with_selection(kind: str) -> Callable[[Callable], Callable]:
     return make_wrapper
 
 
+def _evict_with_selection(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def _evict_terminal_groups(self, global_steps, partition_id, eviction_reasons, *args, **kwargs):
+        run = selection.active()
+        if run is not None and run.trainer == "v1":
+            # (stale, DAPO-filtered, failed uids, counts): the filtered ones, each with the reward its group shared.
+            filtered = eviction_reasons[1]
+            shared = getattr(self, "_dapo_classification_cache", {}).get(partition_id, {})
+            values = {uid: shared[uid] for uid in filtered if shared.get(uid) is not None}
+            if len(values) != len(filtered):
+                logger.warning(
+                    "prompt selection: verl evicted %d group(s) whose shared reward this verl does not expose "
+                    "(ReplayBuffer._dapo_classification_cache); they are not learnt from", len(filtered) - len(values),
+                )  # fmt: skip
+            run.observe_evicted(values)
+        return original(self, global_steps, partition_id, eviction_reasons, *args, **kwargs)
+
+    return _evict_terminal_groups
+
+
 def _fetch_with_prompt_ids(original: Callable) -> Callable:
     @functools.wraps(original)
     def _fetch_one_gen_batch(self, *args, **kwargs):
@@ -676,6 +699,9 @@ HOOKS: tuple[Hook, ...] = (
          features=(SELECTION,)),
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_init_dataloader", _dataloader_with_selection("v1"),
          "draws the training prompts through prompt selection", ("self",), trainer="v1", features=(SELECTION,)),
+    Hook("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer", "_evict_terminal_groups", _evict_with_selection,
+         "shows prompt selection the groups DAPO's group filtering evicts before the advantage step",
+         ("self", "global_steps", "partition_id", "eviction_reasons"), trainer="v1", features=(SELECTION,)),
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_fetch_one_gen_batch", _fetch_with_prompt_ids,
          "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1", features=(SELECTION,)),
     *(

@@ -323,6 +323,15 @@ class SelectionRun:
         rows = np.flatnonzero(known)
         self.observe([self.prompt_of_uid[uids[i]] for i in rows], scores[torch.from_numpy(rows)])
 
+    def observe_evicted(self, value_of_uid: Mapping[str, float]) -> None:
+        """v1 with DAPO's group filtering: groups verl evicted before the advantage step, each collapsed to
+        one reward value ({uid: value}), observed as rollouts_per_prompt rows of that value."""
+        if not value_of_uid:
+            return
+        uids = [uid for uid in value_of_uid for _ in range(self.rollouts_per_prompt)]
+        values = torch.tensor(list(value_of_uid.values()), dtype=torch.float64)
+        self.observe_uids(uids, values.repeat_interleave(self.rollouts_per_prompt))
+
     def pop_metrics(self) -> dict[str, float]:
         """The ``avspo/selection/*`` metrics since the last log (with the unidentified rows, when there were any)."""
         metrics = self.selector.pop_metrics(rollouts_per_prompt=self.rollouts_per_prompt)

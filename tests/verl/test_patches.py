@@ -20,7 +20,7 @@ def avspo_run_config():
 
 def test_every_hook_is_in_place_on_the_installed_verl():
     status = patches.hook_status(load=True)
-    assert len(status) == len(patches.HOOKS) == 17
+    assert len(status) == len(patches.HOOKS) == 18
     assert set(status.values()) == {"in place"}, status
     for trainer in ("v1", "legacy"):
         patches.require_hooks(trainer, patches.AVSPO)
@@ -125,17 +125,21 @@ def test_augmentation_with_dapo_group_filtering_is_refused_in_launcher_and_train
         PPOTrainerSync(config)  # verl's own trainer, through the hooked __init__
 
 
-def test_prompt_selection_with_dapo_group_filtering_is_refused(avspo_run_config):
+def test_prompt_selection_with_dapo_group_filtering_on_another_metric_than_the_reward_is_refused(avspo_run_config):
     from avspo_plugin.config import ConfigError
 
     config = with_filtering(avspo_run_config, "never")
     config.algorithm.adv_estimator = "grpo"
     config.algorithm.avspo_selection = {"enable": True}
-    why = r"avspo_selection.enable=true cannot run with algorithm.filter_groups.enable=true .* selection would learn nothing"
+    config.algorithm.filter_groups.metric = "acc"
+    why = r"avspo_selection.enable=true cannot run with algorithm.filter_groups.metric=acc: .* Set algorithm.filter_groups.metric=reward"
     with pytest.raises(ConfigError, match=why):
         patches.check_launch_config(config)
     with pytest.raises(ConfigError, match=why):
         patches.prepare_trainer(config)
+    # On the reward, selection learns from the evicted groups (tests/verl/test_selection.py).
+    config.algorithm.filter_groups.metric = "reward"
+    assert patches.group_filtering_problem(config) is None
 
 
 def test_monitor_only_with_dapo_group_filtering_is_accepted(avspo_run_config):

@@ -245,6 +245,38 @@ def test_v1_uids_and_rewards_reach_the_selector_and_the_tracker():
     assert not any(key.startswith("avspo/selection/") for key in logged[-1][1]), "metrics leaked into the next step"
 
 
+def test_v1_groups_evicted_by_dapo_group_filtering_are_learnt_from():
+    """verl's own ReplayBuffer._evict_terminal_groups (hooked) on a stand-in buffer: the groups its DAPO
+    filter evicts (each collapsed to one reward) reach the selector as collapsed visits of their prompts."""
+    from collections import Counter
+
+    from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY, ReplayBuffer
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    trainer = legacy_trainer(config(enable=True))
+    selection.active().trainer = "v1"
+    trainer.train_dataloader_it = None
+    batch = PPOTrainer._fetch_one_gen_batch(trainer)
+    uids, ids = list(batch["uid"]), [info["index"] for info in batch["extra_info"]]
+    # verl's classification: the first two groups all-fail, the third all-pass, the rest not filtered (None).
+    shared = {uid: (0.0 if k < 2 else 1.0 if k == 2 else None) for k, uid in enumerate(uids)}
+    cleared = []
+    buffer = SimpleNamespace(
+        _dapo_classification_cache={"train": shared}, _metrics_prefix=ReplayBuffer._metrics_prefix,
+        _clear_groups=lambda partition, evicted: cleared.append(set(evicted)),
+    )  # fmt: skip
+    filtered = {uid for uid, value in shared.items() if value is not None}
+    reasons = (set(), filtered, set(), Counter(shared[uid] for uid in filtered))
+    evicted, _, dapo_count, metrics = ReplayBuffer._evict_terminal_groups(buffer, 1, "train", reasons)
+    assert evicted == filtered and dapo_count == 3 and cleared == [filtered]  # verl's own eviction ran
+    assert metrics[DAPO_FILTERED_REWARD_COUNTS_KEY] == {0.0: 2, 1.0: 1}
+    state = selection.active().selector.state_dict()
+    streak = dict(zip(state["ids"], state["streak"]))
+    assert [streak.get(i, 0) for i in ids] == [1, 1, 1] + [0] * (len(ids) - 3)
+    observed = selection.active().pop_metrics()
+    assert observed["avspo/selection/observed"] == 3 and observed["avspo/selection/observed_collapsed"] == 3
+
+
 def test_v1_init_dataloader_over_verls_own_dataset(tmp_path):
     """verl's own PPOTrainer._init_dataloader (hooked) over verl's RLHFDataset of the demo's parquet (ids from
     extra_info.index), then _fetch_one_gen_batch: the prompts it hands out are remembered under their uids."""
