@@ -95,5 +95,16 @@ def wrap(owner: Any, name: str, make_wrapper: Callable[[Callable], Callable]) ->
     return True
 
 
+def rebind(original: Any, replacement: Any, package: str) -> None:
+    """Point every loaded module of ``package`` whose global is ``original`` at ``replacement``: a module
+    function wrapped after other modules imported it by name (``from m import f``) is wrapped there too."""
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == package or name.startswith(package + ".")):
+            continue
+        for key, value in list(vars(module).items()):
+            if value is original:
+                setattr(module, key, replacement)
+
+
 def is_patched(function: Any) -> bool:
     return bool(getattr(function, PATCH_MARK, False))

@@ -4,9 +4,12 @@ verl gives a registered estimator no way to log metrics, to check its config bef
 first rollout, to keep state across a resume, or to see agent-loop sessions; it has no way to
 choose prompts before generation, and no place for a monitor beside another estimator. Loading
 the plugin therefore wraps, in memory (verl's files stay as installed), the verl functions listed
-in :data:`HOOKS`; each wrapper acts only in runs whose config uses its feature
-(``algorithm.adv_estimator=avspo``, ``algorithm.avspo_monitor.enable=true``,
-``algorithm.avspo_selection.enable=true``; :func:`features_of`):
+in :data:`HOOKS`. Only the launcher's checks and the trainers' ``__init__`` / ``_load_checkpoint``
+are wrapped in every verl process (``Hook.always``); the trainer's ``__init__`` hook then places, in
+the trainer process, the hooks of the features its config uses (``algorithm.adv_estimator=avspo``,
+``algorithm.avspo_monitor.enable=true``, ``algorithm.avspo_selection.enable=true``;
+:func:`features_of`, :func:`place_hooks`), so a run of another estimator without them touches
+nothing else of verl:
 
 * ``verl.utils.config.validate_config`` (the launcher's config check in ``main_ppo``): checks
   ``algorithm.avspo`` and every hook the run's trainer needs before Ray starts.
@@ -40,8 +43,9 @@ in :data:`HOOKS`; each wrapper acts only in runs whose config uses its feature
 Each target is checked when its module loads: a missing function, or one whose parameters are
 not those the wrapper relies on, is a warning naming it and the installed verl version, and a run
 that uses a feature needing it refuses to start (:func:`require_hooks`). The trainer modules are heavy,
-so their patches wait until something imports them (a post-import hook); every patch is applied
-once per process, whichever copy of this package asks.
+so their checks wait until something imports them (a post-import hook); every patch is applied
+once per process, whichever copy of this package asks. A module function placed after other verl
+modules imported it by name (``from ... import compute_advantage``) is wrapped there too.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ from packaging.version import InvalidVersion, Version
 from verl.trainer.ppo import core_algos
 
 from ..config import ConfigError
-from ..import_patching import after_import, is_patched, wrap
+from ..import_patching import after_import, is_patched, rebind, wrap
 from ..names import ESTIMATOR, METRIC_PREFIX, PLUGIN_MODULE
 from . import checkpoint, selection
 from .estimator import avspo_config_from_algorithm, compute_avspo_outcome_advantage, config_entry, session
@@ -274,6 +278,7 @@ def prepare_trainer(config: Any) -> None:
     refuse_unsupported_trainer(config)
     selection_config_from_algorithm(config_entry(config, "algorithm"))
     refuse_with_group_filtering(config)
+    place_hooks(config)
     if uses_selection(config):
         require_hooks(trainer_of(config), SELECTION)
     for note in launch_notes(config):
@@ -618,6 +623,9 @@ class Hook:
     parameters: tuple[str, ...] = ()
     trainer: str | None = None
     features: tuple[str, ...] = FEATURES
+    # Placed in every verl process when its module loads (the checks that must see every run); the others
+    # only in the trainer process of a run whose config uses their feature (:func:`place_hooks`).
+    always: bool = False
 
     @property
     def name(self) -> str:
@@ -644,11 +652,13 @@ class Hook:
             return f"{self.name} takes {names}, not the {self.parameters} the plugin's wrapper relies on"
         return None
 
-    def apply(self, module) -> None:
+    def check(self, module) -> None:
+        """When ``module`` loads: a hook that cannot be placed is recorded and reported; an ``always`` hook is placed."""
         problem = self.problem(module)
         if problem is None:
-            wrap(self.target(module), self.attribute, self.make_wrapper)
             HOOK_PROBLEMS.pop(self.name, None)
+            if self.always:
+                self.place(module)
             return
         HOOK_PROBLEMS[self.name] = problem
         # Prompt selection is opt-in and checked with verl 0.9.1 only: its hooks missing from another verl
@@ -661,6 +671,17 @@ class Hook:
             ", ".join(KNOWN_GOOD_VERL) if AVSPO in self.features else "0.9.1",
         )  # fmt: skip
 
+    def place(self, module=None) -> None:
+        """Wrap the target (importing its module first); a module function is also wrapped in every loaded verl
+        module that imported it by name. A hook that cannot be placed stays unplaced: require_hooks reports it."""
+        module = importlib.import_module(self.module) if module is None else module
+        if self.problem(module) is not None:
+            return
+        owner = self.target(module)
+        original = getattr(owner, self.attribute)
+        if wrap(owner, self.attribute, self.make_wrapper) and self.owner is None:
+            rebind(original, getattr(owner, self.attribute), "verl")
+
 
 _TRAINER_CLASSES = (("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "legacy"), ("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "v1"))
 _MULTI_TRAJECTORY_PARAMETERS = (
@@ -669,30 +690,28 @@ _MULTI_TRAJECTORY_PARAMETERS = (
 
 HOOKS: tuple[Hook, ...] = (
     Hook("verl.utils.config", None, "validate_config", _validate_config_with_avspo,
-         "checks algorithm.avspo and these hooks before Ray starts", ("config",)),
+         "checks algorithm.avspo and these hooks before Ray starts", ("config",), always=True),
     Hook("verl.trainer.constants_ppo", None, "get_ppo_ray_runtime_env", _runtime_env_with_plugin,
-         "imports the plugin in the trainer process with errors raised"),
+         "imports the plugin in the trainer process with errors raised", always=True),
     Hook("verl.utils.tracking", "Tracking", "log", _log_with_avspo_metrics,
          "logs avspo/* metrics", ("self", "data", "step")),
     *(
-        Hook(module, owner, attribute, make_wrapper, purpose, parameters, trainer)
+        Hook(module, owner, attribute, make_wrapper, purpose, parameters, trainer, always=always)
         for module, owner, trainer in _TRAINER_CLASSES
-        for attribute, make_wrapper, purpose, parameters in (
-            ("__init__", _trainer_init, "checks the run before any worker starts", ("self", "config")),
-            ("_save_checkpoint", _trainer_save_checkpoint, "saves the AVSPO state with the checkpoint", ("self",)),
-            ("_load_checkpoint", _trainer_load_checkpoint, "restores the AVSPO state on resume", ("self",)),
+        for attribute, make_wrapper, purpose, parameters, always in (
+            ("__init__", _trainer_init, "checks the run and places the hooks it uses before any worker starts",
+             ("self", "config"), True),
+            ("_save_checkpoint", _trainer_save_checkpoint, "saves the AVSPO state with the checkpoint", ("self",), False),
+            # Always: verl's experimental fully-async trainer inherits it without passing through __init__'s hook.
+            ("_load_checkpoint", _trainer_load_checkpoint, "restores the AVSPO state on resume", ("self",), True),
         )
     ),
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "step", _v1_step,
          "one step of Eq. 12 (and of the monitor's warnings) per global step", ("self", "metrics"), trainer="v1",
          features=(AVSPO, MONITOR)),
-    *(
-        Hook(module, None, "compute_advantage_for_multi_trajectories", _multi_trajectories_with_avspo,
-             "groups agent-loop sessions as GRPO does; feeds prompt selection the step's rewards",
-             _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO, SELECTION))
-        # verl's module, and the trainer's binding of the name (should the trainer have been imported first).
-        for module in ("verl.trainer.ppo.v1.utils", "verl.trainer.ppo.v1.trainer_base")
-    ),
+    Hook("verl.trainer.ppo.v1.utils", None, "compute_advantage_for_multi_trajectories", _multi_trajectories_with_avspo,
+         "groups agent-loop sessions as GRPO does; feeds prompt selection the step's rewards",
+         _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO, SELECTION)),
     Hook("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "_create_dataloader", _dataloader_with_selection("legacy"),
          "draws the training prompts through prompt selection",
          ("self", "train_dataset", "val_dataset", "collate_fn", "train_sampler"), trainer="legacy",
@@ -704,20 +723,24 @@ HOOKS: tuple[Hook, ...] = (
          ("self", "global_steps", "partition_id", "eviction_reasons"), trainer="v1", features=(SELECTION,)),
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_fetch_one_gen_batch", _fetch_with_prompt_ids,
          "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1", features=(SELECTION,)),
-    *(
-        Hook(module, None, "compute_advantage", _compute_advantage_observed,
-             "shows the ACR monitor (both trainers) and prompt selection (legacy) the rows the estimator gets",
-             ("data", "adv_estimator"), trainer=trainer, features=features)
-        for module, trainer, features in (
-            ("verl.trainer.ppo.ray_trainer", None, (SELECTION, MONITOR)),
-            # v1's binding of the name, should ray_trainer have been imported before the plugin.
-            ("verl.trainer.ppo.v1.utils", "v1", (MONITOR,)),
-        )
-    ),
+    Hook("verl.trainer.ppo.ray_trainer", None, "compute_advantage", _compute_advantage_observed,
+         "shows the ACR monitor (both trainers) and prompt selection (legacy) the rows the estimator gets",
+         ("data", "adv_estimator"), features=(SELECTION, MONITOR)),
 )  # fmt: skip
 
 # Hook name -> why it could not be placed, for the hooks whose module loaded.
 HOOK_PROBLEMS: dict[str, str] = {}
+# The status of a hook that can be placed and waits for a run that uses it.
+READY = "ready (placed when a run uses it)"
+PLACEABLE = ("in place", READY)
+
+
+def place_hooks(config: Any) -> list[str]:
+    """Place, in this process, the hooks a full verl config's run uses (its features, its trainer); their names."""
+    hooks = {hook.name: hook for feature in features_of(config) for hook in hooks_for(trainer_of(config), feature)}
+    for hook in hooks.values():
+        hook.place()
+    return list(hooks)
 
 
 def verl_version() -> str:
@@ -763,13 +786,13 @@ def hook_status(trainer: str | None = None, load: bool = True, feature: str | No
         else:
             owner = hook.target(module)
             placed = owner is not None and is_patched(getattr(owner, hook.attribute, None))
-            status[hook.name] = "in place" if placed else hook.problem(module) or "not placed"
+            status[hook.name] = "in place" if placed else hook.problem(module) or READY
     return status
 
 
 def require_hooks(trainer: str, feature: str = AVSPO) -> None:
     """Raise HookError unless every hook a run of ``trainer`` needs for ``feature`` is in place (imports their modules)."""
-    missing = {name: state for name, state in hook_status(trainer, feature=feature).items() if state != "in place"}
+    missing = {name: state for name, state in hook_status(trainer, feature=feature).items() if state not in PLACEABLE}
     if missing:
         details = "; ".join(f"{name}: {state}" for name, state in missing.items())
         raise HookError(
@@ -796,7 +819,7 @@ def install() -> None:
         ("verl.trainer.ppo.core_algos", _use_metrics_channel),
         # Only beside trl: verl's model build reaches for trl's value-head class only when trl is installed.
         *((("verl.models.transformers.monkey_patch", skip_missing_trl_value_head),) if trl_installed() else ()),
-        *((hook.module, hook.apply) for hook in HOOKS),
+        *((hook.module, hook.check) for hook in HOOKS),
     ):
         after_import(module_name, functools.partial(_run_patch, callback))
 

@@ -20,11 +20,53 @@ def avspo_run_config():
 
 def test_every_hook_is_in_place_on_the_installed_verl():
     status = patches.hook_status(load=True)
-    assert len(status) == len(patches.HOOKS) == 18
+    assert len(status) == len(patches.HOOKS) == 16
     assert set(status.values()) == {"in place"}, status
     for trainer in ("v1", "legacy"):
         patches.require_hooks(trainer, patches.AVSPO)
         patches.require_hooks(trainer, patches.SELECTION)
+
+
+PLACEMENT_PROBE = """
+import json
+from hydra import compose, initialize_config_module
+import avspo_plugin.verl
+from avspo_plugin.import_patching import is_patched
+from avspo_plugin.verl import patches
+import verl.trainer.ppo.ray_trainer, verl.trainer.ppo.v1.trainer_base, verl.trainer.ppo.v1.utils as v1_utils
+
+with initialize_config_module("avspo_plugin.verl.config", version_base=None):
+    grpo = compose("avspo_trainer", overrides=["algorithm.adv_estimator=grpo"])
+    monitored = compose("avspo_trainer", overrides=["algorithm.adv_estimator=grpo", "algorithm.avspo_monitor.enable=true"])
+placed = lambda: sorted(name for name, state in patches.hook_status().items() if state == "in place")
+steps = {"imported": placed()}
+patches.prepare_trainer(grpo)
+steps["grpo"] = placed()
+patches.prepare_trainer(monitored)
+steps["monitor"] = placed()
+steps["v1_binding_wrapped"] = is_patched(v1_utils.compute_advantage)
+print(json.dumps(steps))
+"""
+
+
+def test_a_run_places_only_the_hooks_its_config_uses():
+    """In a fresh verl process: importing the plugin places the launcher's and the trainers' entry hooks; a
+    grpo run places nothing more; the monitor beside grpo places its own hooks and nothing of AVSPO's or
+    prompt selection's, and verl's v1 binding of compute_advantage (imported by name) is wrapped too."""
+    import json
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-c", PLACEMENT_PROBE], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    steps = json.loads(run.stdout.strip().splitlines()[-1])
+    always = sorted(hook.name for hook in patches.HOOKS if hook.always)
+    assert steps["imported"] == steps["grpo"] == always
+    monitor = sorted({hook.name for hook in patches.hooks_for("v1", patches.MONITOR)})
+    assert steps["monitor"] == sorted(set(always) | set(monitor)) and set(monitor) - set(always) == {
+        "verl.utils.tracking.Tracking.log", "verl.trainer.ppo.v1.trainer_base.PPOTrainer._save_checkpoint",
+        "verl.trainer.ppo.v1.trainer_base.PPOTrainer.step", "verl.trainer.ppo.ray_trainer.compute_advantage",
+    }  # fmt: skip
+    assert steps["v1_binding_wrapped"]
 
 
 def changed_verl_module(name):
@@ -49,8 +91,8 @@ def test_a_changed_target_warns_naming_it_and_refuses_avspo_runs(monkeypatch, ca
     monkeypatch.setattr(patches, "HOOKS", (*patches.HOOKS, changed, absent))
     monkeypatch.setattr(patches, "HOOK_PROBLEMS", {})
     with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
-        changed.apply(module)
-        absent.apply(module)
+        changed.check(module)
+        absent.check(module)
     messages = [record.getMessage() for record in caplog.records]
     assert f"cannot hook {name}.Trainer.step (one step of Eq. 12 per global step) in verl 0.9.1" in messages[0]
     assert "takes ('self', 'batch', 'timing_raw'), not the ('self', 'metrics')" in messages[0]

@@ -326,7 +326,7 @@ def test_a_missing_selection_hook_stops_only_selection_runs(monkeypatch, caplog)
     monkeypatch.setattr(patches, "HOOKS", (*patches.HOOKS, absent))
     monkeypatch.setattr(patches, "HOOK_PROBLEMS", {})
     with caplog.at_level(logging.INFO, logger="avspo_plugin.verl"):
-        absent.apply(module)
+        absent.check(module)
     record = next(r for r in caplog.records if "cannot hook" in r.getMessage())
     assert record.levelno == logging.INFO  # not a warning in every verl process: selection is opt-in
     assert "Runs with algorithm.avspo_selection.enable=true will refuse to start" in record.getMessage()
@@ -347,7 +347,7 @@ def test_doctor_warns_of_missing_selection_hooks_without_failing(capsys):
     }  # fmt: skip
     assert _print_hooks("this process", report) is False
     out = capsys.readouterr().out
-    assert "[warn] hooks in this process: 1 of 2 in place, 0 not needed, 1 missing" in out
+    assert "[warn] hooks in this process: 1 of 2 in place, 0 ready (placed by the trainer of a run that uses them), 0 not needed, 1 missing" in out
     assert "prompt selection (algorithm.avspo_selection) cannot run with this verl: 1 of its hooks missing" in out
     report["hooks"]["a.estimator_hook"] = "a.estimator_hook does not exist"
     assert _print_hooks("this process", report) is True

@@ -344,14 +344,16 @@ def _print_registration(where: str, report: dict[str, Any]) -> bool:
 def _print_hooks(where: str, report: dict[str, Any]) -> bool:
     """Print every hook and the trl patch of one process; True when one an avspo run needs is missing."""
     hooks = {**report["hooks"], **report["trl_patch"]}
-    missing = [name for name, state in hooks.items() if not state.startswith(("in place", "not needed"))]
+    missing = [name for name, state in hooks.items() if not state.startswith(("in place", "not needed", "ready"))]
     # Hooks only prompt selection needs (opt-in, checked with verl 0.9.1): missing, they stop only selection runs.
     selection_only = [name for name in missing if name in report.get("selection_only_hooks", ())]
     failing = [name for name in missing if name not in selection_only]
     placed = sum(state.startswith("in place") for state in hooks.values())
+    ready = sum(state.startswith("ready") for state in hooks.values())
     line("FAIL" if failing else "warn" if missing else "ok",
-          f"hooks in {where}: {placed} of {len(hooks)} in place, {len(hooks) - placed - len(missing)} not needed, "
-          f"{len(missing)} missing; metrics via {report['metrics_route']}")  # fmt: skip
+          f"hooks in {where}: {placed} of {len(hooks)} in place, {ready} ready (placed by the trainer of a run that "
+          f"uses them), {len(hooks) - placed - ready - len(missing)} not needed, {len(missing)} missing; metrics via "
+          f"{report['metrics_route']}")  # fmt: skip
     for name, state in hooks.items():
         print(f"      {'MISSING' if name in missing else '-'} {name}: {state}")
     if selection_only:
