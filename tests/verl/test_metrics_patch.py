@@ -25,6 +25,8 @@ from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.utils.tracking import Tracking
 from avspo_plugin.verl import patches
 
+# What the trainer of an avspo run places when it starts.
+patches.place_hooks({"algorithm": {"adv_estimator": "avspo"}, "trainer": {"use_v1": False}})
 rewards = torch.zeros(4, 2)
 rewards[:, -1] = torch.tensor([1.0, 1.0, 0.0, 1.0])
 for _ in range(2):

@@ -14,6 +14,7 @@ here, in :mod:`avspo_plugin.tools.doctor`, and not in the verl adapter's package
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import traceback
@@ -92,8 +93,6 @@ def probe() -> dict[str, Any]:
 def imported_verl() -> dict[str, str | None]:
     """The ``verl`` package ``import verl`` finds here (a source checkout on PYTHONPATH as well as a pip
     install): its folder, and its ``__version__`` once imported (None before, or when it has none)."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec("verl")
     except (ImportError, ValueError):

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from avspo_plugin.names import METRIC_PREFIX
 
 
@@ -151,8 +153,6 @@ class ProcessTree:
     """
 
     def __init__(self, pid: int, interval: float = 1.0) -> None:
-        import psutil
-
         self.root = psutil.Process(pid)
         self.interval, self.peak_memory = interval, 0
         self.seen: dict[int, Any] = {pid: self.root}
@@ -161,8 +161,6 @@ class ProcessTree:
         self._thread.start()
 
     def _descendants(self) -> list[Any]:
-        import psutil
-
         processes = []
         for process in list(self.seen.values()):
             try:
@@ -174,8 +172,6 @@ class ProcessTree:
         return [process for process in self.seen.values() if process.is_running()]
 
     def _sample(self) -> None:
-        import psutil
-
         while not self._stopped.wait(self.interval):
             total = 0
             for process in self._descendants():
@@ -187,8 +183,6 @@ class ProcessTree:
 
     def stop(self, grace: float = 10.0) -> list[str]:
         """Stop sampling and end the processes still running (terminate, then kill); returns their names."""
-        import psutil
-
         self._stopped.set()
         self._thread.join()
         alive = self._descendants()

@@ -14,6 +14,7 @@ import types
 from contextlib import contextmanager
 from typing import Any
 
+import psutil
 import torch
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
@@ -22,15 +23,11 @@ PLATFORM_NAME = "cpu"
 
 def _host_memory() -> tuple[int, int]:
     """(free, total) bytes of host memory, as ``torch.cuda.mem_get_info`` reports device memory."""
-    import psutil
-
     memory = psutil.virtual_memory()
     return memory.available, memory.total
 
 
 def _resident_bytes(*_args: Any, **_kwargs: Any) -> int:
-    import psutil
-
     return psutil.Process().memory_info().rss
 
 

@@ -17,13 +17,16 @@ from avspo_plugin.import_patching import after_import
 
 
 def _probe(trainer_base):
-    plugin_route = trainer_base.compute_advantage_for_multi_trajectories
-    verl_route = inspect.unwrap(sys.modules["verl.trainer.ppo.v1.utils"].compute_advantage_for_multi_trajectories)
+    utils = sys.modules["verl.trainer.ppo.v1.utils"]
+    verl_route = inspect.unwrap(utils.compute_advantage_for_multi_trajectories)
 
-    # wraps: the plugin's check of its hooks sees its own wrapper, which this one only observes.
-    @functools.wraps(plugin_route)
+    @functools.wraps(verl_route)
     def compute_advantage_for_multi_trajectories(data, batch_keys, adv_estimator, **kwargs):
         import torch
+
+        # Looked up at each call: the trainer places the plugin's wrapper in verl.trainer.ppo.v1.utils when the
+        # run starts, after this probe replaced trainer_base's by-name binding (which the plugin then leaves alone).
+        plugin_route = utils.compute_advantage_for_multi_trajectories
 
         grpo = verl_route(copy.deepcopy(data), batch_keys, adv_estimator="grpo", **kwargs).batch["advantages"]
         out = plugin_route(data, batch_keys, adv_estimator, **kwargs)
