@@ -11,14 +11,11 @@ from __future__ import annotations
 import uuid
 
 import numpy as np
-import pytest
 from analyze.generated_runs import avspo_rows, draw_run, truth
 
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.tools.analyze.detect import load
 from avspo_plugin.tools.analyze.timeline import sample_timeline, scalar_timeline
-
-pytest.importorskip("verl")
 
 MONITOR = AVSPOConfig(threshold_mode="never")
 RUN = draw_run(8, seed=31)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import ray
 import torch
 
 import avspo_plugin
@@ -82,7 +83,6 @@ def test_run_ppo_gives_the_trainer_process_the_plugin_through_rays_runtime_env(t
 
 @pytest.fixture(scope="module")
 def ray_session():
-    ray = pytest.importorskip("ray")
     # A private instance: a test never attaches to a cluster it did not start.
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     yield ray
