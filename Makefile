@@ -16,8 +16,9 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PIP) install -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
-# Two workers, one test file each at a time (a file's fixtures and Ray clusters stay in one process).
-PYTEST := $(PY) -m pytest -q -n 2 --dist loadfile
+# Two workers, one test file each at a time (a file's fixtures and Ray clusters stay in one process), the slowest
+# files first (tests/conftest.py orders them).
+PYTEST := $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
 	$(PYTEST)
