@@ -51,6 +51,23 @@ def test_two_runs_side_by_side_with_plots(tmp_path, analyze):
     assert "DAPO dynamic sampling (verl algorithm.filter_groups" in out
 
 
+def test_each_run_is_named_by_its_regime_and_pointed_to_the_decision_table(tmp_path, analyze):
+    hard = stalled_run(30)
+    for groups in hard.values():  # the all-pass prompts fail too: all-fail groups are 4 of 6, all-pass none
+        groups[4] = (groups[4][0], [0.0] * 4)
+        groups[5] = (groups[5][0], [0.0] * 4)
+    mixed = write_verl_file_log(tmp_path / "mixed.jsonl", avspo_rows(truth(stalled_run(30))))
+    code, document, out, _ = analyze(write_dump(tmp_path / "hard", hard), mixed)
+    assert code == 0
+    first, second = document["runs"]
+    assert first["regime"]["name"] == "all_fail" and first["regime"]["all_pass"] == 0
+    assert second["regime"]["name"] == "mixed"
+    assert [row["regime"] for row in document["comparison"]] == ["all_fail", "mixed"]
+    assert "Regime: all-fail dominant (the prompts are mostly too hard for the policy). The row 'all-fail " \
+           "dominant' of the decision table (docs/results.md#decision-table)" in out
+    assert "Regime: mixed. The row 'mixed'" in out
+
+
 def test_same_folder_names_get_distinct_labels(tmp_path, analyze):
     run = draw_run(5, seed=22)
     a = write_dump(tmp_path / "a" / "rollouts", run)

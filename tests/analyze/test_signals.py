@@ -10,6 +10,7 @@ import pytest
 from avspo_plugin.tools.analyze import signals
 from avspo_plugin.tools.analyze.records import AnalyzeError
 from avspo_plugin.tools.analyze.timeline import Timeline
+from avspo_plugin.tools.regimes import collapse_regime
 
 
 def timeline(acr, steps=None, **series):
@@ -117,3 +118,26 @@ def test_moving_average_of_the_comparison_plot_skips_gaps():
     values = np.array([1.0, 3.0, np.nan, 5.0, 7.0])
     np.testing.assert_allclose(_moving_average(values, 2), [1.0, 2.0, 3.0, 5.0, 6.0])
     np.testing.assert_allclose(_moving_average(values, 1), [1.0, 3.0, np.nan, 5.0, 7.0])
+
+
+@pytest.mark.parametrize(("all_fail", "all_pass", "regime"), [
+    (0.30, 0.15, "all_fail"), (0.30, 0.151, "mixed"), (0.15, 0.30, "all_pass"), (0.2, 0.2, "mixed"),
+    (0.1, 0.0, "all_fail"), (0.0, 0.1, "all_pass"),
+])
+def test_collapse_regime_is_the_dominant_kind_by_a_factor_of_two(all_fail, all_pass, regime):
+    assert collapse_regime(all_fail, all_pass) == regime
+
+
+@pytest.mark.parametrize(("all_fail", "all_pass", "message"), [
+    (0.0, 0.0, "no collapsed group"), (1.2, 0.1, "all_fail share 1.2 is not in"), (0.1, float("nan"), "all_pass share nan"),
+])
+def test_collapse_regime_refuses_shares_it_cannot_judge(all_fail, all_pass, message):
+    with pytest.raises(ValueError, match=message):
+        collapse_regime(all_fail, all_pass)
+
+
+def test_a_run_with_too_little_collapse_or_no_split_has_no_regime():
+    assert signals.regime({"all_fail": 0.02, "all_pass": 0.01, "collapsed": 0.03}) is None
+    assert signals.regime({"all_fail": None, "all_pass": None, "collapsed": 0.5}) is None
+    named = signals.regime({"all_fail": 0.05, "all_pass": 0.30, "collapsed": 0.35})
+    assert named["name"] == "all_pass" and named["decision_table"] == "docs/results.md#decision-table"

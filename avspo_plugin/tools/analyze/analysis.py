@@ -78,6 +78,7 @@ def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -
     reward = timeline.get("reward_mean")
     report["reward_mean"] = None if reward is None else {"first": _finite(reward)[0], "last": _finite(reward)[-1]}
     report["rollout_shares"] = signals.shares(timeline)
+    report["regime"] = signals.regime(report["rollout_shares"])
     report["early_warning"] = signals.early_window(timeline, settings.early_steps)
     report["stagnation"] = signals.stagnation(timeline, settings.stagnation_acr, settings.stagnation_steps)
     report["projection"] = signals.projection(settings.fit, timeline, settings.early_steps)
@@ -144,6 +145,7 @@ def compare(results: list[RunResult]) -> list[dict[str, Any]]:
             "acr_mean": report["means"]["acr"],
             "all_fail": report["rollout_shares"]["all_fail"],
             "all_pass": report["rollout_shares"]["all_pass"],
+            "regime": None if report["regime"] is None else report["regime"]["name"],
             "stagnation_at": report["stagnation"]["fired_at_step"],
             "projected": report["projection"]["value"],
             "reward_last": None if report["reward_mean"] is None else report["reward_mean"]["last"],

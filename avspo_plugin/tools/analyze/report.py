@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from avspo_plugin.tools.regimes import REGIME_TITLES
+
 from .analysis import RunResult
 
 
@@ -109,6 +111,7 @@ COLUMNS = (
     ("mean ACR", "acr_mean", _num),
     ("all-fail", "all_fail", _pct),
     ("all-pass", "all_pass", _pct),
+    ("regime", "regime", lambda v: "-" if v is None else REGIME_TITLES[v]),
     ("stagnation", "stagnation_at", lambda v: "-" if v is None else f"step {v}"),
     ("projected", "projected", lambda v: "n/a" if v is None else f"{v:.1f}"),
     ("reward end", "reward_last", _num),

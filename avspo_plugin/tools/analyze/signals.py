@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from avspo_plugin.core.early_warnings import StreakWarning
+from avspo_plugin.tools.regimes import DECISION_TABLE, DOMINANCE, MIN_COLLAPSED, REGIME_TITLES, collapse_regime
 
 from .records import AnalyzeError, read_text
 from .timeline import PromptTable, Timeline
@@ -203,6 +204,16 @@ def shares(timeline: Timeline) -> dict[str, float | None]:
     return result
 
 
+def regime(shares_of_rollouts: dict[str, float | None]) -> dict[str, Any] | None:
+    """The run's collapse regime from its rollout shares (None when the split is unknown or collapse is rarer than
+    MIN_COLLAPSED)."""
+    fail, pass_, collapsed = (shares_of_rollouts[k] for k in ("all_fail", "all_pass", "collapsed"))
+    if fail is None or pass_ is None or collapsed is None or collapsed < MIN_COLLAPSED or fail + pass_ == 0:
+        return None
+    return {"name": collapse_regime(fail, pass_), "all_fail": fail, "all_pass": pass_, "dominance": DOMINANCE,
+            "decision_table": DECISION_TABLE}
+
+
 def prompt_summary(table: PromptTable, top: int) -> dict[str, Any]:
     """Prompts that waste the most rollouts, and those that never formed a mixed group."""
     seen = table.groups > 0
@@ -268,14 +279,15 @@ def advice(run: dict[str, Any]) -> list[str]:
         lines.append(
             f"{_pct(share['collapsed'])} of rollouts fell in collapsed groups and gave GRPO no advantage{split}."
         )
-        if share["all_fail"] is not None and share["all_pass"] is not None and share["collapsed"] > 0.05:
-            if share["all_fail"] >= 2 * share["all_pass"]:
-                lines.append("Collapse is mostly all-fail: the prompts are too hard for the policy. Easier or "
-                             "curriculum-ordered prompts, or AVSPO with apply_to=all_fail (pushes away from sampled "
-                             "failures), target it.")
-            elif share["all_pass"] >= 2 * share["all_fail"]:
-                lines.append("Collapse is mostly all-pass: the prompts are too easy. Harder prompts help; AVSPO on "
-                             "all-pass groups sharpens the policy and can lower its entropy.")
+        regime = run.get("regime")
+        if regime is not None:
+            why = {"all_fail": " (the prompts are mostly too hard for the policy)",
+                   "all_pass": " (the prompts are mostly too easy for the policy)", "mixed": ""}[regime["name"]]
+            lines.append(
+                f"Regime: {REGIME_TITLES[regime['name']]}{why}. The row '{REGIME_TITLES[regime['name']]}' of the "
+                f"decision table ({DECISION_TABLE}) says what the lab measured there for AVSPO, its ablations and "
+                "prompt selection against GRPO."
+            )
     prompts = run.get("prompts")
     if prompts and prompts["never_mixed"]:
         lines.append(
