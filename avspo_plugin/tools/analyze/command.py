@@ -12,6 +12,8 @@ from typing import Any
 from avspo_plugin.config import AVSPOConfig, SelectionConfig
 from avspo_plugin.tools.cli import positive_int
 
+from .records import AnalyzeError
+
 DEFAULTS = AVSPOConfig()
 
 
@@ -56,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Errors in the input raise AnalyzeError or ConfigError: the console script prints them in one line."""
+    # Imported here, not at the top: they import torch, and `avspo --help` should not wait for it.
     from . import analysis, report, signals
-    from .records import AnalyzeError
     from .report import printable
 
     monitor = AVSPOConfig.from_mapping(
@@ -138,8 +140,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _key_values(specs: list[str], option: str) -> dict:
     """['explore=0.25', ...] -> {'explore': 0.25}: each value read as JSON (numbers, true, false), else as text."""
-    from .records import AnalyzeError
-
     values = {}
     for spec in specs:
         key, sep, text = spec.partition("=")
@@ -173,8 +173,6 @@ def _default_labels(runs: list[tuple[str | None, Path]]) -> list[str]:
 
 
 def _pair_validation(labels: list[str], vals: list[tuple[str | None, Path]]) -> dict[str, Path]:
-    from .records import AnalyzeError
-
     paired: dict[str, Path] = {}
     for label, path in vals:
         if label is not None:
