@@ -78,10 +78,15 @@ class BaseCandidate:
     warmup: Mapping[str, Any]
 
 
-# Warm-ups on correct traces of different lengths: the base is caught at different points of learning to add
+# First, warm-ups of the default length on traces whose carries are dropped at a falling rate: the base learns to
+# forget carries at about that rate, so greedy decoding is mostly right while most sampled groups fail (no warm-up
+# on correct traces is all-fail dominant with greedy accuracy >= MIN_BASE_GREEDY: docs/tuning/, rounds 1-2).
+# Then warm-ups on correct traces of different lengths: the base is caught at different points of learning to add
 # (docs/lab.md: the lab's warm-up learns the carry rule within a few dozen steps around step 750).
-BASE_CANDIDATES = tuple(BaseCandidate(f"warmup{n}", {"warmup_steps": n})
-                        for n in (730, 735, 740, 745, 750, 755, 757, 758, 760, 765, 770))
+BASE_CANDIDATES = (
+    *(BaseCandidate(f"carrydrop{round(100 * rate)}", {"warmup_carry_drop": rate}) for rate in (0.35, 0.3, 0.25, 0.2, 0.15)),
+    *(BaseCandidate(f"warmup{n}", {"warmup_steps": n}) for n in (730, 735, 740, 745, 750, 755, 757, 758, 760, 765, 770)),
+)
 
 
 def regime_of(sampled_by_tier: Mapping[str, Mapping], held_out: Mapping, settings: LabSettings) -> tuple[str | None, str]:
