@@ -81,14 +81,15 @@ class BaseCandidate:
 # First, warm-ups of the default length on traces whose carries are dropped at a falling rate: the base learns to
 # forget carries at about that rate, so greedy decoding is mostly right while most sampled groups fail (no warm-up
 # on correct traces is all-fail dominant with greedy accuracy >= MIN_BASE_GREEDY: docs/tuning/, rounds 1-2).
-# Then a warm-up that under-trains the long tiers (tier weights 8:4:2:1 instead of 4:3:2:1): all-pass dominant with
-# all-fail groups on tier 5 at about the REGIME_FLOOR of gate G3, which GRPO leaves in place on an all-pass base
-# (tuning rounds 2-3), where the correct-trace warm-ups below have fewer (docs/tuning/, round 3).
+# Then a warm-up that under-trains the long tiers (tier weights 16:8:4:1 instead of 4:3:2:1): all-pass dominant with
+# all-fail groups on tiers 4-5 above the REGIME_FLOOR of gate G3, which GRPO leaves nearly in place on an all-pass
+# base; the correct-trace warm-ups below have fewer (round 3's warmup740: 0.03), weights 8:4:2:1 had them at the floor
+# (round 4's mix8421: 0.0499 in the first half). docs/tuning/ has every round.
 # Then warm-ups on correct traces of different lengths: the base is caught at different points of learning to add
 # (docs/lab.md: the lab's warm-up learns the carry rule within a few dozen steps around step 750).
 BASE_CANDIDATES = (
     *(BaseCandidate(f"carrydrop{round(100 * rate)}", {"warmup_carry_drop": rate}) for rate in (0.35, 0.3, 0.25, 0.2, 0.15)),
-    BaseCandidate("mix8421", {"warmup_mix": (8, 4, 2, 1)}),
+    BaseCandidate("mix16841", {"warmup_mix": (16, 8, 4, 1)}),
     *(BaseCandidate(f"warmup{n}", {"warmup_steps": n}) for n in (730, 735, 740, 745, 750, 755, 757, 758, 760, 765, 770)),
 )
 
