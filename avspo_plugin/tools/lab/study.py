@@ -44,7 +44,7 @@ STUDY_METHODS = ("grpo", "drgrpo", "dapo", "ngrpo", "avspo", "avspo_all_fail", "
 BASELINE = "grpo"
 PRIMARY = ("grpo", "avspo", "select_grpo")
 MDE_TARGET = 0.015
-# Seeds per base, from the tuning runs' variance (docs/tuning/tuning.md): rounds 3-5 put the pairs an MDE of
+# Seeds per base, from the tuning runs' variance (docs/tuning/tuning.md): rounds 3-6 put the pairs an MDE of
 # MDE_TARGET needs at 3 to 5 per base; the primary comparisons pool 3 bases (12 pairs). The rest: 2, MDE stated.
 PRIMARY_SEEDS = 4
 ABLATION_SEEDS = 2
