@@ -1,6 +1,7 @@
 """The ``avspo`` console script: a renamed command still runs under its former name, with a note; every
 subcommand ends bad input with one error line and exit status 2, and a bug with its traceback."""
 
+import json
 import subprocess
 import sys
 
@@ -26,6 +27,18 @@ def test_listing_names_the_commands_not_their_former_names(capsys):
         pass
     listing = capsys.readouterr().out
     assert "advantages" in listing and "demo " not in listing.replace("verl-demo", "")
+
+
+def test_listing_loads_no_subcommand_and_no_host():
+    probe = (
+        "import json, sys\n"
+        "from avspo_plugin.tools.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('verl', 'trl', 'ray', 'matplotlib') or m.startswith('avspo_plugin.tools.'))))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == ["avspo_plugin.tools.cli"]
 
 
 # ------------------------------------------------------------------ errors

@@ -75,3 +75,44 @@ def test_the_layout_check_resolves_relative_imports():
     # A runtime module that reaches a tool with dots, not by name, is caught all the same.
     assert "avspo_plugin.tools.lab.task" in names_imported_by("from ..tools.lab import task\n", "avspo_plugin.core")
     assert "avspo_plugin.tools" in names_imported_by("from .. import tools\n", "avspo_plugin.core")
+
+
+# Functions that import: each because the import must wait (the module is imported where that package may be
+# missing, or the import itself is what is checked). Any other import belongs at the top of its module.
+IMPORTS_IN_FUNCTIONS = {
+    # vLLM needs a GPU and is not an extra: only generation itself asks for it.
+    "avspo_plugin.tools.math_data.generation": {"generate_chat"},
+    # `import avspo_plugin.trl` works without TRL; its classes load TRL when first used.
+    "avspo_plugin.trl": {"__getattr__"},
+    # The doctor runs where a host is missing or broken; importing the verl adapter registers the estimator the
+    # verl checks look for, and `--host trl` runs without Ray.
+    "avspo_plugin.tools.doctor.verl": {"probe", "probe_in_ray_actor", "compose_config", "config_findings",
+                                       "_user_runtime_env"},
+    "avspo_plugin.tools.doctor.trl": {"overridden_methods"},
+    "avspo_plugin.tools.doctor.openrlhf": {"preflight_finding"},
+    "avspo_plugin.tools.doctor.ray_cluster": {"connect_ray"},
+}
+
+
+def functions_that_import(source: str) -> set[str]:
+    """Names of the functions of ``source`` whose bodies hold an import statement."""
+    return {
+        node.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and any(isinstance(inner, ast.Import | ast.ImportFrom) for inner in ast.walk(node))
+    }
+
+
+def test_imports_sit_at_the_top_of_their_module():
+    found = {
+        module_name(path): functions
+        for path in PACKAGE.rglob("*.py")
+        if (functions := functions_that_import(path.read_text()))
+    }
+    assert found == IMPORTS_IN_FUNCTIONS
+
+
+def test_the_import_check_sees_imports_in_nested_functions():
+    source = "def outer():\n    def inner():\n        import json\n    return inner\n"
+    assert functions_that_import(source) == {"outer", "inner"}

@@ -25,6 +25,9 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
+from math_verify import parse, verify
+from math_verify.errors import TimeoutException
+
 DEFAULT_TIMEOUT_S = 5
 WORKERS_ENV = "AVSPO_MATH_VERIFY_WORKERS"
 
@@ -55,9 +58,6 @@ def as_latex(answer: str) -> str:
 
 def verify_here(gold: str, answer: str, timeout_s: int = DEFAULT_TIMEOUT_S) -> Verdict:
     """math-verify in this thread. Needs the main thread when ``timeout_s`` > 0 (signal-based timeouts)."""
-    from math_verify import parse, verify
-    from math_verify.errors import TimeoutException
-
     try:
         gold_parsed = parse(as_latex(gold), parsing_timeout=timeout_s, raise_on_error=True)
         if not gold_parsed:

@@ -29,6 +29,8 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import ray
+
 from ..names import ESTIMATOR
 from . import preflight
 from .args import LAYOUTS, add_avspo_arguments, check_avspo_args
@@ -135,8 +137,6 @@ def with_setup_hook(runtime_env: Mapping[str, Any] | None) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def ray_init_with_setup_hook() -> Iterator[None]:
-    import ray
-
     original = ray.init
 
     @functools.wraps(original)

@@ -17,6 +17,13 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+import avspo_plugin
+
+from .worker_setup import hook_state
+
 logger = logging.getLogger(__name__)
 
 PLUGIN_DISTRIBUTION = "avspo-plugin"
@@ -36,10 +43,6 @@ def versions() -> dict[str, str | None]:
 
 def node_report() -> dict[str, Any]:
     """This process's findings (what each node's preflight actor returns)."""
-    import avspo_plugin
-
-    from .worker_setup import hook_state
-
     return {
         "host": os.uname().nodename,
         "pid": os.getpid(),
@@ -83,9 +86,6 @@ def check_nodes(expected: Mapping[str, str | None] | None = None, timeout_s: flo
     expected: the versions every node must have (default: this process's, :func:`versions`).
     Returns the node reports, each with its node's ``node_id`` and ``node_ip``.
     """
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
     expected = versions() if expected is None else expected
     nodes = [node for node in ray.nodes() if node["Alive"]]
     actor_class = ray.remote(num_cpus=0)(NodeCheck)

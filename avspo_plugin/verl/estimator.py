@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 from verl.trainer.ppo import core_algos
 
 from ..config import AVSPOConfig, ConfigError
@@ -192,11 +193,5 @@ def config_entry(node: Any, key: str) -> Any:
 
 
 def to_plain(block: Any) -> Any:
-    try:
-        from omegaconf import OmegaConf
-
-        if OmegaConf.is_config(block):
-            return OmegaConf.to_container(block, resolve=True)
-    except ImportError:
-        pass
-    return block
+    """A verl config block as plain Python containers (anything else as it is)."""
+    return OmegaConf.to_container(block, resolve=True) if OmegaConf.is_config(block) else block

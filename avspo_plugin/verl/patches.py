@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+import verl
 from packaging.version import InvalidVersion, Version
 from verl.trainer.ppo import core_algos
 
@@ -745,8 +746,6 @@ def place_hooks(config: Any) -> list[str]:
 
 def verl_version() -> str:
     """The version of the verl this process imported (a source checkout on PYTHONPATH included)."""
-    import verl
-
     version = getattr(verl, "__version__", None)
     if version:
         return str(version)

@@ -12,7 +12,9 @@ from typing import Any
 from avspo_plugin.config import AVSPOConfig, SelectionConfig
 from avspo_plugin.tools.cli import positive_int
 
+from . import analysis, plots, report, signals
 from .records import AnalyzeError
+from .report import printable
 
 DEFAULTS = AVSPOConfig()
 
@@ -58,10 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Errors in the input raise AnalyzeError or ConfigError: the console script prints them in one line."""
-    # Imported here, not at the top: they import torch, and `avspo --help` should not wait for it.
-    from . import analysis, report, signals
-    from .report import printable
-
     monitor = AVSPOConfig.from_mapping(
         {"threshold_mode": "never", "reward_low": args.reward_low, "reward_high": args.reward_high,
          "collapse_tol": args.collapse_tol, "stagnation_acr": args.stagnation_acr,
@@ -102,8 +100,6 @@ def run(args: argparse.Namespace) -> int:
         if result.prompts is not None:
             files["prompts_csv"] = _write_prompts(result, folder / "prompts.csv")
         if not args.no_plots:
-            from . import plots
-
             plots.acr_timeline(result, folder / "acr_timeline.png")
             files["acr_timeline"] = str(folder / "acr_timeline.png")
             if result.prompts is not None:
@@ -125,8 +121,6 @@ def run(args: argparse.Namespace) -> int:
         "comparison": rows,
     }
     if len(results) > 1 and not args.no_plots:
-        from . import plots
-
         plots.compare_acr(results, out / "acr_compare.png", args.stagnation_acr)
         document["comparison_plot"] = str(out / "acr_compare.png")
     try:

@@ -1,4 +1,4 @@
-"""PNG plots (matplotlib, Agg backend): ACR timeline with the regime split, per-prompt collapse histogram,
+"""PNG plots (matplotlib's Agg renderer through Figure, no pyplot state): ACR timeline with the regime split,
 and the ACR of several runs side by side."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from .analysis import RunResult
 from .report import printable
@@ -14,26 +15,17 @@ from .report import printable
 FAIL_COLOR, PASS_COLOR, OTHER_COLOR = "#d62728", "#2ca02c", "#9e9e9e"
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def acr_timeline(result: RunResult, path: Path) -> None:
     """Top: ACR with its all-fail / all-pass split stacked, stagnation threshold and firing; bottom: rewards."""
-    plt = _pyplot()
     timeline, report = result.timeline, result.report
     steps = timeline.steps
     reward = timeline.get("reward_mean")
     if reward is not None or result.validation is not None:
-        fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True,
-                                          gridspec_kw={"height_ratios": [3, 1.4]})
+        fig = Figure(figsize=(10, 6.5))
+        top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.4]})
     else:
-        fig, top = plt.subplots(figsize=(10, 4.8))
+        fig = Figure(figsize=(10, 4.8))
+        top = fig.subplots()
         bottom = None
     fail, passed = timeline.get("acr_all_fail"), timeline.get("acr_all_pass")
     acr = timeline.series["acr"]
@@ -73,16 +65,15 @@ def acr_timeline(result: RunResult, path: Path) -> None:
         bottom.legend(loc="best", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def prompt_histogram(result: RunResult, path: Path) -> None:
     """How often each prompt's group collapsed, stacked by the regime it mostly collapsed in."""
-    plt = _pyplot()
     histogram: dict[str, Any] = result.report["prompts"]["histogram"]
     edges = np.asarray(histogram["edges"])
     centers, width = (edges[:-1] + edges[1:]) / 2, np.diff(edges) * 0.9
-    fig, axis = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    axis = fig.subplots()
     bottom = np.zeros(len(centers))
     for name, color, label in (("never_collapsed", "#1f77b4", "never collapsed"),
                                ("mostly_all_fail", FAIL_COLOR, "mostly all-fail"),
@@ -98,13 +89,12 @@ def prompt_histogram(result: RunResult, path: Path) -> None:
     axis.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> None:
     """Each run's ACR, faint per step and solid as a moving average (about 1/50 of the longest run)."""
-    plt = _pyplot()
-    fig, axis = plt.subplots(figsize=(10, 4.5))
+    fig = Figure(figsize=(10, 4.5))
+    axis = fig.subplots()
     window = max(1, max(len(result.timeline.steps) for result in results) // 50)
     for index, result in enumerate(results):
         color = f"C{index % 10}"
@@ -121,7 +111,6 @@ def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> 
     axis.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def _moving_average(values: np.ndarray, window: int) -> np.ndarray:

@@ -22,6 +22,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.compat.tensorflow_stub import errors
+from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
+from tensorboard.util import tensor_util
+
 from .records import AnalyzeError, JsonLines, ScalarLog, location, parse_json_document, read_text
 
 # Columns that hold the step in a wandb history export, best first: transformers logs the
@@ -217,8 +222,6 @@ def read_tensorboard(directory: Path) -> ScalarLog:
     are first walked with their checksums: a cut at the end of the newest file drops that
     file's last step (noted); a checksum failure is an error naming the file and record.
     """
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     files = [p for p in directory.iterdir() if p.is_file() and TB_EVENT_FILE.search(p.name)]
     if not files:
         raise AnalyzeError(f"{directory}: no TensorBoard event file (events.out.tfevents.*)")
@@ -248,8 +251,6 @@ def read_tensorboard(directory: Path) -> ScalarLog:
 
 
 def _scalar_tensor(proto: Any) -> float | None:
-    from tensorboard.util import tensor_util
-
     array = tensor_util.make_ndarray(proto)
     if array.size != 1 or array.dtype.kind not in "fiub":
         return None
@@ -258,9 +259,6 @@ def _scalar_tensor(proto: Any) -> float | None:
 
 def _check_event_file(path: Path) -> str | None:
     """Walk a TFRecord file's records and checksums; None when whole, else where it was cut short."""
-    from tensorboard.compat.tensorflow_stub import errors
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
-
     reader = PyRecordReader_New(str(path))
     records = 0
     try:

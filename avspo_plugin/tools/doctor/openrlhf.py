@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 def preflight_finding(address: str | None) -> bool:
     """The launch preflight on a Ray cluster with the avspo setup hook; True when every node passes."""
+    # Here, not at the top: only this check (not `--no-ray`) needs Ray and the launch's worker setup (torch).
     import ray
 
     from avspo_plugin.openrlhf.launch import with_setup_hook

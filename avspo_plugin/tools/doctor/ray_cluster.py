@@ -42,7 +42,7 @@ def connect_ray(address: str | None, runtime_env: dict | None = None, timeout_s:
     an address that does not answer is a ConnectionError, one that answers but does not let Ray
     join in time a TimeoutError, each naming the address.
     """
-    import ray
+    import ray  # here, not at the top: `avspo doctor --host trl` loads this module and runs without Ray
 
     timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
     common = {"include_dashboard": False, "log_to_driver": False, "runtime_env": runtime_env}

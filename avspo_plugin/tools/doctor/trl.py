@@ -23,6 +23,7 @@ DISTRIBUTIONS = ("avspo-plugin", "trl", "transformers", "accelerate", "torch")
 def overridden_methods() -> dict[str, tuple[list[str], list[str]]]:
     """Per GRPOTrainer method that AVSPOGRPOTrainer overrides: (GRPOTrainer's parameters, the override's),
     ``*args`` and ``**kwargs`` written so."""
+    # Here, after the release check: the adapter refuses to import with an unsupported TRL.
     from trl import GRPOTrainer
 
     from avspo_plugin.trl.trainer import AVSPOGRPOTrainer

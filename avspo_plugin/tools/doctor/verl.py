@@ -21,6 +21,7 @@ import traceback
 from importlib import metadata
 from typing import Any
 
+from avspo_plugin.config import ConfigError
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 
 from .findings import installed_version, line
@@ -162,7 +163,7 @@ def probe_in_ray_actor(
 ) -> dict[str, Any]:
     """:func:`probe` in a new Ray actor: in the running Ray session, else in the cluster :func:`connect_ray`
     joins (left, or stopped if started, afterwards). The report's ``ray`` says where."""
-    import ray
+    import ray  # here, not at the top: `avspo doctor --host trl` loads this module and runs without Ray
 
     started = not ray.is_initialized()
     where = connect_ray(address) if started else "this process's Ray session"
@@ -194,9 +195,9 @@ def compose_config(config_path: str, config_name: str, overrides: list[str]):
 
 def config_findings(config: Any) -> list[tuple[str, str]]:
     """(level, text) findings about a composed verl config; level is ok, warn or FAIL."""
+    # Here, after the registration checks: importing the verl adapter registers the estimator (module docstring).
     from omegaconf import OmegaConf
 
-    from avspo_plugin.config import ConfigError
     from avspo_plugin.verl.estimator import avspo_config_from_algorithm
     from avspo_plugin.verl.monitor import launch_notes, monitor_config_from_algorithm
     from avspo_plugin.verl.patches import (

@@ -3,16 +3,37 @@
 ``avspo lab`` runs every method over several seeds on the built-in default and writes
 report.json, report.md and the plots; ``--quick`` is a short version of the same. ``avspo
 lab sweep`` runs GRPO over a grid of configurations and fits final accuracy on early ACR.
-Heavy imports wait inside run(), so ``avspo --help`` stays fast.
+The console script imports this module only for ``avspo lab``: verl and the lab load for the lab alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from . import study, tuning
+from .experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_keys, run_timing, write_report
+from .methods import DEFAULT_METHODS, PRESETS, STUDY_EXTRA, parse_method
+from .report import lab_markdown, plot_lab, summarize
+from .settings import LabSettings
+from .sweep import (
+    SWEEP_SEEDS,
+    base_accuracy_pct,
+    configuration_means,
+    final_eval_temperatures,
+    fit_file,
+    plot_sweep,
+    sweep_fits,
+    sweep_grid,
+    sweep_markdown,
+    sweep_point,
+)
 
 # The built-in default and the quick check: what they change in LabSettings, and their seeds.
 DEFAULT_SEEDS = 3
@@ -23,10 +44,6 @@ QUICK_SWEEP = {**QUICK, "steps": 10, "eval_every": 10}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .methods import DEFAULT_METHODS, PRESETS, STUDY_EXTRA
-    from .settings import LabSettings
-    from .sweep import SWEEP_SEEDS
-
     default = LabSettings()
     parser.add_argument("action", nargs="?", choices=("run", "sweep", "study", "tune"), default="run",
                         help="run: compare methods (default); sweep: GRPO grid, final accuracy vs early ACR; "
@@ -80,10 +97,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace, preset: dict):
-    import dataclasses
-
-    from .settings import LabSettings
-
     values = dict(preset)
     given = {
         "steps": args.steps,
@@ -107,8 +120,6 @@ def _settings(args: argparse.Namespace, preset: dict):
 
 
 def run(args: argparse.Namespace) -> int:
-    from .experiment import quiet_process
-
     quiet_process()
     try:
         if args.action in ("study", "tune"):
@@ -122,14 +133,10 @@ def run(args: argparse.Namespace) -> int:
             if args.action == "tune":
                 if args.methods is not None or args.quick or args.bases is not None:
                     raise ValueError("`avspo lab tune` runs GRPO on the study's bases: no --methods, --quick, --bases")
-                from .tuning import run as run_tune
-
-                return run_tune(args)
+                return tuning.run(args)
             if args.set is not None or args.label is not None:
                 raise ValueError("--set and --label apply to `avspo lab tune` only")
-            from .study import run as run_study
-
-            return run_study(args)
+            return study.run(args)
         if args.bases is not None:
             raise ValueError("--bases applies to `avspo lab study` only")
         if args.set is not None or args.label is not None:
@@ -149,10 +156,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_lab(args: argparse.Namespace) -> int:
-    from .experiment import RunSpec, default_jobs, prepare_base, run_all, run_keys, run_timing, write_report
-    from .methods import DEFAULT_METHODS, parse_method
-    from .report import lab_markdown, plot_lab, summarize
-
     started = time.perf_counter()
     settings = _settings(args, QUICK if args.quick else {})
     methods = [parse_method(m) for m in (args.methods or DEFAULT_METHODS)]
@@ -195,21 +198,6 @@ def run_lab(args: argparse.Namespace) -> int:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from .experiment import RunSpec, default_jobs, prepare_base, run_all, run_timing, write_report
-    from .methods import PRESETS
-    from .sweep import (
-        SWEEP_SEEDS,
-        base_accuracy_pct,
-        configuration_means,
-        final_eval_temperatures,
-        fit_file,
-        plot_sweep,
-        sweep_fits,
-        sweep_grid,
-        sweep_markdown,
-        sweep_point,
-    )
-
     started = time.perf_counter()
     settings = _settings(args, QUICK_SWEEP if args.quick else {})
     seeds = list(range(args.seeds if args.seeds is not None else SWEEP_SEEDS))
@@ -261,6 +249,4 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def _plain(config) -> dict:
-    from omegaconf import OmegaConf
-
     return OmegaConf.to_container(config, resolve=True)

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from .methods import Method
+from .policy import build_policy
 from .settings import LabSettings
 from .train import evaluate, held_out, sampled_pass_rates, train, warm_up
 
@@ -53,8 +55,6 @@ def default_jobs() -> int:
 
 def prepare_base(settings: LabSettings) -> tuple[dict[str, torch.Tensor], dict]:
     """Warm up the base policy and describe it: held-out accuracy and per-tier pass rates at the temperature."""
-    from .policy import build_policy
-
     quiet_process()
     started, cpu_started = time.perf_counter(), time.process_time()
     base_state = warm_up(settings)
@@ -116,8 +116,6 @@ def run_all(
     initial_eval: the base policy's step-0 evaluation (prepare_base's ``held_out``); a run whose evaluation
     settings match uses it instead of evaluating the same policy with the same random numbers again.
     """
-    from tqdm import tqdm
-
     total_steps = sum(planned_steps(s.settings) for s in specs)
     results: dict[str, dict] = {}
     with tqdm(total=total_steps, unit="step", disable=not progress, file=sys.stderr, dynamic_ncols=True) as bar:

@@ -20,7 +20,11 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf
+
+# Importing verl loads its verl.plugins entry points, which register the avspo estimator.
+from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, get_adv_estimator_fn
 
 from avspo_plugin.config import AVSPOConfig, ConfigError
 from avspo_plugin.core.advantage import augmented_group_stats, compute_group_advantages, normalized_advantages
@@ -62,9 +66,6 @@ class Method:
     def estimator_fn(self) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
         if self.estimator in LAB_ESTIMATORS:
             return LAB_ESTIMATORS[self.estimator]
-        import verl  # noqa: F401  (loads the verl.plugins entry points, which register avspo)
-        from verl.trainer.ppo.core_algos import get_adv_estimator_fn
-
         return get_adv_estimator_fn(self.estimator)
 
 
@@ -141,8 +142,6 @@ def parse_method(spec: str) -> Method:
 
 def _parse_value(raw: str) -> Any:
     """YAML scalar rules (0.3 is a number, true a boolean), as a verl command-line override reads a value."""
-    import yaml
-
     return yaml.safe_load(raw) if raw else raw
 
 
@@ -222,8 +221,6 @@ def compute_random_variance_advantage(
     "phantom" advantages a virtual sample could inject); other groups get GRPO's advantages unchanged.
     token_level_rewards, response_mask: (B, L); index: (B,) uids. Returns (advantages, returns), both (B, L).
     """
-    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
-
     scores = token_level_rewards.sum(dim=-1)
     collapsed, _, _ = collapsed_rows(scores, index)
     generator = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, step, 7]).generate_state(1)[0]))
@@ -248,8 +245,6 @@ def compute_zvp_advantage(
     (Le et al., 2025) as the lab reads it; the lab's alpha is its own choice.
     token_level_rewards, response_mask, entropy: (B, L); index: (B,) uids. Returns (advantages, returns), (B, L).
     """
-    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
-
     if entropy is None:
         raise ValueError("the RL-ZVP baseline needs the responses' token entropies (entropy=, shape (B, L))")
     advantages, _ = compute_grpo_outcome_advantage(token_level_rewards, response_mask, index, epsilon=GRPO_EPSILON)

@@ -7,7 +7,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
+from matplotlib.figure import Figure
 
 # Two-sided 95% quantiles of Student's t, t_{0.975, df}, df = 1..30.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -301,26 +303,20 @@ def band_caption(drawn: Sequence[bool]) -> str:
 
 
 def method_colors(names: Sequence[str]) -> dict[str, Any]:
-    import matplotlib
-
     cmap = matplotlib.colormaps["tab10"]
     return {name: cmap(i % 10) for i, name in enumerate(names)}
 
 
 def plot_lab(runs: dict[str, dict[int, dict]], out: Path, prefix: str = "") -> list[Path]:
     """acr.png, accuracy.png and entropy.png in ``out`` (names prefixed by ``prefix``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     colors = method_colors(list(runs))
     steps = len(next(iter(next(iter(runs.values())).values()))["steps"]["acr"])
     window = max(1, steps // 20)
     x = np.arange(1, steps + 1)
     written = []
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
+    fig = Figure(figsize=(11, 7.5))
+    axes = fig.subplots(2, 2, sharex=True)
     panels = [("acr", "ACR (all rewards equal)"), ("effective_acr", "effective ACR (all advantages zero)"),
               ("acr_all_fail", "all-fail groups"), ("acr_all_pass", "all-pass groups")]
     drawn = []
@@ -337,9 +333,9 @@ def plot_lab(runs: dict[str, dict[int, dict]], out: Path, prefix: str = "") -> l
     fig.tight_layout()
     written.append(out / f"{prefix}acr.png")
     fig.savefig(written[-1], dpi=90)
-    plt.close(fig)
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    fig = Figure(figsize=(11, 4.2))
+    axes = fig.subplots(1, 2, sharey=True)
     drawn = []
     for name, by_seed in runs.items():
         seeds = list(by_seed.values())
@@ -358,9 +354,9 @@ def plot_lab(runs: dict[str, dict[int, dict]], out: Path, prefix: str = "") -> l
     fig.tight_layout()
     written.append(out / f"{prefix}accuracy.png")
     fig.savefig(written[-1], dpi=90)
-    plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig = Figure(figsize=(6.5, 4.2))
+    ax = fig.subplots()
     drawn = [_band(ax, x, [run["steps"]["entropy"] for run in by_seed.values()], name, colors[name], window)
              for name, by_seed in runs.items()]
     ax.set_xlabel("step")
@@ -371,5 +367,4 @@ def plot_lab(runs: dict[str, dict[int, dict]], out: Path, prefix: str = "") -> l
     fig.tight_layout()
     written.append(out / f"{prefix}entropy.png")
     fig.savefig(written[-1], dpi=90)
-    plt.close(fig)
     return written

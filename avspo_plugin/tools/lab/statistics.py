@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 ALPHA = 0.05
 POWER = 0.8
@@ -16,8 +17,6 @@ POWER = 0.8
 def paired_test(differences: Sequence[float]) -> dict[str, Any]:
     """Paired t-test of mean difference 0: mean, 95% interval, p, sd, and the minimum detectable effect at 80% power
     at alpha = 0.05 (``mde``) and at the strictest Holm level of the family (``mde_holm``, filled by :func:`holm`)."""
-    from scipy import stats
-
     d = np.asarray(differences, dtype=np.float64)
     n = d.size
     if n < 2:
@@ -33,8 +32,6 @@ def paired_test(differences: Sequence[float]) -> dict[str, Any]:
 def minimum_detectable_effect(sd: float, n: int, alpha: float = ALPHA) -> float:
     """Smallest true paired mean difference a two-sided paired t-test at ``alpha`` detects with POWER:
     (t_{1-alpha/2, n-1} + t_{POWER, n-1}) * sd / sqrt(n)."""
-    from scipy import stats
-
     return float((stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf(POWER, n - 1)) * sd / math.sqrt(n))
 
 
@@ -64,7 +61,5 @@ def holm(tests: dict[str, dict]) -> None:
 
 def mean_interval(values: Sequence[float]) -> float | None:
     """Half-width of the 95% t-interval of the mean (None below 3 values)."""
-    from scipy import stats
-
     v = np.asarray(values, dtype=np.float64)
     return float(stats.t.ppf(1 - ALPHA / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)) if v.size >= 3 else None

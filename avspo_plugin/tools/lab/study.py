@@ -33,7 +33,9 @@ import numpy as np
 
 from avspo_plugin.tools.regimes import DOMINANCE, REGIME_TITLES, REGIMES, collapse_regime
 
+from .experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_timing, write_report
 from .gates import failed, grpo_gates, passed
+from .methods import parse_method
 from .settings import LabSettings
 from .statistics import ALPHA, POWER, holm, mean_interval, paired_test
 from .study_report import plot_study, study_markdown
@@ -120,8 +122,6 @@ def choose_bases(settings: LabSettings, progress: bool, quick: bool = False) -> 
     """Every candidate of BASE_CANDIDATES in order, warmed up and judged by :func:`regime_of`; the first eligible
     one of each regime is marked ``chosen`` (candidates after all regimes are filled are not warmed up).
     quick: only the first candidate, chosen whatever the rule says (a pipeline check on a toy warm-up)."""
-    from .experiment import prepare_base
-
     candidates, filled = [], set()
     for candidate in BASE_CANDIDATES[:1] if quick else BASE_CANDIDATES:
         if filled == set(REGIMES):
@@ -143,8 +143,6 @@ def choose_bases(settings: LabSettings, progress: bool, quick: bool = False) -> 
 
 def run_base(base: dict, methods: Sequence, seeds: Sequence[int], jobs: int, progress: bool) -> dict[str, dict[int, dict]]:
     """method -> seed -> run, every method from one base."""
-    from .experiment import RunSpec, run_all
-
     specs = [RunSpec(f"{m.name}/{base['name']}/seed{s}", base["settings"], m, s) for m in methods for s in seeds]
     results = run_all(specs, base["state"], jobs, progress=progress, initial_eval=base["description"]["held_out"])
     return {m.name: {s: results[f"{m.name}/{base['name']}/seed{s}"] for s in seeds} for m in methods}
@@ -274,9 +272,6 @@ def planned_runs(methods: Sequence[str], bases: int, primary_seeds: int, ablatio
 
 def run(args) -> int:
     """The study from one command line: bases, GRPO and its gates, the comparisons, analysis, report."""
-    from .experiment import default_jobs, quiet_process, run_timing, write_report
-    from .methods import parse_method
-
     quiet_process()
     started = time.perf_counter()
     settings = dataclasses.replace(STUDY_SETTINGS, **(QUICK if args.quick else {}))

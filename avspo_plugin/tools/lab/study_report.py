@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from .report import markdown_table, method_colors, smooth
 
@@ -150,11 +151,6 @@ def _timing(report: dict) -> list[str]:
 
 
 def plot_study(report: dict, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     design, analysis, summaries = report["design"], report["analysis"], report["summaries"]
     bases = [name for name, b in report["bases"].items() if b["compared"]]
     methods = [m for m in design["methods"] if all(b in summaries.get(m, {}) for b in bases)]
@@ -165,7 +161,8 @@ def plot_study(report: dict, out: Path) -> list[Path]:
         return written
 
     compared = list(analysis["pooled"]["accuracy"])
-    fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 * len(compared) + 2), sharey=True)
+    fig = Figure(figsize=(11, 0.5 * len(compared) + 2))
+    axes = fig.subplots(1, 2, sharey=True)
     for ax, key in zip(axes, ("accuracy", "auc")):
         for i, name in enumerate(compared):
             test = analysis["pooled"][key][name]
@@ -183,11 +180,10 @@ def plot_study(report: dict, out: Path) -> list[Path]:
     fig.tight_layout()
     written.append(out / "paired_differences.png")
     fig.savefig(written[-1], dpi=90)
-    plt.close(fig)
 
     def grid(title: str, filename: str, draw) -> None:
-        fig, axes = plt.subplots(len(tiers), len(bases), figsize=(4 * len(bases), 2.2 * len(tiers)),
-                                 sharex="col", squeeze=False)
+        fig = Figure(figsize=(4 * len(bases), 2.2 * len(tiers)))
+        axes = fig.subplots(len(tiers), len(bases), sharex="col", squeeze=False)
         for r, tier in enumerate(tiers):
             for c, base in enumerate(bases):
                 ax = axes[r][c]
@@ -200,7 +196,6 @@ def plot_study(report: dict, out: Path) -> list[Path]:
         fig.tight_layout()
         written.append(out / filename)
         fig.savefig(written[-1], dpi=80)
-        plt.close(fig)
 
     def accuracy(ax, summary: dict, tier: str, name: str) -> None:
         ax.plot(summary["eval_rollouts"], summary["accuracy_by_tier"][tier], marker="o", markersize=3,
@@ -215,7 +210,8 @@ def plot_study(report: dict, out: Path) -> list[Path]:
 
     avspo = [m for m in methods if "threshold" in summaries[m][bases[0]]["series"]]
     if avspo:
-        fig, axes = plt.subplots(3, len(bases), figsize=(4 * len(bases), 7), sharex=True, squeeze=False)
+        fig = Figure(figsize=(4 * len(bases), 7))
+        axes = fig.subplots(3, len(bases), sharex=True, squeeze=False)
         for c, base in enumerate(bases):
             for r, key in enumerate(("threshold", "acr", "triggered")):
                 ax = axes[r][c]
@@ -230,5 +226,4 @@ def plot_study(report: dict, out: Path) -> list[Path]:
         fig.tight_layout()
         written.append(out / "avspo_threshold.png")
         fig.savefig(written[-1], dpi=80)
-        plt.close(fig)
     return written

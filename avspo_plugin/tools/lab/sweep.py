@@ -19,9 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
+from matplotlib.figure import Figure
 
+from .policy import build_policy
 from .report import EARLY_FRACTION, Z975, markdown_table, window_mean
+from .train import evaluate, held_out
 
 # RL tier mixes of the sweep (weights over the lab's four tiers): from mostly short problems to mostly long ones.
 SWEEP_MIXES: dict[str, tuple[float, ...]] = {
@@ -97,9 +101,6 @@ def sweep_point(run: dict, temperature: float) -> dict[str, Any]:
 def base_accuracy_pct(base_state, settings) -> dict[str, float]:
     """The base policy's held-out accuracy (%) in every reading: greedy, and sampled at each sweep temperature
     with the generator of step 0 (the runs' first evaluation)."""
-    from .policy import build_policy
-    from .train import evaluate, held_out
-
     policy = build_policy(settings.shape, settings.task_seed)
     policy.load_state_dict(base_state)
     problems = held_out(settings)
@@ -332,14 +333,10 @@ def sweep_markdown(report: dict) -> str:
 def plot_sweep(report: dict, path: Path) -> Path:
     """One panel per reading: configuration means (colour: temperature, marker: mix, size: G, outline: higher lr),
     single runs in grey, and the line fitted over the configuration means."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     points, configurations, fits = report["points"], report["configurations"], report["fits"]
     seeds = len(report["seeds"])
-    fig, axes = plt.subplots(1, len(READINGS), figsize=(6 * len(READINGS), 4.8))
+    fig = Figure(figsize=(6 * len(READINGS), 4.8))
+    axes = fig.subplots(1, len(READINGS))
     markers = {name: m for name, m in zip(SWEEP_MIXES, "o^s")}
     cmap = matplotlib.colormaps["viridis"]
     temperatures = sorted({c["temperature"] for c in configurations})
@@ -375,5 +372,4 @@ def plot_sweep(report: dict, path: Path) -> Path:
                  f"{max(SWEEP_LEARNING_RATES):g})", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
-    plt.close(fig)
     return path

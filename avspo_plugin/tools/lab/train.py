@@ -24,6 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
+from verl.workers.config import ActorConfig
+
+from avspo_plugin.config import SelectionConfig
+from avspo_plugin.core.selection import PromptSelector
+from avspo_plugin.verl import pop_metrics, session
 
 from .methods import Method, collapse_metrics, compute_advantages, effective_acr
 from .policy import Rollout, build_policy, generate, greedy_accuracy, response_log_probs, supervised_batch
@@ -142,9 +148,6 @@ class PromptSource:
             if self.epochs is None:
                 raise ValueError(f"method {method.name!r} selects prompts by their history, which needs a fixed "
                                  "training set: set train_per_tier")
-            from avspo_plugin.config import SelectionConfig
-            from avspo_plugin.core.selection import PromptSelector
-
             config = SelectionConfig.from_mapping({"seed": seed, **method.selection}, where="algorithm.avspo_selection")
             self.selector = PromptSelector(config)
         self.skipped = 0
@@ -275,8 +278,6 @@ def collect_batch(policy, source: PromptSource, method: Method, settings: LabSet
 
 def actor_config(settings: LabSettings, method: Method):
     """verl's ActorConfig for the policy loss: clip ratio, loss aggregation, mini-batches as the lab splits them."""
-    from verl.workers.config import ActorConfig
-
     return ActorConfig(
         strategy="fsdp",
         rollout_n=settings.group_size,
@@ -296,8 +297,6 @@ def update_policy(policy, optimizer, reference, rollout: Rollout, old_log_probs:
     """Step 4: one pass over the mini-batches with verl's clipped policy loss (plus, with kl_coef > 0, verl's
     low-variance KL to the base policy, aggregated as the loss), gradient clip, AdamW. Returns the update's
     metrics: verl's clip fraction and ppo_kl, the gradient norm before clipping and how often the clip bound."""
-    from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
-
     policy_loss = get_policy_loss_fn("vanilla")
     rows_per_mini_batch = settings.prompts // settings.mini_batches * settings.group_size
     policy.train()
@@ -358,8 +357,6 @@ def train(
     actor = actor_config(settings, method)
     algorithm = method.algorithm_config()
     if method.estimator == "avspo":
-        from avspo_plugin.verl import pop_metrics, session
-
         session().reset()  # the threshold state of one run must not leak into the next
     problems = held_out(settings)
     source = PromptSource(settings, method, seed, problems)

@@ -19,10 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from .gates import first_half
+from .experiment import default_jobs, quiet_process, run_timing
+from .gates import GATE_NAMES, first_half, grpo_gates
+from .methods import PRESETS
 from .report import markdown_table
 from .settings import LabSettings
 from .statistics import pairs_for_mde
+from .study import MDE_TARGET, STUDY_SETTINGS, choose_bases, run_base
 
 # GRPO's settings that tuning may change; prompts follow group_size so that a step samples the same rollouts.
 TUNABLE = ("lr", "group_size", "temperature", "kl_coef", "grad_clip", "clip_ratio")
@@ -85,8 +88,6 @@ def seeds_needed(rounds: list[dict], target: float) -> dict[str, Any]:
 
 
 def tuning_markdown(rounds: list[dict]) -> str:
-    from .gates import GATE_NAMES
-
     lines = ["# Tuning GRPO on the study's bases", "",
              "Only GRPO runs here, on tuning seeds (1000 on) that the study never uses; every round is kept. "
              "Accuracy: held-out avg@k at the training temperature; greedy: greedy decoding; ACR, all-fail and "
@@ -131,11 +132,6 @@ def _gate_cell(gate: Mapping) -> str:
 
 def run(args) -> int:
     """One tuning round; appends it to OUT/tuning.json and writes OUT/tuning.md."""
-    from .experiment import default_jobs, quiet_process, run_timing
-    from .gates import grpo_gates
-    from .methods import PRESETS
-    from .study import MDE_TARGET, STUDY_SETTINGS, choose_bases, run_base
-
     quiet_process()
     started = time.perf_counter()
     changes = parse_changes(args.set, STUDY_SETTINGS)

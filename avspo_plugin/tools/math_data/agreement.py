@@ -26,6 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+from verl.utils.reward_score import math_dapo, math_reward, math_verify
+
 from avspo_plugin.math.answer import EVALUATION_SOURCES, TRAINING_SOURCES
 from avspo_plugin.math.reward import score_answer
 
@@ -66,8 +69,6 @@ def filler(length: int) -> str:
 
 
 def load_pairs(path: str | Path) -> list[LabelledPair]:
-    import yaml
-
     path = Path(path)
     items = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(items, list):
@@ -100,9 +101,7 @@ def _ours(sources: tuple[str, ...]) -> Callable[[str, str], bool]:
 
 
 def scorers() -> dict[str, Callable[[str, str], bool]]:
-    """Scorer name -> (response, reference) -> correct. verl's scorers are imported here."""
-    from verl.utils.reward_score import math_dapo, math_reward, math_verify
-
+    """Scorer name -> (response, reference) -> correct: ours and verl's."""
     return {
         OURS_TRAINING: _ours(TRAINING_SOURCES),
         OURS_EVALUATION: _ours(EVALUATION_SOURCES),

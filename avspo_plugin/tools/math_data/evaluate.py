@@ -27,6 +27,8 @@ from typing import Any
 
 from avspo_plugin.math.answer import EVALUATION_SOURCES
 from avspo_plugin.math.reward import score_many
+from avspo_plugin.tools.cli import main as avspo_main
+from avspo_plugin.tools.math_data.generation import Engine, Sampling, generate_chat
 from avspo_plugin.tools.math_data.sources import BENCHMARKS, DataError, read_verl_parquet
 
 PAPER_TEMPERATURE = 0.1
@@ -217,8 +219,6 @@ def write_generations(records: Sequence[dict[str, Any]], path: Path) -> Path:
 
 
 def generate_records(rows: Sequence[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    from avspo_plugin.tools.math_data.generation import Engine, Sampling, generate_chat
-
     sampling = Sampling(args.k, args.temperature, args.max_tokens, top_p=args.top_p, seed=args.seed)
     engine = Engine(args.model, args.tensor_parallel_size, max_model_len=args.max_model_len)
     completions = generate_chat(engine, [row["prompt"] for row in rows], sampling)
@@ -291,8 +291,6 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m`` this module: ``avspo math-eval``, with the CLI's error messages."""
-    from avspo_plugin.tools.cli import main as avspo_main
-
     return avspo_main(["math-eval", *(sys.argv[1:] if argv is None else argv)])
 
 

@@ -19,6 +19,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from avspo_plugin.tools.cli import main as avspo_main
+from avspo_plugin.tools.math_data.generation import Engine, Sampling
+from avspo_plugin.tools.math_data.level3 import measure_pass_rates, read_pass_rates, select, write_pass_rates
 from avspo_plugin.tools.math_data.sources import (
     BENCHMARKS,
     MATH_TRAIN,
@@ -120,9 +123,6 @@ def prepare_eval(args: argparse.Namespace) -> int:
 
 
 def prepare_level3(args: argparse.Namespace) -> int:
-    from avspo_plugin.tools.math_data.generation import Engine, Sampling
-    from avspo_plugin.tools.math_data.level3 import measure_pass_rates, read_pass_rates, select, write_pass_rates
-
     levels = _levels(args.levels)
     all_rows = read_verl_parquet(args.train)
     rows = [row for row in all_rows if levels is None or row["extra_info"].get("level") in levels]
@@ -161,8 +161,6 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m`` this module: ``avspo math-prepare``, with the CLI's error messages."""
-    from avspo_plugin.tools.cli import main as avspo_main
-
     return avspo_main(["math-prepare", *(sys.argv[1:] if argv is None else argv)])
 
 

@@ -24,6 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from avspo_plugin.math.answer import gold_from_boxed_solution, gold_from_gsm8k, without_math_delimiters
 from avspo_plugin.math.reward import reference_text
 
@@ -97,8 +101,6 @@ BENCHMARKS: dict[str, DatasetSpec] = {
 
 def _read_local_file(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
         return pq.read_table(path).to_pylist()
     if path.suffix == ".jsonl":
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -130,13 +132,6 @@ def read_local(path: str | Path) -> list[dict[str, Any]]:
 
 def read_hub(spec: DatasetSpec) -> list[dict[str, Any]]:
     """Rows of the dataset on the hub (needs ``datasets`` and network access)."""
-    try:
-        import datasets
-    except ImportError as err:
-        raise RuntimeError(
-            f"{spec.name}: no local path given and the `datasets` package is missing; "
-            f"pass a local copy of {spec.hub_id} or pip install datasets"
-        ) from err
     try:
         loaded = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.hub_split)
     except Exception as err:
@@ -228,9 +223,6 @@ def to_verl_rows(
 
 
 def write_parquet(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     # One fixed schema for every file: verl concatenates train/val files with `datasets`, which
     # refuses files whose columns differ (e.g. a level column that is all null in one benchmark).
     schema = pa.schema(
@@ -255,8 +247,6 @@ def write_parquet(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
 
 def read_verl_parquet(path: str | Path) -> list[dict[str, Any]]:
     """verl rows back from a parquet this module wrote, as plain Python values (ints stay ints)."""
-    import pyarrow.parquet as pq
-
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such parquet file")

@@ -21,6 +21,7 @@ import functools
 import os
 import sys
 
+from verl.utils import distributed
 from verl.workers.rollout import base as _rollout_base
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 
@@ -42,8 +43,6 @@ _rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{HFServerAdapter.__
 
 def _gloo_process_groups() -> None:
     """Wrap verl's ``initialize_global_process_group_ray`` to default to ``gloo`` on the CPU platform."""
-    from verl.utils import distributed
-
     original = distributed.initialize_global_process_group_ray
     if getattr(original, "_avspo_cpu", False):
         return

@@ -26,6 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers.utils import logging as transformers_logging
+
 from avspo_plugin.names import METRIC_PREFIX
 from avspo_plugin.tools.cli import positive_int
 from avspo_plugin.tools.verl_cpu.main_ppo import avspo_metrics_by_step, run_main_ppo
@@ -102,9 +108,6 @@ class DemoFiles:
 
 def build_tokenizer(model_dir: Path, seed: int = 0):
     """A byte-level BPE of about 300 tokens trained on the task's own text, saved as an HF tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     rng = random.Random(seed)
     corpus = [task_prompt(rng.randint(0, 99), rng.randint(0, 99)) + "\nA:" for _ in range(2000)]
     corpus += [" ".join(str(rng.randint(0, 99)) for _ in range(8)) for _ in range(500)]
@@ -131,9 +134,6 @@ def build_tokenizer(model_dir: Path, seed: int = 0):
 
 def build_model(model_dir: Path, tokenizer: Any, seed: int = 0) -> int:
     """A randomly initialised Qwen2ForCausalLM sized by MODEL_DIMENSIONS; returns its parameter count."""
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         tie_word_embeddings=True,
@@ -153,8 +153,6 @@ def build_model(model_dir: Path, tokenizer: Any, seed: int = 0) -> int:
 
 def build_demo_files(out: Path, train_prompts: int = 256, test_prompts: int = 16, seed: int = 0) -> DemoFiles:
     """Model, tokenizer and train/test parquet files under ``out`` (rebuilt each call; about a second)."""
-    import pandas as pd
-
     out = Path(out)
     model_dir, data_dir = out / "model", out / "data"
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -286,8 +284,6 @@ def run(args: argparse.Namespace) -> int:
     loggers = list(dict.fromkeys((args.logger or ["console"]) + ["file"]))
     print(f"[1/3] Building a tiny Qwen2, a byte-level BPE tokenizer and the last-digit task in {out} ...", flush=True)
     started = time.monotonic()
-    from transformers.utils import logging as transformers_logging
-
     transformers_logging.disable_progress_bar()  # one save of a 400 kB model needs no progress bar
     files = build_demo_files(out, seed=args.seed)
     print(f"      model and tokenizer: {files.model_dir}; data: {files.train_file.parent} "

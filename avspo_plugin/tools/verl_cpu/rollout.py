@@ -26,6 +26,8 @@ from typing import Any
 
 import ray
 import torch
+from torch.distributed.tensor import DTensor
+from transformers import AutoModelForCausalLM
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import HFModelConfig
 from verl.workers.rollout.base import BaseRollout
@@ -47,8 +49,6 @@ class HFGenerateServer:
     """One replica's generation server (a Ray actor): an HF model, weights pushed by the trainer."""
 
     def __init__(self, config: Any, model_config: Any, replica_rank: int) -> None:
-        from transformers import AutoModelForCausalLM
-
         self.config = omega_conf_to_dataclass(config)
         self.model_config: HFModelConfig = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
         self.replica_rank = replica_rank
@@ -263,8 +263,6 @@ class HFServerAdapter(BaseRollout):
             raise ValueError(f"rollout '{ROLLOUT_NAME}' takes wire_format='named_tensors', got {wire_format!r}")
         if kwargs.get("peft_config") is not None:
             raise ValueError(f"rollout '{ROLLOUT_NAME}' takes full weights; LoRA adapters need lora.merge=True")
-        from torch.distributed.tensor import DTensor
-
         # Every rank must walk the generator: gathering a DTensor is a collective.
         state_dict = {}
         for name, tensor in weights:
