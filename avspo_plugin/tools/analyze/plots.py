@@ -50,7 +50,7 @@ def acr_timeline(result: RunResult, path: Path) -> None:
                 label=f"early window (ACR {_fmt(report['early_warning']['acr'])})")
     top.set_ylim(0, 1)
     top.set_ylabel("fraction of groups")
-    top.set_title(_plain(f"{result.label}: advantage collapse rate\nfrom {report['basis']}"), fontsize=9)
+    top.set_title(f"{_plain(result.label)}: advantage collapse rate\nfrom {_plain(report['basis'])}", fontsize=9)
     top.legend(loc="upper right", fontsize=7, ncol=2)
     if bottom is None:
         top.set_xlabel("step")
