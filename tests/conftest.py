@@ -40,14 +40,14 @@ E2E_TESTS = {
 }
 
 
-# The slowest files, slowest first (`pytest --durations=0`, 2026-11-26: 294, 170, 150 and 120 s of the suite's
-# 1,278 test-seconds) start first, so that the two xdist workers finish together. The Makefile passes
-# `--no-loadscope-reorder`: xdist's default order, by number of tests, starts these few-test files last.
+# The slowest files, slowest first (`pytest -n 2 --dist loadfile --durations=0`, 2026-11-26 afternoon: 325, 79, 75,
+# 74, 36 and 28 s of the suite's 893 test-seconds) start first, so that the two xdist workers finish together. The
+# Makefile passes `--no-loadscope-reorder`: xdist's default order, by number of tests, starts these few-test files last.
 SLOWEST_FILES = (
     "verl/test_e2e.py",
-    "recipes/test_recipes.py",
-    "verl/test_registration.py",
     "lab/test_command.py",
+    "verl/test_registration.py",
+    "recipes/test_recipes.py",
     "openrlhf/test_routes.py",
     "openrlhf/test_preflight.py",
 )

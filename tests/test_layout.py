@@ -82,6 +82,8 @@ def test_the_layout_check_resolves_relative_imports():
 IMPORTS_IN_FUNCTIONS = {
     # vLLM needs a GPU and is not an extra: only generation itself asks for it.
     "avspo_plugin.tools.math_data.generation": {"generate_chat"},
+    # Only the hub needs `datasets`; a run from local copies neither waits for it nor needs it installed.
+    "avspo_plugin.tools.math_data.sources": {"read_hub"},
     # `import avspo_plugin.trl` works without TRL; its classes load TRL when first used.
     "avspo_plugin.trl": {"__getattr__"},
     # The doctor runs where a host is missing or broken; importing the verl adapter registers the estimator the

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -132,6 +131,14 @@ def read_local(path: str | Path) -> list[dict[str, Any]]:
 
 def read_hub(spec: DatasetSpec) -> list[dict[str, Any]]:
     """Rows of the dataset on the hub (needs ``datasets`` and network access)."""
+    # Here, not at the top: only the hub needs `datasets` (about a second to import); local copies do not.
+    try:
+        import datasets
+    except ImportError as err:
+        raise RuntimeError(
+            f"{spec.name}: no local path given and the `datasets` package is missing; "
+            f"pass a local copy of {spec.hub_id} or pip install datasets"
+        ) from err
     try:
         loaded = datasets.load_dataset(spec.hub_id, spec.hub_config, split=spec.hub_split)
     except Exception as err:
