@@ -10,7 +10,7 @@ from avspo_plugin.tools.lab.methods import (
     collapse_metrics,
     compute_advantages,
     compute_ngrpo_outcome_advantage,
-    effective_acr,
+    effective_collapse,
     parse_method,
 )
 from avspo_plugin.verl import pop_metrics, session
@@ -48,7 +48,8 @@ def test_avspo_goes_through_verl_registry_and_session():
     assert metrics["acr"] == 0.5 and metrics["triggered"] == 1.0 and metrics["augmented_groups"] == 0.5
     per_row = advantages.sum(dim=1) / MASK.sum(dim=1)
     assert (per_row[4:8] < 0).all() and (per_row[8:12] > 0).all()  # all-fail pushed down, all-pass up
-    assert effective_acr(advantages, UIDS) == 0.0
+    assert effective_collapse(advantages, SCORES, UIDS) == {
+        "effective_acr": 0.0, "effective_acr_all_fail": 0.0, "effective_acr_all_pass": 0.0}
     session().reset()
 
 
@@ -64,13 +65,17 @@ def test_ngrpo_hand_computed():
     # [1,1,1,1] + 1: nothing changes, the group stays collapsed
     assert torch.equal(per_row[8:12], torch.zeros(4, dtype=torch.float64))
     assert (advantages * (1 - MASK)).abs().sum() == 0  # nothing on padding tokens
-    assert effective_acr(advantages, UIDS) == 0.25
+    # NGRPO gives all-fail groups a signal and leaves all-pass ones collapsed
+    assert effective_collapse(advantages, SCORES, UIDS) == {
+        "effective_acr": 0.25, "effective_acr_all_fail": 0.0, "effective_acr_all_pass": 0.25}
 
 
 def test_collapse_metrics_split_the_regimes():
     assert collapse_metrics(SCORES, UIDS) == {"acr": 0.5, "acr_all_fail": 0.25, "acr_all_pass": 0.25}
     grpo = PRESETS["grpo"]
-    assert effective_acr(compute_advantages(grpo, grpo.algorithm_config(), token_rewards(), MASK, UIDS), UIDS) == 0.5
+    advantages = compute_advantages(grpo, grpo.algorithm_config(), token_rewards(), MASK, UIDS)
+    assert effective_collapse(advantages, SCORES, UIDS) == {
+        "effective_acr": 0.5, "effective_acr_all_fail": 0.25, "effective_acr_all_pass": 0.25}
 
 
 def test_parse_method_presets_and_avspo_settings():

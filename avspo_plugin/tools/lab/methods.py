@@ -32,6 +32,7 @@ from avspo_plugin.core.collapse import collapse_regimes, collapsed_groups, effec
 from avspo_plugin.core.groups import factorize_labels, group_stats, label_array
 from avspo_plugin.core.threshold import ThresholdState
 
+from .settings import LabSettings
 from .task import MAX_REWARD, MIN_REWARD
 
 NGRPO_ESTIMATOR = "ngrpo (lab)"
@@ -39,6 +40,9 @@ RANDOM_VARIANCE_ESTIMATOR = "random variance (lab)"
 ZVP_ESTIMATOR = "rl-zvp (lab)"
 GRPO_EPSILON = 1e-6  # verl's compute_grpo_outcome_advantage default, kept for NGRPO
 ZVP_SCALE = 0.1  # alpha of the RL-ZVP baseline: the lab's choice, not tuned
+# The paper trained on one prompt per step, so its batch ACR was 1 whenever a group collapsed and Eq. 9 gave K = G:
+# the lab's arms at that operating point fix K to the lab's G.
+PAPER_K = LabSettings().group_size
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,9 @@ class Method:
     # algorithm.avspo_selection settings: collapse-aware prompt selection before generation (needs a
     # fixed training set, LabSettings.train_per_tier); empty: every drawn prompt is generated
     selection: Mapping[str, Any] = field(default_factory=dict)
+    # What the study's manipulation check measures (study.manipulation): the collapsed groups the method claims to
+    # give a signal ("all", "all_fail", "all_pass"), "selection" for prompt selection, None for no claim.
+    acts_on: str | None = None
 
     def algorithm_config(self) -> DictConfig:
         """verl's ``algorithm`` block for this method (what the trainer passes estimators as ``config``)."""
@@ -76,14 +83,16 @@ PRESETS: dict[str, Method] = {
         Method("drgrpo", "grpo", "Dr. GRPO: verl GRPO with norm_adv_by_std_in_grpo=False (r - mean) and "
                "loss_agg_mode seq-mean-token-sum-norm (as verl's Dr. GRPO recipe)",
                norm_adv_by_std_in_grpo=False, loss_agg_mode="seq-mean-token-sum-norm"),
-        Method("ngrpo", NGRPO_ESTIMATOR, "NGRPO: one virtual sample at the maximum reward in every group's mean and std"),
+        Method("ngrpo", NGRPO_ESTIMATOR, "NGRPO: one virtual sample at the maximum reward in every group's mean and std",
+               acts_on="all_fail"),
         Method("dapo", "grpo", "DAPO dynamic sampling: drop zero-variance groups, sample more prompts, GRPO advantages",
                dynamic_sampling=True),
-        Method("avspo", "avspo", "AVSPO as in the paper: stratified virtual rewards, K by Eq. 9, adaptive threshold"),
+        Method("avspo", "avspo", "AVSPO as in the paper: stratified virtual rewards, K by Eq. 9, adaptive threshold",
+               acts_on="all"),
         Method("avspo_opposite", "avspo", "AVSPO with the authors' released rule: virtual rewards at the opposite bound",
-               avspo={"strategy": "opposite"}),
-        Method("avspo_always", "avspo", "AVSPO stratified, every collapsed group augmented at every step",
-               avspo={"threshold_mode": "always"}),
+               avspo={"strategy": "opposite"}, acts_on="all"),
+        Method("avspo_always", "avspo", "AVSPO stratified, K by Eq. 9 at the batch ACR, every collapsed group augmented "
+               "at every step (threshold_mode=always)", avspo={"threshold_mode": "always"}, acts_on="all"),
     )
 }
 # What `avspo lab` (make demo) compares by default: GRPO, the usual fix for collapse (DAPO), and AVSPO; the study
@@ -95,22 +104,32 @@ STUDY_EXTRA: dict[str, Method] = {
     m.name: m
     for m in (
         Method("avspo_all_fail", "avspo", "AVSPO as in the paper, augmenting all-fail groups only (apply_to=all_fail)",
-               avspo={"apply_to": "all_fail"}),
+               avspo={"apply_to": "all_fail"}, acts_on="all_fail"),
         Method("avspo_all_pass", "avspo", "AVSPO as in the paper, augmenting all-pass groups only (apply_to=all_pass)",
-               avspo={"apply_to": "all_pass"}),
+               avspo={"apply_to": "all_pass"}, acts_on="all_pass"),
         Method("avspo_fixed_threshold", "avspo", "AVSPO with a fixed threshold: augment when ACR_t > 0.5 (tau_0), "
-               "no Eq. 12 update", avspo={"threshold_mode": "fixed"}),
+               "no Eq. 12 update", avspo={"threshold_mode": "fixed"}, acts_on="all"),
         Method("avspo_fixed_k", "avspo", "AVSPO with K = 2 virtual samples in every augmented group instead of "
                "Eq. 9's K (2: the fewest with which stratified rewards reach below the maximum)",
-               avspo={"num_virtual": 2}),
+               avspo={"num_virtual": 2}, acts_on="all"),
+        Method("avspo_paper_point", "avspo", f"AVSPO at the paper's operating point: stratified, K = G = {PAPER_K} "
+               "virtual samples in every collapsed group at every step (one-prompt steps give ACR_t = 1)",
+               avspo={"threshold_mode": "always", "num_virtual": PAPER_K}, acts_on="all"),
+        Method("avspo_paper_point_all_fail", "avspo", "avspo_paper_point on all-fail groups only",
+               avspo={"threshold_mode": "always", "num_virtual": PAPER_K, "apply_to": "all_fail"}, acts_on="all_fail"),
+        Method("avspo_paper_point_all_pass", "avspo", "avspo_paper_point on all-pass groups only",
+               avspo={"threshold_mode": "always", "num_virtual": PAPER_K, "apply_to": "all_pass"}, acts_on="all_pass"),
+        Method("avspo_released", "avspo", "the authors' released rule: one virtual sample at the opposite bound (K = 1) "
+               "in every collapsed group at every step",
+               avspo={"threshold_mode": "always", "num_virtual": 1, "strategy": "opposite"}, acts_on="all"),
         Method("random_variance", RANDOM_VARIANCE_ESTIMATOR, "control: GRPO with random artificial variance in every "
-               "collapsed group (phantom advantages: zero mean, unit spread, no information)"),
+               "collapsed group (phantom advantages: zero mean, unit spread, no information)", acts_on="all"),
         Method("rlzvp", ZVP_ESTIMATOR, f"RL-ZVP-style baseline: collapsed groups get an entropy-scaled signed "
-               f"advantage (alpha {ZVP_SCALE}), other groups GRPO's"),
+               f"advantage (alpha {ZVP_SCALE}), other groups GRPO's", acts_on="all"),
         Method("select_grpo", "grpo", "GRPO with collapse-aware prompt selection (algorithm.avspo_selection defaults)",
-               selection={"enable": True}),
+               selection={"enable": True}, acts_on="selection"),
         Method("select_avspo", "avspo", "AVSPO as in the paper with collapse-aware prompt selection",
-               selection={"enable": True}),
+               selection={"enable": True}, acts_on="selection"),
     )
 }
 
@@ -276,12 +295,20 @@ def collapse_metrics(scores: torch.Tensor, uids: np.ndarray) -> dict[str, float]
     return {key: metrics[key] for key in ("acr", "acr_all_fail", "acr_all_pass")}
 
 
-def effective_acr(advantages: torch.Tensor, uids: np.ndarray) -> float:
-    """Fraction of groups (>= 2 rows) whose advantages are all below the collapse tolerance.  advantages: (B, L)."""
+def effective_collapse(advantages: torch.Tensor, scores: torch.Tensor, uids: np.ndarray) -> dict[str, float]:
+    """Fractions of groups (>= 2 rows) whose advantages are all below the collapse tolerance: ``effective_acr``,
+    and its parts among all-fail and all-pass groups (``effective_acr_all_fail``, ``effective_acr_all_pass``;
+    by the rewards, as ``acr_all_fail`` and ``acr_all_pass``). A GRPO run's effective parts equal its raw ones.
+    advantages: (B, L); scores: (B,) sequence rewards; uids: (B,) group labels."""
     group_ids, num_groups = factorize_labels(label_array(uids), advantages.device)
     valid = torch.ones(advantages.shape[0], dtype=torch.bool)
     counts = torch.zeros(num_groups, dtype=torch.int64).index_add_(0, group_ids, torch.ones_like(group_ids))
     multi = counts >= 2
     per_row = advantages.to(torch.float64).abs().amax(dim=-1)
     tolerance = AVSPOConfig().collapse_tol
-    return group_rate(effectively_collapsed_groups(per_row, group_ids, valid, multi, tolerance), multi)
+    effective = effectively_collapsed_groups(per_row, group_ids, valid, multi, tolerance)
+    stats = group_stats(scores.detach().to(torch.float64), group_ids, num_groups, valid, ddof=1)
+    all_fail, all_pass = collapse_regimes(collapsed_groups(stats, tolerance), stats, MIN_REWARD, MAX_REWARD)
+    return {"effective_acr": group_rate(effective, multi),
+            "effective_acr_all_fail": group_rate(effective & all_fail, multi),
+            "effective_acr_all_pass": group_rate(effective & all_pass, multi)}

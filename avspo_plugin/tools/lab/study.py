@@ -1,4 +1,4 @@
-"""``avspo lab study``: does AVSPO, or prompt selection, help a GRPO run, where, and why?
+"""``avspo lab study``: does AVSPO help a GRPO run where it acts, where, and why?
 
 The design is fixed here in code before any method is compared (docs/study.md states it in words):
 
@@ -6,17 +6,30 @@ The design is fixed here in code before any method is compared (docs/study.md st
    BASE_CANDIDATES, in order, is warmed up and sampled (G samples per held-out prompt at the RL temperature);
    its share of all-fail groups F and all-pass groups P (weighted by the RL tier mix) name its regime. The first
    eligible candidate of each regime (all-fail dominant, mixed, all-pass dominant) is that regime's base.
+   The report names each base's regime again as training shows it (:func:`training_regime`: the rule
+   ``avspo analyze`` applies to a user's logs, on GRPO's first half of training); the decision table's rows are
+   those regimes.
 2. GRPO's settings are frozen by tuning on seeds the study does not use (``avspo lab tune``, docs/tuning/):
    STUDY_SETTINGS holds them, every method runs with them plus its own defaults.
 3. Phase 1: GRPO on every base with the study's seeds; the gates of gates.py on each base. A base that fails
    any gate is reported, and no method is compared on it.
-4. Phase 2: every other method on the bases that pass, each run to exactly the same rollout budget (DAPO's
-   last step samples only what is left). PRIMARY methods run PRIMARY_SEEDS seeds per base, chosen so that
-   the MDE at 80% power of their difference to GRPO is at most MDE_TARGET (from the tuning runs' variance);
-   the other methods ABLATION_SEEDS, their MDE stated.
-5. Endpoints: held-out accuracy at the budget (primary), its area under the curve over rollouts, and greedy
+4. Phase 2: every other method on the bases that pass, each run to exactly the same rollout budget. PRIMARY
+   methods run PRIMARY_SEEDS seeds per base (the MDE at 80% power of their difference to GRPO at most
+   MDE_TARGET, from the tuning runs' variance); methods named with --methods outside PRIMARY run ABLATION_SEEDS.
+5. The manipulation check (:func:`manipulation`): a method counts as tested on a base only where it acted.
+   A method that claims to give collapsed groups a signal (Method.acts_on) acted when its effective ACR of the
+   groups it targets, over the run, is at most MANIPULATION_RATIO of GRPO's on that base; prompt selection acted
+   when it skipped at least MIN_SKIPPED_SHARE of the candidate prompts. Pooled comparisons leave out the pairs
+   of bases where a method did not act; the report says "did not act", with its trigger rate, never "no effect".
+6. Phase 3: GRPO at its accuracy-best learning rate. LR_CANDIDATES are tried with GRPO alone on LR_TUNING_SEEDS
+   (tuning seeds, never study seeds) from every compared base; the learning rate with the highest mean final
+   held-out accuracy is GRPO's best. If it is not the study's, GRPO and ACTING_AVSPO run at it with the study's
+   seeds, GRPO's learning gates (LEARNING_GATES) are checked there, and the two are compared as in phase 2.
+7. Endpoints: held-out accuracy at the budget (primary), its area under the curve over rollouts, and greedy
    accuracy, each as a difference to GRPO paired by base and seed, pooled over bases and per base, with
    Holm's correction over the methods; rollouts each method needs to reach GRPO's final accuracy; wall time.
+
+Arms of the earlier study (docs/study-2026-11-26/) not run here are in NOT_RERUN, each with why.
 """
 
 from __future__ import annotations
@@ -34,22 +47,55 @@ import numpy as np
 from avspo_plugin.tools.regimes import DOMINANCE, REGIME_TITLES, REGIMES, collapse_regime
 
 from .experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_timing, write_report
-from .gates import failed, grpo_gates, passed
-from .methods import parse_method
+from .gates import GATE_NAMES, failed, first_half, grpo_gates, passed
+from .methods import Method, parse_method
 from .settings import LabSettings
 from .statistics import ALPHA, POWER, holm, mean_interval, paired_test
 from .study_report import plot_study, study_markdown
 
-STUDY_METHODS = ("grpo", "drgrpo", "dapo", "ngrpo", "avspo", "avspo_all_fail", "avspo_all_pass",
-                 "avspo_fixed_threshold", "avspo_fixed_k", "avspo_opposite", "random_variance", "rlzvp",
-                 "select_grpo", "select_avspo")
+STUDY_METHODS = ("grpo", "avspo", "avspo_always", "avspo_paper_point", "avspo_paper_point_all_fail",
+                 "avspo_paper_point_all_pass", "avspo_released", "ngrpo", "random_variance")
 BASELINE = "grpo"
-PRIMARY = ("grpo", "avspo", "select_grpo")
+PRIMARY = STUDY_METHODS
+# The arms of the earlier study (docs/study-2026-11-26/, same settings, bases and seeds) that this one does not run.
+NOT_RERUN = {
+    "drgrpo": "answers whether dropping the std division helps, a question AVSPO's trigger does not touch; "
+              "its runs stand in docs/study-2026-11-26/",
+    "dapo": "DAPO at equal rollouts answers a question AVSPO's trigger does not touch; its runs stand in "
+            "docs/study-2026-11-26/",
+    "rlzvp": "a peer method whose result AVSPO's trigger does not touch; its runs stand in docs/study-2026-11-26/",
+    "select_grpo": "prompt selection, a separate question (docs/selection.md); its runs stand in docs/study-2026-11-26/",
+    "select_avspo": "prompt selection with the adaptive AVSPO, which did not act there; replaced by nothing until "
+                    "selection is studied again",
+    "avspo_all_fail": "the adaptive trigger restricted to all-fail groups did not act (trigger rate 0-12%); "
+                      "replaced by avspo_paper_point_all_fail, which acts",
+    "avspo_all_pass": "as avspo_all_fail; replaced by avspo_paper_point_all_pass",
+    "avspo_fixed_threshold": "a fixed 0.5 threshold acted on 0-12% of steps; replaced by avspo_always, which acts "
+                             "on every step",
+    "avspo_fixed_k": "K = 2 under the adaptive trigger, which seldom acted; K is varied by avspo_always (Eq. 9), "
+                     "avspo_paper_point (K = G) and avspo_released (K = 1), which act",
+    "avspo_opposite": "the opposite-bound rule under the adaptive trigger; replaced by avspo_released (the "
+                      "authors' rule as released: every collapsed group, K = 1)",
+}
 MDE_TARGET = 0.015
 # Seeds per base, from the tuning runs' variance (docs/tuning/tuning.md): rounds 3-6 put the pairs an MDE of
-# MDE_TARGET needs at 3 to 5 per base; the primary comparisons pool 3 bases (12 pairs). The rest: 2, MDE stated.
+# MDE_TARGET needs at 3 to 5 per base. Methods outside PRIMARY (named with --methods): 2, MDE stated.
 PRIMARY_SEEDS = 4
 ABLATION_SEEDS = 2
+# The manipulation check (design point 5), fixed before any run: the paper reports effective ACR 58-63% below
+# GRPO's; a method that removes less than half of GRPO's collapse on its target did not act there.
+MANIPULATION_RATIO = 0.5
+MIN_SKIPPED_SHARE = 0.10
+EFFECTIVE_SERIES = {"all": ("effective_acr", "acr"), "all_fail": ("effective_acr_all_fail", "acr_all_fail"),
+                    "all_pass": ("effective_acr_all_pass", "acr_all_pass")}
+# Phase 3 (design point 6): GRPO's learning rate tuned for final accuracy alone, on a tuning seed; the AVSPO arm
+# compared with GRPO there is the paper's equations with the trigger open (every collapsed group, K by Eq. 9).
+LR_CANDIDATES = (1.5e-4, 3e-4, 6e-4)
+LR_TUNING_SEEDS = (1000,)  # tuning seeds (tuning.TUNING_SEEDS): the study's seeds are 0, 1, ...
+ACTING_AVSPO = "avspo_always"
+# The gates that say GRPO learns; both_regimes and acr_first_half keep both kinds of collapse alive for phase 2's
+# question and are reported, not enforced, at GRPO's best learning rate.
+LEARNING_GATES = tuple(g for g in GATE_NAMES if g not in ("both_regimes", "acr_first_half"))
 MAX_BASE_ACCURACY = 0.8  # room for the gates' +0.10: a base above this is not eligible
 MIN_BASE_GREEDY = 0.5  # a base below this has not learned the carry rule yet: not eligible
 BUDGET_STEPS = 250
@@ -192,19 +238,27 @@ def rollouts_to_reach(runs: Sequence[dict], target: float) -> float | None:
 
 
 def analyse(endpoints: Mapping[str, Mapping[str, Mapping[int, dict]]], methods: Sequence[str],
-            bases: Sequence[str]) -> dict:
+            bases: Sequence[str], acted: Mapping[str, Sequence[str]] | None = None) -> dict:
     """endpoints: method -> base -> seed -> run_endpoints. Each method against GRPO, paired by base and seed,
-    pooled over bases and per base; Holm over the methods per endpoint; means."""
+    pooled over bases and per base; Holm over the methods per endpoint; means.
+
+    acted: method -> the bases where it acted (:func:`manipulation`); the pooled comparison of a method listed
+    there takes only those bases' pairs, and a method with fewer than 2 such pairs is left out of the pooled
+    family (``pooled_bases`` says which bases each pooled comparison took). Per-base comparisons are kept for
+    every base; the report marks those where the method did not act."""
     compared = [m for m in methods if m != BASELINE]
     keys = ("accuracy", "auc", "greedy")
-    result: dict[str, Any] = {"pooled": {}, "per_base": {}}
+    acted = acted or {}
+    pooled_bases = {m: [b for b in bases if m not in acted or b in acted[m]] for m in compared}
+    result: dict[str, Any] = {"pooled": {}, "per_base": {}, "pooled_bases": pooled_bases}
 
     def differences(method: str, key: str, on: Sequence[str]) -> list[float]:
         return [endpoints[method][b][s][key] - endpoints[BASELINE][b][s][key]
                 for b in on for s in sorted(endpoints[BASELINE][b]) if s in endpoints[method][b]]
 
     for key in keys:
-        family = {m: paired_test(differences(m, key, bases)) for m in compared}
+        family = {m: paired_test(differences(m, key, pooled_bases[m])) for m in compared
+                  if len(differences(m, key, pooled_bases[m])) >= 2}
         holm(family)
         result["pooled"][key] = family
         for b in bases:
@@ -217,6 +271,51 @@ def analyse(endpoints: Mapping[str, Mapping[str, Mapping[int, dict]]], methods: 
         for m in methods
     }
     return result
+
+
+def training_regime(grpo_runs: Sequence[dict]) -> dict[str, Any]:
+    """A base's regime as training shows it: the rule ``avspo analyze`` applies to a user's logs
+    (:func:`collapse_regime`), on the all-fail and all-pass shares of GRPO's first half of training (mean over
+    steps and seeds). The lab's groups all have G samples, so shares of groups equal shares of rollouts."""
+    all_fail = float(np.mean([np.mean(first_half(r["steps"]["acr_all_fail"])) for r in grpo_runs]))
+    all_pass = float(np.mean([np.mean(first_half(r["steps"]["acr_all_pass"])) for r in grpo_runs]))
+    return {"regime": collapse_regime(all_fail, all_pass), "all_fail_first_half": all_fail,
+            "all_pass_first_half": all_pass}
+
+
+def _run_mean(runs: Sequence[dict], key: str) -> float:
+    """Mean over runs of a run's mean of a per-step series."""
+    return float(np.mean([np.mean([v for v in r["steps"][key] if v is not None]) for r in runs]))
+
+
+def manipulation(method: Method, runs: Sequence[dict], grpo_runs: Sequence[dict]) -> dict[str, Any] | None:
+    """Did ``method`` act on this base (design point 5)? None for a method that claims nothing (acts_on None).
+
+    Virtual-sample and other collapse methods: effective_acr_ratio = the method's mean effective ACR of the groups
+    it targets (all collapsed, all-fail or all-pass) / GRPO's on the same base (GRPO's effective ACR is its raw
+    ACR); acted when at most MANIPULATION_RATIO (None and not acted when GRPO had no such group). trigger_rate:
+    the share of steps on which AVSPO's trigger fired (AVSPO arms only). Prompt selection: skipped_share = skipped
+    prompts / candidate prompts; acted when at least MIN_SKIPPED_SHARE."""
+    if method.acts_on is None:
+        return None
+    if method.acts_on == "selection":
+        skipped = sum(sum(r["steps"]["skipped_prompts"]) for r in runs)
+        trained = sum(sum(r["steps"]["batch_groups"]) for r in runs)
+        share = skipped / (skipped + trained) if skipped + trained else 0.0
+        return {"skipped_share": share, "acted": share >= MIN_SKIPPED_SHARE}
+    effective_key, raw_key = EFFECTIVE_SERIES[method.acts_on]
+    reference = _run_mean(grpo_runs, raw_key)
+    ratio = _run_mean(runs, effective_key) / reference if reference > 0 else None
+    triggered = all("triggered" in r["steps"] for r in runs)
+    return {"acts_on": method.acts_on, "effective_acr_ratio": ratio,
+            "trigger_rate": _run_mean(runs, "triggered") if triggered else None,
+            "acted": ratio is not None and ratio <= MANIPULATION_RATIO}
+
+
+def acted_bases(checks: Mapping[str, Mapping[str, dict | None]]) -> dict[str, list[str]]:
+    """method -> the bases where it acted, for the methods the manipulation check applies to."""
+    return {m: [b for b, check in by_base.items() if check["acted"]]
+            for m, by_base in checks.items() if all(check is not None for check in by_base.values())}
 
 
 def vs_grpo(analysis: Mapping) -> dict[str, dict]:
@@ -261,13 +360,52 @@ def summarize_method(runs: Sequence[dict], tiers: Sequence[int]) -> dict:
     }
 
 
-def seeds_of(method: str, count: int | None = None) -> list[int]:
-    """The study's seeds of a method (per base)."""
-    return list(range(count if count is not None else PRIMARY_SEEDS if method in PRIMARY else ABLATION_SEEDS))
-
-
 def planned_runs(methods: Sequence[str], bases: int, primary_seeds: int, ablation_seeds: int) -> int:
-    return bases * sum(primary_seeds if m in PRIMARY else ablation_seeds for m in methods)
+    """Runs of phases 1-3, counting phase 3's comparison (2 methods), which runs when GRPO's best learning rate is
+    not the study's."""
+    return bases * (sum(primary_seeds if m in PRIMARY else ablation_seeds for m in methods)
+                    + len(LR_CANDIDATES) * len(LR_TUNING_SEEDS) + 2 * primary_seeds)
+
+
+def tune_learning_rate(bases: Sequence[dict], tuning_seeds: Sequence[int], jobs: int, progress: bool) -> dict:
+    """Phase 3's choice (design point 6): GRPO alone at each of LR_CANDIDATES on tuning seeds from every base;
+    ``best``: the learning rate with the highest mean final held-out accuracy over bases and seeds."""
+    grpo = parse_method(BASELINE)
+    final: dict[str, dict[str, list[float]]] = {}
+    for lr in LR_CANDIDATES:
+        for b in bases:
+            at_lr = {**b, "settings": dataclasses.replace(b["settings"], lr=lr)}
+            by_seed = run_base(at_lr, [grpo], list(tuning_seeds), jobs, progress)[BASELINE]
+            final.setdefault(repr(lr), {})[b["name"]] = [r["evals"]["accuracy"][-1] for r in by_seed.values()]
+    means = {lr: float(np.mean([a for accs in by_base.values() for a in accs])) for lr, by_base in final.items()}
+    best = max(LR_CANDIDATES, key=lambda lr: means[repr(lr)])
+    if progress:
+        print(f"avspo lab study: GRPO's final accuracy by learning rate {means}: best {best}", file=sys.stderr)
+    return {"final_accuracy": final, "mean_final_accuracy": means, "best": best, "seeds": list(tuning_seeds)}
+
+
+def compare_at_learning_rate(bases: Sequence[dict], lr: float, seeds: Sequence[int], jobs: int, progress: bool,
+                             enforce_gates: bool) -> dict:
+    """Phase 3's comparison: GRPO and ACTING_AVSPO at learning rate ``lr`` with the study's seeds, compared on the
+    bases where GRPO passes LEARNING_GATES there (every base when gates are not enforced)."""
+    methods = [parse_method(BASELINE), parse_method(ACTING_AVSPO)]
+    at_lr = [{**b, "settings": dataclasses.replace(b["settings"], lr=lr)} for b in bases]
+    runs = {b["name"]: run_base(b, methods, list(seeds), jobs, progress) for b in at_lr}
+    gates = gate_bases(at_lr, {name: by_method[BASELINE] for name, by_method in runs.items()})
+    learns = [name for name, by_gate in gates.items()
+              if all(by_gate[g]["passed"] for g in LEARNING_GATES) or not enforce_gates]
+    budget = at_lr[0]["settings"].rollout_budget if at_lr else 0
+    endpoints = {m.name: {name: {s: run_endpoints(r, budget) for s, r in runs[name][m.name].items()} for name in runs}
+                 for m in methods}
+    checks = {ACTING_AVSPO: {name: manipulation(methods[1], list(runs[name][ACTING_AVSPO].values()),
+                                                list(runs[name][BASELINE].values())) for name in learns}}
+    analysis = analyse(endpoints, [m.name for m in methods], learns, acted_bases(checks)) if learns else None
+    return {"lr": lr, "gates": gates, "compared": learns, "manipulation": checks, "analysis": analysis,
+            "endpoints": {m: {b: {str(s): v for s, v in by_seed.items()} for b, by_seed in by_base.items()}
+                          for m, by_base in endpoints.items()},
+            "summaries": {m.name: {name: summarize_method(list(runs[name][m.name].values()),
+                                                          at_lr[0]["settings"].tiers) for name in runs}
+                          for m in methods}}
 
 
 def run(args) -> int:
@@ -312,7 +450,13 @@ def run(args) -> int:
     budget = settings.rollout_budget
     endpoints = {m: {b: {s: run_endpoints(r, budget) for s, r in by_seed.items()} for b, by_seed in by_base.items()}
                  for m, by_base in runs.items()}
-    analysis = analyse(endpoints, [m.name for m in methods], names) if names and len(methods) > 1 else None
+    checks = {m.name: {b: manipulation(m, list(runs[m.name][b].values()), list(runs[BASELINE][b].values()))
+                       for b in names} for m in methods if m.name != BASELINE}
+    analysis = analyse(endpoints, [m.name for m in methods], names, acted_bases(checks)) \
+        if names and len(methods) > 1 else None
+    best_lr = tune_learning_rate(compared, LR_TUNING_SEEDS[:1] if args.quick else LR_TUNING_SEEDS, jobs, progress)
+    at_best_lr = compare_at_learning_rate(compared, best_lr["best"], seeds[BASELINE], jobs, progress, enforce_gates) \
+        if compared and best_lr["best"] != settings.lr else None
     grpo_final = {b: float(np.mean([r["evals"]["accuracy"][-1] for r in runs[BASELINE][b].values()])) for b in names}
     report = {
         "format": 2,
@@ -321,6 +465,9 @@ def run(args) -> int:
         "design": {
             "methods": [m.name for m in methods], "baseline": BASELINE, "primary": list(PRIMARY),
             "seeds": {m: s for m, s in seeds.items()}, "mde_target": MDE_TARGET, "alpha": ALPHA, "power": POWER,
+            "manipulation_ratio": MANIPULATION_RATIO, "min_skipped_share": MIN_SKIPPED_SHARE,
+            "lr_candidates": list(LR_CANDIDATES), "lr_tuning_seeds": list(LR_TUNING_SEEDS),
+            "acting_avspo": ACTING_AVSPO, "learning_gates": list(LEARNING_GATES),
             "regimes": list(REGIMES), "dominance": DOMINANCE, "max_base_accuracy": MAX_BASE_ACCURACY,
             "min_base_greedy": MIN_BASE_GREEDY,
             "frozen_grpo": FROZEN_GRPO, "gates_enforced": enforce_gates,
@@ -329,7 +476,12 @@ def run(args) -> int:
         "settings": settings.to_dict(),
         "method_descriptions": {m.name: m.description for m in methods},
         "candidates": [{k: v for k, v in c.items() if k not in ("state", "settings")} for c in candidates],
-        "bases": {b["name"]: {"regime": b["regime"], "compared": b in compared} for b in bases},
+        "bases": {b["name"]: {"regime": b["regime"], "compared": b in compared,
+                              "training": training_regime(list(grpo_runs[b["name"]].values()))} for b in bases},
+        "not_rerun": {m: why for m, why in NOT_RERUN.items() if m not in runs},
+        "manipulation": checks,
+        "best_lr": best_lr,
+        "at_best_lr": at_best_lr,
         "endpoints": {m: {b: {str(s): v for s, v in by_seed.items()} for b, by_seed in by_base.items()}
                       for m, by_base in endpoints.items()},
         "analysis": analysis,

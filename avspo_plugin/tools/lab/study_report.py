@@ -64,9 +64,7 @@ def study_markdown(report: dict) -> str:
         f"{', '.join(f'{f:.1%}' for f in settings['eval_fractions'])} of that budget: avg@{settings['eval_samples']} "
         f"at temperature {settings['eval_temperature']} on {settings['held_out_per_tier']} held-out problems per "
         f"tier, and greedy. GRPO's settings frozen by tuning: `{design['frozen_grpo']}`. Seeds per base: "
-        f"{len(seeds[baseline])} for "
-        f"{', '.join(m for m in design['primary'] if m in seeds)}, "
-        f"{min(len(v) for v in seeds.values())} for the others. The design is fixed in code: docs/study.md.",
+        + ", ".join(f"{len(v)} for {m}" for m, v in seeds.items()) + ". The design is fixed in code: docs/study.md.",
         "",
         "## Gates",
         "",
@@ -86,15 +84,25 @@ def study_markdown(report: dict) -> str:
              f"{c['description']['held_out']['accuracy']:.3f}", f"{c['description']['held_out']['greedy']:.3f}", c["why"]]
             for c in report["candidates"]]
     lines += markdown_table(["candidate", "regime", "chosen", "held-out accuracy", "greedy", "rule"], rows)
+    lines += ["", "## Regimes as training shows them", "",
+              "The rule `avspo analyze` applies to a user's logs, on GRPO's first half of training (all-fail and "
+              "all-pass shares of groups, mean over steps and seeds): the decision table's rows are these regimes.", ""]
+    rows = [[name, b["regime"], b["training"]["regime"], f"{b['training']['all_fail_first_half']:.3f}",
+             f"{b['training']['all_pass_first_half']:.3f}"] for name, b in report["bases"].items()]
+    lines += markdown_table(["base", "by base statistics", "in training", "all-fail (first half)",
+                             "all-pass (first half)"], rows)
     lines.append("")
     if not compared or analysis is None:
         lines += ["**No method was compared: no base passes the gates.**", ""]
         return "\n".join(lines + _timing(report))
+    lines += manipulation_section(report["manipulation"], compared, design)
     lines += [
-        "Compared on: " + ", ".join(f"{b} ({report['bases'][b]['regime']})" for b in compared) + ". Δ is the difference "
+        "Compared on: " + ", ".join(f"{b} ({training_title(report, b)})" for b in compared) + ". Δ is the difference "
         f"to {baseline} paired by base and seed; p from a paired t-test; Holm's correction over the "
         f"{len(design['methods']) - 1} methods compared with {baseline} (* : significant at {design['alpha']}); MDE: "
-        f"the smallest true paired difference detected with {design['power']:.0%} power.",
+        f"the smallest true paired difference detected with {design['power']:.0%} power. Pooled comparisons take "
+        "only the bases where the method acted: "
+        + "; ".join(f"{m}: {', '.join(on) or 'none (left out)'}" for m, on in analysis["pooled_bases"].items()) + ".",
         "",
     ]
     for key, title in (("accuracy", "Held-out accuracy at the rollout budget (primary endpoint)"),
@@ -105,9 +113,10 @@ def study_markdown(report: dict) -> str:
                   ""]
     lines += [f"## Per base (regime): Δ held-out accuracy at the budget vs {baseline}", ""]
     per_base = analysis["per_base"]
-    methods = list(analysis["pooled"]["accuracy"])
-    rows = [[name, *(_interval(per_base[b]["accuracy"][name]) for b in compared)] for name in methods]
-    lines += markdown_table(["method", *(f"{b} ({report['bases'][b]['regime']})" for b in compared)], rows)
+    methods = [m for m in design["methods"] if m != baseline]
+    rows = [[name, *(_per_base_cell(per_base[b]["accuracy"][name], report["manipulation"][name].get(b))
+                     for b in compared)] for name in methods]
+    lines += markdown_table(["method", *(f"{b} ({training_title(report, b)})" for b in compared)], rows)
     lines += ["", f"## Rollouts to reach {baseline}'s final accuracy", "",
               f"First crossing of the method's mean accuracy curve (over seeds) with {baseline}'s mean final accuracy "
               "on the same base, linear between evaluations; \"never\" when it stays below.", ""]
@@ -138,10 +147,75 @@ def study_markdown(report: dict) -> str:
              f"{over_bases(name, lambda s: s['wall_s']):.0f}", f"{over_bases(name, lambda s: s['cpu_s']):.0f}"]
             for name in design["methods"]]
     lines += markdown_table(header, rows)
+    lines += best_lr_section(report, design)
     lines += ["", "## Methods", "", *(f"- `{name}`: {text}" for name, text in report["method_descriptions"].items()), ""]
+    if report["not_rerun"]:
+        lines += ["Arms of the earlier study not run here:", "",
+                  *(f"- `{name}`: {why}" for name, why in report["not_rerun"].items()), ""]
     lines += ["Plots: paired_differences.png (Δ vs the baseline with 95% intervals, pooled and per base), "
               "accuracy_by_tier.png, collapse_by_tier.png, avspo_threshold.png (means over seeds; no bands).", ""]
     return "\n".join(lines + _timing(report))
+
+
+def training_title(report: dict, base: str) -> str:
+    return f"{report['bases'][base]['training']['regime']} in training"
+
+
+def _check_words(check: dict | None) -> str:
+    if check is None:
+        return "no claim to check"
+    if "skipped_share" in check:
+        return f"skipped {check['skipped_share']:.1%} of candidate prompts"
+    ratio = "no such group in GRPO's run" if check["effective_acr_ratio"] is None else \
+        f"effective ACR {check['effective_acr_ratio']:.2f} x GRPO's"
+    trigger = "" if check["trigger_rate"] is None else f", trigger rate {check['trigger_rate']:.1%}"
+    return ratio + trigger
+
+
+def _per_base_cell(test: dict, check: dict | None) -> str:
+    if check is not None and not check["acted"]:
+        return f"did not act ({_check_words(check)})"
+    return _interval(test)
+
+
+def manipulation_section(checks: dict, compared: list[str], design: dict) -> list[str]:
+    """Did each method act on each base (design point 5)?"""
+    lines = ["## Manipulation check: where each method acted", "",
+             f"A method acted on a base when its effective ACR of the collapsed groups it targets is at most "
+             f"{design['manipulation_ratio']} x GRPO's there (selection: at least {design['min_skipped_share']:.0%} of "
+             "candidate prompts skipped). Where it did not act, this study says nothing of its effect there.", ""]
+    rows = [[name, *((("acted: " if c["acted"] else "**did not act**: ") + _check_words(c)) if c is not None
+                     else "no claim" for c in (by_base.get(b) for b in compared))] for name, by_base in checks.items()]
+    return lines + markdown_table(["method", *compared], rows) + [""]
+
+
+def best_lr_section(report: dict, design: dict) -> list[str]:
+    """Phase 3: GRPO's accuracy-best learning rate, and the acting AVSPO arm against GRPO there."""
+    best = report["best_lr"]
+    lines = ["", "## At GRPO's accuracy-best learning rate", "",
+             f"GRPO alone at learning rates {', '.join(str(lr) for lr in design['lr_candidates'])} on tuning seeds "
+             f"{best['seeds']}, every compared base; mean final held-out accuracy:", ""]
+    lines += markdown_table(["learning rate", "mean final accuracy", *best["final_accuracy"][next(iter(best["final_accuracy"]))]],
+                            [[lr, f"{best['mean_final_accuracy'][lr]:.4f}",
+                              *(", ".join(f"{a:.3f}" for a in accs) for accs in by_base.values())]
+                             for lr, by_base in best["final_accuracy"].items()])
+    at = report["at_best_lr"]
+    if at is None:
+        return lines + ["", f"Best: {best['best']}, the study's own: phases 1-2 are the comparison there.", ""]
+    lines += ["", f"Best: {best['best']}. GRPO and `{design['acting_avspo']}` at it, the study's seeds; GRPO's learning "
+              f"gates ({', '.join(design['learning_gates'])}) there:", "", *gates_table(at["gates"]), ""]
+    if at["analysis"] is None:
+        return lines + ["**No base passes GRPO's learning gates at this learning rate: nothing compared.**", ""]
+    lines += [f"Compared on {', '.join(at['compared'])}; manipulation: " + "; ".join(
+        f"{b}: {'acted' if c['acted'] else 'did not act'} ({_check_words(c)})"
+        for b, c in at["manipulation"][design["acting_avspo"]].items()) + ".", ""]
+    for key in ("accuracy", "auc", "greedy"):
+        lines += [f"{key}:", "", *comparison_table(at["analysis"]["pooled"][key], at["analysis"]["means"], key,
+                                                   design["baseline"], design["mde_target"]), ""]
+    per_base = at["analysis"]["per_base"]
+    lines += markdown_table(["base", "Δ accuracy vs grpo"],
+                            [[b, _interval(per_base[b]["accuracy"][design["acting_avspo"]])] for b in at["compared"]])
+    return lines + [""]
 
 
 def _timing(report: dict) -> list[str]:

@@ -31,7 +31,7 @@ from avspo_plugin.config import SelectionConfig
 from avspo_plugin.core.selection import PromptSelector
 from avspo_plugin.verl import pop_metrics, session
 
-from .methods import Method, collapse_metrics, compute_advantages, effective_acr
+from .methods import Method, collapse_metrics, compute_advantages, effective_collapse
 from .policy import Rollout, build_policy, generate, greedy_accuracy, response_log_probs, supervised_batch
 from .settings import LabSettings
 from .task import (
@@ -408,8 +408,9 @@ def train(
         first_mask = sampled[0].rollout.response_mask
         record["entropy"] = float((first_entropy * first_mask).sum() / first_mask.sum())
         # A step with nothing to train on: no signal, no update.
-        record.update(effective_acr=1.0, clip_fraction=0.0, ppo_kl=0.0, kl_to_base=None, grad_norm=None,
-                      clip_bound=None)
+        record.update(effective_acr=1.0, effective_acr_all_fail=record["acr_all_fail"],
+                      effective_acr_all_pass=record["acr_all_pass"], clip_fraction=0.0, ppo_kl=0.0, kl_to_base=None,
+                      grad_norm=None, clip_bound=None)
         if len(batch.uids):
             with torch.no_grad():
                 old_log_probs, entropy = (first_log_probs, first_entropy) if batch is sampled[0] else \
@@ -417,7 +418,7 @@ def train(
             mask = batch.rollout.response_mask
             advantages = compute_advantages(method, algorithm, token_level_rewards(batch.scores, mask), mask.float(),
                                             batch.uids, entropy=entropy, step=step, seed=seed)
-            record["effective_acr"] = effective_acr(advantages, batch.uids)
+            record.update(effective_collapse(advantages, batch.scores, batch.uids))
             if method.estimator == "avspo":
                 avspo = pop_metrics()
                 record.update({k: avspo[k] for k in ("triggered", "threshold", "num_virtual", "augmented_groups")})
