@@ -1,4 +1,5 @@
-"""Early warnings of a live run: stagnation (ACR stays high) and entropy collapse (entropy stays low).
+"""Early warnings of a live run: stagnation (ACR stays high), entropy collapse (entropy stays low) and an inert
+trigger (AVSPO augments no group while groups collapse, so the run is GRPO).
 
 Framework-free: a host feeds one value per logged step and gets back the flags to log and,
 once per run and signal, the warning text. The state (streaks, the step each warning fired)
@@ -57,10 +58,17 @@ class StreakWarning:
 
 # The flags RunMonitor.observe returns, each 1 from the step its warning fired.
 WARNING_FLAGS = ("stagnation", "entropy_collapse")
+# The streak of steps on which AVSPO's trigger could have augmented collapsed groups and augmented none. It logs
+# no flag (the step's avspo/triggered and avspo/augmented_groups already say it), only its warning.
+INERT_TRIGGER = "inert_trigger"
+# The threshold modes under which the trigger can stay shut (always augments every collapsed group; never is the
+# monitor's mode, which augments nothing by design).
+TRIGGERED_MODES = ("adaptive", "fixed")
 
 
 class RunMonitor:
-    """The two early warnings of AVSPOConfig: ``stagnation`` (ACR) and ``entropy_collapse`` (entropy)."""
+    """The early warnings of AVSPOConfig: ``stagnation`` (ACR), ``entropy_collapse`` (entropy) and the inert
+    trigger (AVSPO augmented no group on more than stagnation_steps consecutive steps with a collapsed group)."""
 
     def __init__(self, config: AVSPOConfig) -> None:
         stagnation, entropy_collapse = WARNING_FLAGS
@@ -68,19 +76,26 @@ class RunMonitor:
         self.entropy_collapse = StreakWarning(
             entropy_collapse, config.entropy_floor, config.stagnation_steps, above=False
         )
+        # Observed with 1.0 on a step that had collapsed groups and augmented none, 0.0 on one that augmented.
+        self.inert_trigger = StreakWarning(INERT_TRIGGER, 0.5, _inert_patience(config), above=True)
+        self.config = config
 
     def reconfigure(self, config: AVSPOConfig) -> None:
         """Take the limits of ``config``, keeping the streaks counted so far."""
         self.stagnation.limit, self.stagnation.patience = config.stagnation_acr, config.stagnation_steps
         self.entropy_collapse.limit, self.entropy_collapse.patience = config.entropy_floor, config.stagnation_steps
+        self.inert_trigger.patience = _inert_patience(config)
+        self.config = config
 
     def observe(
-        self, step: int, acr: float | None = None, entropy: float | None = None
+        self, step: int, acr: float | None = None, entropy: float | None = None,
+        augmented: float | None = None, threshold: float | None = None,
     ) -> tuple[dict[str, float], list[str]]:
         """One logged step. Returns (flags of the enabled warnings that got a value, warnings fired now).
 
         acr: the step's ACR (None when no advantage was computed); entropy: the policy's mean token
-        entropy in nats (None when the host did not log one).
+        entropy in nats (None when the host did not log one); augmented: the step's share of groups that got
+        virtual samples and threshold: the tau in force (both None when no AVSPO advantage was computed).
         """
         flags: dict[str, float] = {}
         fired: list[str] = []
@@ -92,14 +107,25 @@ class RunMonitor:
             if self.entropy_collapse.observe(entropy, step):
                 fired.append(entropy_collapse_message(self.entropy_collapse, step, entropy))
             flags[self.entropy_collapse.name] = self.entropy_collapse.flag
+        # A step without collapsed groups had nothing to augment: its streak neither grows nor ends.
+        if acr is not None and acr > 0 and augmented is not None and self.inert_trigger.enabled:
+            if self.inert_trigger.observe(1.0 if augmented == 0 else 0.0, step):
+                fired.append(inert_trigger_message(self.inert_trigger, self.config, step, acr, threshold))
         return flags, fired
 
     def state_dict(self) -> dict[str, Any]:
-        return {"stagnation": self.stagnation.state_dict(), "entropy_collapse": self.entropy_collapse.state_dict()}
+        return {"stagnation": self.stagnation.state_dict(), "entropy_collapse": self.entropy_collapse.state_dict(),
+                INERT_TRIGGER: self.inert_trigger.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.stagnation.load_state_dict(state["stagnation"])
         self.entropy_collapse.load_state_dict(state["entropy_collapse"])
+        self.inert_trigger.load_state_dict(state[INERT_TRIGGER])
+
+
+def _inert_patience(config: AVSPOConfig) -> int:
+    """stagnation_steps where the trigger can stay shut, else 0 (disabled)."""
+    return config.stagnation_steps if config.threshold_mode in TRIGGERED_MODES else 0
 
 
 def stagnation_message(warning: StreakWarning, step: int, acr: float) -> str:
@@ -117,4 +143,17 @@ def entropy_collapse_message(warning: StreakWarning, step: int, entropy: float) 
         f"entropy_floor={warning.limit} nats for {warning.streak} consecutive logged steps (more than "
         f"stagnation_steps={warning.patience}); now {entropy:.3f}. Samples of a group will soon all agree, "
         f"so groups collapse. The entropy_collapse flag is 1 from this step on."
+    )
+
+
+def inert_trigger_message(warning: StreakWarning, config: AVSPOConfig, step: int, acr: float,
+                          threshold: float | None) -> str:
+    tau = "" if threshold is None else f" tau={threshold:.3f}"
+    return (
+        f"AVSPO inert at step {step}: virtual samples augmented no group on {warning.streak} consecutive steps with "
+        f"collapsed groups (more than stagnation_steps={warning.patience}); ACR {acr:.3f} did not exceed the "
+        f"threshold{tau} (threshold_mode={config.threshold_mode}, threshold_init={config.threshold_init}), so the "
+        f"run has been GRPO on those steps. A batch of many prompts seldom has ACR above tau: the paper trained on "
+        f"one prompt per step, where every collapsed group was augmented. threshold_mode=always augments every "
+        f"collapsed group at every step (docs/method.md, the paper's operating point)."
     )

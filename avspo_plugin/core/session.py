@@ -25,7 +25,7 @@ import torch
 from ..config import AVSPOConfig
 from ..state_files import check_fields
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
-from .early_warnings import RunMonitor
+from .early_warnings import INERT_TRIGGER, RunMonitor
 from .metrics import aggregate_metrics, filtered_group_metrics
 from .threshold import ThresholdState, advance
 
@@ -37,7 +37,8 @@ STATE_KEYS = ("threshold", "monitor", "logged_steps")
 STATE_FIELDS = {
     "format": int,
     "threshold": (None, {"tau": float, "prev_reward_mean": (None, float), "step": int}),
-    "monitor": {name: {"streak": int, "fired_step": (None, int)} for name in ("stagnation", "entropy_collapse")},
+    "monitor": {name: {"streak": int, "fired_step": (None, int)}
+                for name in ("stagnation", "entropy_collapse", INERT_TRIGGER)},
     "logged_steps": int,
 }
 
@@ -177,7 +178,8 @@ class AVSPOSession:
                 self.state = advance(self.config, self.state, metrics["acr"], metrics["reward_mean"])
             self._logged_steps += 1
             flags, fired = self.monitor.observe(
-                self._logged_steps if step is None else step, acr=metrics["acr"], entropy=entropy
+                self._logged_steps if step is None else step, acr=metrics["acr"], entropy=entropy,
+                augmented=metrics.get("augmented_groups"), threshold=metrics.get("threshold"),
             )
             self._entropy_observed = entropy is not None
             metrics.update(flags)
@@ -259,8 +261,11 @@ def checked_state(state: Any) -> Mapping[str, Any]:
     missing = [key for key in STATE_KEYS if key not in state]
     if missing:
         raise ValueError(f"avspo checkpoint state lacks {sorted(missing)}; it has {sorted(state)}")
-    # States written before the format number existed hold exactly format 1's keys.
+    # States written before the format number existed hold exactly format 1's keys; before the inert-trigger
+    # warning existed, its streak starts from nothing.
     state = {"format": STATE_FORMAT, **state}
+    if isinstance(state.get("monitor"), Mapping) and INERT_TRIGGER not in state["monitor"]:
+        state["monitor"] = {**state["monitor"], INERT_TRIGGER: {"streak": 0, "fired_step": None}}
     if state["format"] != STATE_FORMAT:
         raise ValueError(
             f"avspo checkpoint state has format {state['format']!r}; this version of avspo_plugin reads "

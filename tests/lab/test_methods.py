@@ -143,4 +143,23 @@ def test_study_methods_with_lab_estimators_go_through_compute_advantages():
         method = STUDY_EXTRA[name]
         advantages = compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS,
                                         entropy=entropy, step=1, seed=0)
-        assert effective_acr(advantages, UIDS) < 0.5  # collapsed groups get a signal
+        assert effective_collapse(advantages, SCORES, UIDS)["effective_acr"] < 0.5  # collapsed groups get a signal
+
+
+@pytest.mark.parametrize("name, num_virtual, effective", [
+    ("avspo_paper_point", 4.0, (0.0, 0.0, 0.0)),
+    ("avspo_paper_point_all_fail", 4.0, (0.25, 0.0, 0.25)),
+    ("avspo_paper_point_all_pass", 4.0, (0.25, 0.25, 0.0)),
+    ("avspo_released", 1.0, (0.0, 0.0, 0.0)),
+])
+def test_the_arms_that_act_augment_the_groups_they_name_with_their_k(name, num_virtual, effective):
+    """At ACR 0.5 (under tau_0 = 0.5) the adaptive trigger stays shut; these arms augment at every step."""
+    from avspo_plugin.tools.lab.methods import STUDY_EXTRA
+
+    session().reset()
+    method = STUDY_EXTRA[name]
+    advantages = compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS)
+    metrics = pop_metrics()
+    assert metrics["triggered"] == 1.0 and metrics["num_virtual"] == num_virtual
+    assert tuple(effective_collapse(advantages, SCORES, UIDS).values()) == effective
+    session().reset()

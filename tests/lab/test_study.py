@@ -202,8 +202,63 @@ def test_quick_study_writes_the_gates_and_the_paired_differences(tmp_path):
                                           "both_regimes", "learnable_all_fail", "clip_rate", "held_out_unseen"}
     assert all(set(g) >= {"value", "bound", "passed"} for g in report["gates"][base].values())
     assert report["design"]["gates_enforced"] is False
-    assert set(report["vs_grpo"]) == {"avspo", "rlzvp"}
+    assert set(report["manipulation"]) == {"avspo", "rlzvp"}
+    assert set(report["manipulation"]["avspo"][base]) == {"acts_on", "effective_acr_ratio", "trigger_rate", "acted"}
+    assert report["bases"][base]["training"]["regime"] in ("all_fail", "mixed", "all_pass")
+    assert report["best_lr"]["best"] in report["design"]["lr_candidates"]
+    assert set(report["vs_grpo"]) == {m for m in ("avspo", "rlzvp") if report["manipulation"][m][base]["acted"]}
     assert set(report["vs_grpo"]["avspo"]) >= {"mean", "ci95", "mde", "p_holm"}
     markdown = (tmp_path / "study.md").read_text()
     assert markdown.index("## Gates") < markdown.index("## Held-out accuracy at the rollout budget")
     assert "Gates not enforced" in markdown
+    assert "## Manipulation check: where each method acted" in markdown
+    assert "## At GRPO's accuracy-best learning rate" in markdown
+
+
+def test_the_manipulation_check_counts_a_method_only_where_it_acted():
+    from avspo_plugin.tools.lab.methods import PRESETS, STUDY_EXTRA
+    from avspo_plugin.tools.lab.study import acted_bases, manipulation
+
+    def run(**series):
+        return {"steps": {k: list(v) for k, v in series.items()}}
+
+    grpo = [run(acr=[0.4, 0.2], acr_all_fail=[0.2, 0.1], acr_all_pass=[0.2, 0.1])]
+    inert = [run(effective_acr=[0.4, 0.2], triggered=[0.0, 0.0])]
+    acting = [run(effective_acr=[0.1, 0.0], triggered=[1.0, 1.0])]
+    assert manipulation(PRESETS["avspo"], inert, grpo) == {
+        "acts_on": "all", "effective_acr_ratio": 1.0, "trigger_rate": 0.0, "acted": False}
+    assert manipulation(PRESETS["avspo_always"], acting, grpo)["acted"]  # 0.05 / 0.3
+    # A restricted arm is judged on the groups it targets: all-fail groups only.
+    all_fail_only = [run(effective_acr_all_fail=[0.0, 0.0], effective_acr=[0.2, 0.1], triggered=[1.0, 1.0])]
+    assert manipulation(STUDY_EXTRA["avspo_paper_point_all_fail"], all_fail_only, grpo)["effective_acr_ratio"] == 0.0
+    no_all_pass = [run(acr=[0.4], acr_all_fail=[0.4], acr_all_pass=[0.0])]
+    assert manipulation(STUDY_EXTRA["avspo_paper_point_all_pass"], [run(effective_acr_all_pass=[0.0])],
+                        no_all_pass) == {"acts_on": "all_pass", "effective_acr_ratio": None, "trigger_rate": None,
+                                         "acted": False}
+    selection = [run(skipped_prompts=[10, 30], batch_groups=[100, 100])]
+    assert manipulation(STUDY_EXTRA["select_grpo"], selection, grpo) == {"skipped_share": 40 / 240, "acted": True}
+    assert manipulation(PRESETS["dapo"], selection, grpo) is None  # DAPO claims nothing to check
+    checks = {"avspo": {"one": {"acted": False}, "two": {"acted": True}}, "dapo": {"one": None, "two": None}}
+    assert acted_bases(checks) == {"avspo": ["two"]}
+
+
+def test_pooled_comparisons_leave_out_the_bases_where_a_method_did_not_act():
+    endpoints = {m: {b: {s: {"accuracy": 0.5 + delta[b] + 0.01 * s, "auc": 0.4, "greedy": 0.6}
+                         for s in range(3)} for b in ("one", "two")}
+                 for m, delta in (("grpo", {"one": 0.0, "two": 0.0}), ("avspo", {"one": 0.0, "two": 0.03}),
+                                  ("avspo_always", {"one": 0.0, "two": 0.0}))}
+    result = analyse(endpoints, ["grpo", "avspo", "avspo_always"], ["one", "two"],
+                     acted={"avspo": ["two"], "avspo_always": []})
+    assert result["pooled_bases"] == {"avspo": ["two"], "avspo_always": []}
+    assert result["pooled"]["accuracy"]["avspo"]["n"] == 3
+    assert result["pooled"]["accuracy"]["avspo"]["mean"] == pytest.approx(0.03)
+    assert "avspo_always" not in result["pooled"]["accuracy"]  # acted nowhere: not pooled
+    assert result["per_base"]["one"]["accuracy"]["avspo"]["n"] == 3  # per base: every base, marked in the report
+
+
+def test_a_bases_regime_in_training_is_the_analyze_rule_on_grpos_first_half():
+    from avspo_plugin.tools.lab.study import training_regime
+
+    runs = [{"steps": {"acr_all_fail": [0.3, 0.3, 0.0, 0.0], "acr_all_pass": [0.1, 0.1, 0.5, 0.5]}}]
+    assert training_regime(runs) == {"regime": "all_fail", "all_fail_first_half": 0.3,
+                                     "all_pass_first_half": pytest.approx(0.1)}

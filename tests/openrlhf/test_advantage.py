@@ -76,6 +76,18 @@ def test_state_carries_across_steps_and_through_a_checkpoint():
     assert checkpoint_state() == saved
 
 
+def test_inert_avspo_warns_once_naming_its_numbers(caplog):
+    """Four prompts, one all-fail: ACR 0.25 never exceeds tau_0 = 0.5, so no group is ever augmented."""
+    args = openrlhf_args(stagnation_steps=2)
+    rewards = torch.tensor([[0.0] * 4, [1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    for _ in range(4):
+        group_advantages(rewards, args)
+        assert rollout_stats()["avspo/augmented_groups"] == 0.0
+    inert = [r.getMessage() for r in caplog.records if "AVSPO inert" in r.getMessage()]
+    assert len(inert) == 1 and inert[0].startswith("AVSPO inert at step 3: virtual samples augmented no group on 3")
+    assert "ACR 0.250" in inert[0] and "tau=0.500" in inert[0] and "threshold_mode=always augments" in inert[0]
+
+
 def test_early_warnings_fire_once_and_stay_flagged(caplog):
     args = openrlhf_args(threshold_mode="never", stagnation_acr=0.2, stagnation_steps=1, entropy_floor=0.5)
     assert entropy_collapse_flag({"entropy_loss": 0.1}) == {}  # no avspo step yet: not an avspo run

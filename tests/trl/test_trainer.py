@@ -127,6 +127,21 @@ def test_early_warnings_fire_once_and_flag_every_later_log(kit, make_trainer, ge
     assert messages[0].startswith("AVSPO stagnation at step 1") and messages[1].startswith("Entropy collapse at step 0")
 
 
+def test_inert_avspo_warns_once_naming_its_numbers(kit, make_trainer, generation_inputs, caplog):
+    """Four groups, one all-fail: ACR 0.25 never exceeds tau_0 = 0.5, so the trigger never opens."""
+    rewards = kit.PresetRewards()
+    trainer = make_trainer(rewards, avspo_stagnation_steps=2)
+    trainer.model.train()
+    for _ in range(4):
+        score(trainer, rewards, continuous_rows(0, collapsed_groups=(1,)), generation_inputs)
+        logs = {"loss": 0.0}
+        trainer.log(logs)
+        assert logs["avspo/augmented_groups"] == 0.0 and logs["avspo/acr"] == 0.25
+    inert = [r.getMessage() for r in caplog.records if "AVSPO inert" in r.getMessage()]
+    assert len(inert) == 1 and "virtual samples augmented no group on 3" in inert[0]
+    assert "ACR 0.250" in inert[0] and "tau=0.500" in inert[0]
+
+
 # Accuracy and format, each 0 or 1, summed by GRPOTrainer (rewards up to 2): groups collapsed at 2, 1 and 1,
 # and a mixed one.
 ACCURACY = [1.0] * 4 + [0.0] * 4 + [1.0, 0.0, 1.0, 0.0] + [1.0] * 4

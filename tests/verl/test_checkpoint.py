@@ -337,3 +337,18 @@ def test_groups_evicted_by_verls_group_filtering_count_in_the_steps_acr(tmp_path
     fit_v1(unfiltered, (1,))
     (_, plain), = unfiltered.logged
     assert (plain["avspo/groups"], plain["avspo/acr"]) == (4.0, 0.75) and "avspo/filtered_groups" not in plain
+
+
+def test_v1_trainer_warns_once_when_avspo_augments_nothing(tmp_path, base_config, make_batch, caplog):
+    """verl's v1 PPOTrainer.step closes each global step once: a trigger that never opens (fixed threshold 1.0,
+    ACR at most 1) is named after stagnation_steps=2 steps with collapsed groups, with its numbers."""
+    session().reset()
+    trainer = v1_stand_in(base_config, tmp_path, make_batch)
+    trainer.config.algorithm.avspo.update({"threshold_mode": "fixed", "threshold_init": 1.0, "stagnation_acr": 0.0})
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
+        fit_v1(trainer, range(1, 5))
+    assert [data["avspo/augmented_groups"] for _, data in trainer.logged] == [0.0] * 4
+    inert = [r.getMessage() for r in caplog.records if "AVSPO inert" in r.getMessage()]
+    assert len(inert) == 1 and inert[0].startswith("AVSPO inert at step 3: virtual samples augmented no group on 3")
+    assert "tau=1.000" in inert[0] and "threshold_mode=fixed" in inert[0]
+    session().reset()

@@ -48,7 +48,55 @@ def test_monitor_state_round_trips():
     assert restored.state_dict() == monitor.state_dict() == {
         "stagnation": {"streak": 5, "fired_step": 4},
         "entropy_collapse": {"streak": 5, "fired_step": 4},
+        "inert_trigger": {"streak": 0, "fired_step": None},
     }
+
+
+def test_inert_trigger_counts_steps_with_collapsed_groups_and_none_augmented():
+    monitor = RunMonitor(AVSPOConfig(stagnation_steps=2))
+    observed = [(0.4, 0.0), (0.0, 0.0), (0.4, 0.0), (0.4, 0.2), (0.3, 0.0), (0.3, 0.0), (0.3, 0.0), (0.3, 0.0)]
+    fired = [monitor.observe(step, acr=acr, augmented=augmented, threshold=0.5)[1]
+             for step, (acr, augmented) in enumerate(observed, 1)]
+    # Step 2 had no collapsed group (not counted, not a reset); step 4 augmented (a reset); 5, 6, 7: fires at 7.
+    assert [bool(f) for f in fired] == [False] * 6 + [True, False]
+    assert "AVSPO inert at step 7" in fired[6][0] and "3 consecutive steps" in fired[6][0]
+    assert "ACR 0.300" in fired[6][0] and "tau=0.500" in fired[6][0] and "threshold_mode=always" in fired[6][0]
+    assert monitor.state_dict()["inert_trigger"] == {"streak": 4, "fired_step": 7}
+
+
+@pytest.mark.parametrize("mode", ["always", "never"])
+def test_inert_trigger_is_off_where_the_trigger_cannot_stay_shut(mode):
+    monitor = RunMonitor(AVSPOConfig(threshold_mode=mode, stagnation_steps=1))
+    assert all(monitor.observe(step, acr=0.3, augmented=0.0)[1] == [] for step in range(1, 10))
+
+
+def test_checkpoints_from_before_the_inert_trigger_resume_with_its_streak_at_zero():
+    from avspo_plugin.core.session import AVSPOSession
+
+    session = AVSPOSession()
+    old = session.state_dict()
+    del old["monitor"]["inert_trigger"]
+    session.load_state_dict(old)
+    assert session.state_dict()["monitor"]["inert_trigger"] == {"streak": 0, "fired_step": None}
+
+
+def test_inert_avspo_warns_through_verls_compute_advantage_naming_its_numbers(caplog, make_batch):
+    """A verl-sized batch with ACR under tau_0 = 0.5: the trigger never opens, and the run is told so."""
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    from avspo_plugin.verl import pop_metrics, session
+
+    session().reset()
+    algorithm = OmegaConf.create({"adv_estimator": "avspo", "avspo": {"stagnation_steps": 2}})
+    one_of_three_collapsed = make_batch([1, 1, 0, 1, 1, 0], ["a", "a", "b", "b", "c", "c"])
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
+        for step in range(1, 5):
+            compute_advantage(one_of_three_collapsed, adv_estimator="avspo", config=algorithm)
+            assert pop_metrics()["augmented_groups"] == 0.0
+    inert = [r.getMessage() for r in caplog.records if "AVSPO inert" in r.getMessage()]
+    assert len(inert) == 1 and inert[0].startswith("AVSPO inert at step 3: virtual samples augmented no group on 3")
+    assert "ACR 0.333" in inert[0] and "tau=0.500" in inert[0] and "threshold_mode=adaptive" in inert[0]
+    session().reset()
 
 
 def test_stagnation_and_entropy_collapse_reach_the_tracker_with_one_warning_each(caplog, make_batch):
