@@ -18,6 +18,9 @@ STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed
 # Strategies whose virtual rewards are placed between reward_low and reward_high.
 BOUNDED_STRATEGIES = frozenset(STRATEGIES) - {"stratified_observed"}
 THRESHOLD_MODES = ("adaptive", "fixed", "always", "never")
+# The modes under which AVSPO's trigger can stay shut on a step with collapsed groups (always augments every
+# collapsed group; never is the monitor's mode, which augments nothing by design).
+TRIGGERED_MODES = ("adaptive", "fixed")
 APPLY_TO = ("all", "all_fail", "all_pass")
 STD_KINDS = ("unbiased", "population")
 

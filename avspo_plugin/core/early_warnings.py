@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import AVSPOConfig
+from ..config import TRIGGERED_MODES, AVSPOConfig
 
 
 @dataclass
@@ -61,9 +61,6 @@ WARNING_FLAGS = ("stagnation", "entropy_collapse")
 # The streak of steps on which AVSPO's trigger could have augmented collapsed groups and augmented none. It logs
 # no flag (the step's avspo/triggered and avspo/augmented_groups already say it), only its warning.
 INERT_TRIGGER = "inert_trigger"
-# The threshold modes under which the trigger can stay shut (always augments every collapsed group; never is the
-# monitor's mode, which augments nothing by design).
-TRIGGERED_MODES = ("adaptive", "fixed")
 
 
 class RunMonitor:

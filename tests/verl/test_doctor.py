@@ -40,6 +40,23 @@ def test_healthy_install_and_valid_config(capsys):
     assert "[warn] algorithm.use_kl_in_reward=True" in out
 
 
+def test_at_launch_the_doctor_says_what_the_batch_means_for_the_trigger(capsys):
+    assert main(["doctor", "--no-ray", "data.train_batch_size=256"]) == 0
+    out = capsys.readouterr().out
+    assert ("[warn] algorithm.avspo.threshold_mode=adaptive: virtual samples are added only on steps whose ACR exceeds "
+            "the threshold (tau_0 = 0.5), that is when more than 50% of the groups of 256 prompts per step "
+            "(data.train_batch_size) are collapsed") in out
+    assert "algorithm.avspo.threshold_mode=always does that in any batch" in out
+    assert main(["doctor", "--no-ray", "algorithm.avspo.threshold_mode=always"]) == 0
+    assert "virtual samples are added only on steps" not in capsys.readouterr().out
+
+
+def test_avspo_with_one_response_per_prompt_is_a_warning(capsys):
+    assert main(["doctor", "--no-ray", "actor_rollout_ref.rollout.n=1"]) == 0
+    assert ("[warn] algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n=1: each prompt has a single "
+            "response, so no group can collapse") in capsys.readouterr().out
+
+
 def test_invalid_config_fails_naming_the_key(capsys):
     assert main(["doctor", "--no-ray", "+algorithm.avspo.alpah=0.3"]) == 1
     out = capsys.readouterr().out

@@ -21,7 +21,7 @@ import traceback
 from importlib import metadata
 from typing import Any
 
-from avspo_plugin.config import ConfigError
+from avspo_plugin.config import TRIGGERED_MODES, AVSPOConfig, ConfigError
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 
 from .findings import installed_version, line
@@ -229,6 +229,8 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
         except ConfigError as err:
             return [("FAIL", str(err))]
         findings.append(("ok", "algorithm.avspo is valid; " + _not_default(avspo)))
+        findings += estimator_notes(avspo, OmegaConf.select(config, "actor_rollout_ref.rollout.n"),
+                                    OmegaConf.select(config, "data.train_batch_size"))
     if MONITOR in features:
         findings.append(("ok", f"algorithm.avspo_monitor is on beside algorithm.adv_estimator={estimator} (advantages "
                                f"untouched); {_not_default(monitor)}"))  # fmt: skip
@@ -260,6 +262,28 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     findings.append(("ok", f"verl functions this run wraps ({', '.join(FEATURE_SETTING[f] for f in features)}): "
                            f"{len(hooks)}: {', '.join(hooks)}"))  # fmt: skip
     return findings
+
+
+def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> list[tuple[str, str]]:
+    """What a batch of ``prompts`` prompts (data.train_batch_size) means for AVSPO's trigger, and a rollout.n of
+    ``n`` that leaves no group: (level, text) findings."""
+    notes = []
+    if n is not None and int(n) < 2:
+        notes.append(("warn", f"algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n={n}: each prompt has a "
+                              "single response, so no group can collapse or be augmented (avspo/groups 0); set "
+                              "rollout.n >= 2 for groups"))
+    if avspo.threshold_mode in TRIGGERED_MODES:
+        batch = f"{prompts} prompts per step (data.train_batch_size)" if prompts else "a step's prompts"
+        notes.append(("warn", (
+            f"algorithm.avspo.threshold_mode={avspo.threshold_mode}: virtual samples are added only on steps whose ACR "
+            f"exceeds the threshold (tau_0 = {avspo.threshold_init}), that is when more than "
+            f"{avspo.threshold_init:.0%} of the groups of {batch} are collapsed; GRPO runs in the paper showed ACR "
+            "0.28-0.45, so this run may train as GRPO on most steps (avspo/triggered says which; a warning comes after "
+            f"stagnation_steps={avspo.stagnation_steps} such steps). The paper trained one prompt per step, where every "
+            "collapsed group was augmented: algorithm.avspo.threshold_mode=always does that in any batch "
+            "(docs/method.md)"
+        )))
+    return notes
 
 
 def _not_default(config: Any) -> str:
