@@ -112,6 +112,21 @@ def test_avspo_estimate_without_replay_counts_steps_above_the_initial_threshold(
                         "acr": pytest.approx(0.475)}
 
 
+def test_a_logged_avspo_run_whose_trigger_seldom_opened_is_told_it_trained_as_grpo():
+    logged = Timeline(steps=np.arange(1, 5), series={k: np.asarray(v, dtype=float) for k, v in {
+        "acr": [0.3, 0.3, 0.6, 0.3], "triggered": [0, 0, 1, 0], "augmented_groups": [0, 0, 0.6, 0],
+        "effective_acr": [0.3, 0.3, 0.0, 0.3]}.items()}, basis="test", exact=True, avspo="logged")
+    estimate = signals.avspo_estimate(logged, 0.5)
+    assert estimate["triggered_steps"] == 0.25 and estimate["effective_acr"] == pytest.approx(0.225)
+    run = {"rollout_shares": {"collapsed": None}, "dapo": {"dropped_groups": 0}, "avspo": estimate,
+           "stagnation": {"fired": False}}
+    advice = signals.advice(run)
+    assert advice[0] == "This run used AVSPO: triggered on 25.0% of steps; effective ACR 22.5% vs ACR 37.5%."
+    assert advice[1].startswith("AVSPO hardly acted: on the 75.0% of steps its trigger stayed shut the run trained as GRPO")
+    estimate["triggered_steps"] = 1.0
+    assert len(signals.advice(run)) == 1
+
+
 def test_moving_average_of_the_comparison_plot_skips_gaps():
     from avspo_plugin.tools.analyze.plots import _moving_average
 

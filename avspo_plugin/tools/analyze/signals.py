@@ -172,6 +172,10 @@ def dapo_estimate(timeline: Timeline) -> dict[str, Any]:
     }
 
 
+# Below this share of triggered steps, a run that used AVSPO is told it mostly trained as GRPO.
+INERT_TRIGGER_RATE = 0.5
+
+
 def avspo_estimate(timeline: Timeline, threshold_init: float) -> dict[str, Any]:
     """AVSPO on this run: the replay or the run's own AVSPO metrics; else steps above the initial threshold."""
     acr_mean = _mean(timeline.series["acr"])
@@ -320,6 +324,12 @@ def advice(run: dict[str, Any]) -> list[str]:
             f"This run used AVSPO: triggered on {_pct(avspo['triggered_steps'])} of steps; effective ACR "
             f"{_pct(avspo['effective_acr'])} vs ACR {_pct(avspo['acr'])}."
         )
+        if avspo["triggered_steps"] is not None and avspo["triggered_steps"] < INERT_TRIGGER_RATE:
+            lines.append(
+                f"AVSPO hardly acted: on the {_pct(1 - avspo['triggered_steps'])} of steps its trigger stayed shut "
+                "the run trained as GRPO. A batch of many prompts seldom has ACR above the threshold; "
+                "threshold_mode=always augments every collapsed group at every step (docs/method.md)."
+            )
     elif avspo["steps_above_threshold"] > 0:
         lines.append(
             f"ACR exceeded AVSPO's initial threshold ({avspo['threshold_init']}) on "
