@@ -7,6 +7,8 @@ core count: the same seed gives the same series.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
 import multiprocessing
@@ -109,31 +111,66 @@ def _run(spec: RunSpec) -> tuple[str, dict]:
 
 def run_all(
     specs: list[RunSpec], base_state: dict[str, torch.Tensor], jobs: int, progress: bool = True,
-    initial_eval: dict | None = None,
+    initial_eval: dict | None = None, cache: Path | None = None,
 ) -> dict[str, dict]:
     """Run every spec; results by key. jobs > 1 runs them in that many spawned worker processes.
 
     initial_eval: the base policy's step-0 evaluation (prepare_base's ``held_out``); a run whose evaluation
     settings match uses it instead of evaluating the same policy with the same random numbers again.
+    cache: a folder where each finished run is kept under its :func:`run_fingerprint`; a run found there is read
+    back instead of run again (a stopped study resumes where it stopped). Runs are deterministic on one machine.
     """
-    total_steps = sum(planned_steps(s.settings) for s in specs)
-    results: dict[str, dict] = {}
+    base_digest = state_digest(base_state)
+    cached = {s.key: _read_cached(cache, run_fingerprint(s, base_digest)) for s in specs} if cache else {}
+    results: dict[str, dict] = {key: result for key, result in cached.items() if result is not None}
+    todo = [s for s in specs if s.key not in results]
+    total_steps = sum(planned_steps(s.settings) for s in todo)
+
+    def keep(spec: RunSpec, result: dict) -> None:
+        results[spec.key] = result
+        if cache:
+            cache.mkdir(parents=True, exist_ok=True)
+            path = cache / f"{run_fingerprint(spec, base_digest)}.json"
+            path.write_text(json.dumps({"key": spec.key, "result": result}) + "\n", encoding="utf-8")
+
     with tqdm(total=total_steps, unit="step", disable=not progress, file=sys.stderr, dynamic_ncols=True) as bar:
-        if jobs <= 1:
+        if jobs <= 1 or len(todo) <= 1:
             _init_worker(base_state, initial_eval)
-            for spec in specs:
+            for spec in todo:
                 bar.set_postfix_str(spec.key)
-                results[spec.key] = _train(spec)
+                keep(spec, _train(spec))
                 bar.update(planned_steps(spec.settings))
-            return results
-        context = multiprocessing.get_context("spawn")
-        with context.Pool(min(jobs, len(specs)), initializer=_init_worker, initargs=(base_state, initial_eval)) as pool:
-            by_key = {s.key: s for s in specs}
-            for key, result in pool.imap_unordered(_run, specs):
-                results[key] = result
-                bar.update(planned_steps(by_key[key].settings))
-                bar.set_postfix_str(key)
+        else:
+            context = multiprocessing.get_context("spawn")
+            with context.Pool(min(jobs, len(todo)), initializer=_init_worker,
+                              initargs=(base_state, initial_eval)) as pool:
+                by_key = {s.key: s for s in todo}
+                for key, result in pool.imap_unordered(_run, todo):
+                    keep(by_key[key], result)
+                    bar.update(planned_steps(by_key[key].settings))
+                    bar.set_postfix_str(key)
     return {s.key: results[s.key] for s in specs}
+
+
+def state_digest(state: dict[str, torch.Tensor]) -> str:
+    """SHA-256 of a policy's parameters, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        digest.update(name.encode())
+        digest.update(state[name].detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def run_fingerprint(spec: RunSpec, base_digest: str) -> str:
+    """What a run's result depends on: settings, method, seed, extra evaluations and the base policy."""
+    what = {"settings": spec.settings.to_dict(), "method": dataclasses.asdict(spec.method), "seed": spec.seed,
+            "extra_final_evals": list(spec.extra_final_evals), "base": base_digest}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _read_cached(cache: Path, fingerprint: str) -> dict | None:
+    path = cache / f"{fingerprint}.json"
+    return json.loads(path.read_text(encoding="utf-8"))["result"] if path.exists() else None
 
 
 def children_cpu_s() -> float:

@@ -187,10 +187,12 @@ def choose_bases(settings: LabSettings, progress: bool, quick: bool = False) -> 
     return candidates
 
 
-def run_base(base: dict, methods: Sequence, seeds: Sequence[int], jobs: int, progress: bool) -> dict[str, dict[int, dict]]:
-    """method -> seed -> run, every method from one base."""
+def run_base(base: dict, methods: Sequence, seeds: Sequence[int], jobs: int, progress: bool,
+             cache: Path | None = None) -> dict[str, dict[int, dict]]:
+    """method -> seed -> run, every method from one base (finished runs kept in and read back from ``cache``)."""
     specs = [RunSpec(f"{m.name}/{base['name']}/seed{s}", base["settings"], m, s) for m in methods for s in seeds]
-    results = run_all(specs, base["state"], jobs, progress=progress, initial_eval=base["description"]["held_out"])
+    results = run_all(specs, base["state"], jobs, progress=progress, initial_eval=base["description"]["held_out"],
+                      cache=cache)
     return {m.name: {s: results[f"{m.name}/{base['name']}/seed{s}"] for s in seeds} for m in methods}
 
 
@@ -367,7 +369,8 @@ def planned_runs(methods: Sequence[str], bases: int, primary_seeds: int, ablatio
                     + len(LR_CANDIDATES) * len(LR_TUNING_SEEDS) + 2 * primary_seeds)
 
 
-def tune_learning_rate(bases: Sequence[dict], tuning_seeds: Sequence[int], jobs: int, progress: bool) -> dict:
+def tune_learning_rate(bases: Sequence[dict], tuning_seeds: Sequence[int], jobs: int, progress: bool,
+                       cache: Path | None = None) -> dict:
     """Phase 3's choice (design point 6): GRPO alone at each of LR_CANDIDATES on tuning seeds from every base;
     ``best``: the learning rate with the highest mean final held-out accuracy over bases and seeds."""
     grpo = parse_method(BASELINE)
@@ -375,7 +378,7 @@ def tune_learning_rate(bases: Sequence[dict], tuning_seeds: Sequence[int], jobs:
     for lr in LR_CANDIDATES:
         for b in bases:
             at_lr = {**b, "settings": dataclasses.replace(b["settings"], lr=lr)}
-            by_seed = run_base(at_lr, [grpo], list(tuning_seeds), jobs, progress)[BASELINE]
+            by_seed = run_base(at_lr, [grpo], list(tuning_seeds), jobs, progress, cache)[BASELINE]
             final.setdefault(repr(lr), {})[b["name"]] = [r["evals"]["accuracy"][-1] for r in by_seed.values()]
     means = {lr: float(np.mean([a for accs in by_base.values() for a in accs])) for lr, by_base in final.items()}
     best = max(LR_CANDIDATES, key=lambda lr: means[repr(lr)])
@@ -385,12 +388,12 @@ def tune_learning_rate(bases: Sequence[dict], tuning_seeds: Sequence[int], jobs:
 
 
 def compare_at_learning_rate(bases: Sequence[dict], lr: float, seeds: Sequence[int], jobs: int, progress: bool,
-                             enforce_gates: bool) -> dict:
+                             enforce_gates: bool, cache: Path | None = None) -> dict:
     """Phase 3's comparison: GRPO and ACTING_AVSPO at learning rate ``lr`` with the study's seeds, compared on the
     bases where GRPO passes LEARNING_GATES there (every base when gates are not enforced)."""
     methods = [parse_method(BASELINE), parse_method(ACTING_AVSPO)]
     at_lr = [{**b, "settings": dataclasses.replace(b["settings"], lr=lr)} for b in bases]
-    runs = {b["name"]: run_base(b, methods, list(seeds), jobs, progress) for b in at_lr}
+    runs = {b["name"]: run_base(b, methods, list(seeds), jobs, progress, cache) for b in at_lr}
     gates = gate_bases(at_lr, {name: by_method[BASELINE] for name, by_method in runs.items()})
     learns = [name for name, by_gate in gates.items()
               if all(by_gate[g]["passed"] for g in LEARNING_GATES) or not enforce_gates]
@@ -432,7 +435,8 @@ def run(args) -> int:
     if not bases:
         raise ValueError("no candidate base is eligible (docs/study.md, design point 1)")
     grpo = next(m for m in methods if m.name == BASELINE)
-    grpo_runs = {b["name"]: run_base(b, [grpo], seeds[BASELINE], jobs, progress)[BASELINE] for b in bases}
+    cache = out / "runs"  # every finished run: a stopped study resumes where it stopped
+    grpo_runs = {b["name"]: run_base(b, [grpo], seeds[BASELINE], jobs, progress, cache)[BASELINE] for b in bases}
     gates = gate_bases(bases, grpo_runs)
     compared = bases_to_compare(bases, gates, enforce_gates, progress)
 
@@ -443,7 +447,7 @@ def run(args) -> int:
         others = [m for m in methods if m.name != BASELINE]
         for count in sorted({len(seeds[m.name]) for m in others}):
             group = [m for m in others if len(seeds[m.name]) == count]
-            for name, by_seed in run_base(b, group, list(range(count)), jobs, progress).items():
+            for name, by_seed in run_base(b, group, list(range(count)), jobs, progress, cache).items():
                 runs[name][b["name"]] = by_seed
 
     names = [b["name"] for b in compared]
@@ -454,9 +458,6 @@ def run(args) -> int:
                        for b in names} for m in methods if m.name != BASELINE}
     analysis = analyse(endpoints, [m.name for m in methods], names, acted_bases(checks)) \
         if names and len(methods) > 1 else None
-    best_lr = tune_learning_rate(compared, LR_TUNING_SEEDS[:1] if args.quick else LR_TUNING_SEEDS, jobs, progress)
-    at_best_lr = compare_at_learning_rate(compared, best_lr["best"], seeds[BASELINE], jobs, progress, enforce_gates) \
-        if compared and best_lr["best"] != settings.lr else None
     grpo_final = {b: float(np.mean([r["evals"]["accuracy"][-1] for r in runs[BASELINE][b].values()])) for b in names}
     report = {
         "format": 2,
@@ -480,8 +481,8 @@ def run(args) -> int:
                               "training": training_regime(list(grpo_runs[b["name"]].values()))} for b in bases},
         "not_rerun": {m: why for m, why in NOT_RERUN.items() if m not in runs},
         "manipulation": checks,
-        "best_lr": best_lr,
-        "at_best_lr": at_best_lr,
+        "best_lr": None,
+        "at_best_lr": None,
         "endpoints": {m: {b: {str(s): v for s, v in by_seed.items()} for b, by_seed in by_base.items()}
                       for m, by_base in endpoints.items()},
         "analysis": analysis,
@@ -492,7 +493,15 @@ def run(args) -> int:
                       for m, by_base in runs.items()},
         "timing": run_timing(started, jobs),
     }
+    # Phases 1-2 are written before phase 3 runs; phase 3 completes the same report.
     write_report(out, "study", report, study_markdown(report))
+    if compared:
+        report["best_lr"] = tune_learning_rate(compared, LR_TUNING_SEEDS, jobs, progress, cache)
+        report["at_best_lr"] = compare_at_learning_rate(
+            compared, report["best_lr"]["best"], seeds[BASELINE], jobs, progress, enforce_gates, cache
+        ) if report["best_lr"]["best"] != settings.lr else None
+        report["timing"] = run_timing(started, jobs)
+        write_report(out, "study", report, study_markdown(report))
     plot_study(report, out)
     if not compared:
         print("avspo lab study: no base passes the gates; no method was compared (study.md lists the gates)",

@@ -192,6 +192,8 @@ def manipulation_section(checks: dict, compared: list[str], design: dict) -> lis
 def best_lr_section(report: dict, design: dict) -> list[str]:
     """Phase 3: GRPO's accuracy-best learning rate, and the acting AVSPO arm against GRPO there."""
     best = report["best_lr"]
+    if best is None:
+        return ["", "## At GRPO's accuracy-best learning rate", "", "**Phase 3 has not run yet.**", ""]
     lines = ["", "## At GRPO's accuracy-best learning rate", "",
              f"GRPO alone at learning rates {', '.join(str(lr) for lr in design['lr_candidates'])} on tuning seeds "
              f"{best['seeds']}, every compared base; mean final held-out accuracy:", ""]
