@@ -328,7 +328,9 @@ class AVSPOConfig(ConfigBlock):
         Number(0.0, 1.0), "ACR is a fraction of groups",
     )
     stagnation_steps: int = _key(
-        50, EARLY_WARNINGS, "Consecutive steps for the stagnation and entropy-collapse warnings; 0 disables both.",
+        50, EARLY_WARNINGS, "Consecutive steps for the stagnation and entropy-collapse warnings, and for the "
+        "inert-trigger warning (threshold_mode adaptive or fixed: no group augmented on this many steps with "
+        "collapsed groups); 0 disables all three.",
         Integer(0, MAX_STEPS), "a million steps is longer than any RL run",
     )
     entropy_floor: float = _key(

@@ -98,7 +98,10 @@ def metrics_markdown() -> str:
     lines += [
         "",
         "The verl and TRL adapters add the early warnings `avspo/stagnation` and `avspo/entropy_collapse`",
-        "(docs/verl.md, docs/trl.md).",
+        "(docs/verl.md, docs/trl.md). Every host also warns once in its log, with no metric of its own, when",
+        "AVSPO under `threshold_mode` adaptive or fixed augments no group on more than `stagnation_steps`",
+        "consecutive steps that had collapsed groups (\"AVSPO inert at step N\": the ACR, tau and the setting that",
+        "augments every collapsed group); `triggered` and `augmented_groups` show the same per step.",
         "",
         "The ACR monitor beside another estimator (`algorithm.avspo_monitor.enable=true`) logs the reward side",
         f"alone: {', '.join(f'`{name}`' for name in MONITOR_METRICS)} and the two warnings; the others",
