@@ -26,8 +26,11 @@ sys.exit(main(["doctor", "--no-ray", "--no-config"]))
 
 
 def test_healthy_install_and_valid_config(capsys):
-    assert main(["doctor", "--no-ray", "algorithm.avspo.alpha=0.3", "algorithm.use_kl_in_reward=true"]) == 0
+    overrides = ["algorithm.adv_estimator=avspo", "+algorithm.avspo.alpha=0.3", "algorithm.use_kl_in_reward=true"]
+    assert main(["doctor", "--no-ray", *overrides]) == 0
     out = capsys.readouterr().out
+    assert ("config ppo_trainer from pkg://verl.trainer.config (what python -m verl.trainer.main_ppo composes) with "
+            "algorithm.adv_estimator=avspo +algorithm.avspo.alpha=0.3") in out
     assert "verl 0.9.1" in out and "entry point: verl.plugins avspo = avspo_plugin.verl" in out
     assert "[ok] avspo registered in this process: avspo_plugin.verl.estimator.compute_avspo_outcome_advantage" in out
     assert "metrics via the Tracking.log hook" in out
@@ -41,35 +44,52 @@ def test_healthy_install_and_valid_config(capsys):
 
 
 def test_at_launch_the_doctor_says_what_the_batch_means_for_the_trigger(capsys):
-    assert main(["doctor", "--no-ray", "data.train_batch_size=256"]) == 0
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "data.train_batch_size=256"]) == 0
     out = capsys.readouterr().out
     assert ("[warn] algorithm.avspo.threshold_mode=adaptive: virtual samples are added only on steps whose ACR exceeds "
             "the threshold (tau_0 = 0.5), that is when more than 50% of the groups of 256 prompts per step "
             "(data.train_batch_size) are collapsed") in out
     assert "algorithm.avspo.threshold_mode=always does that in any batch" in out
-    assert main(["doctor", "--no-ray", "algorithm.avspo.threshold_mode=always"]) == 0
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "+algorithm.avspo.threshold_mode=always"]) == 0
     assert "virtual samples are added only on steps" not in capsys.readouterr().out
 
 
 def test_avspo_with_one_response_per_prompt_is_a_warning(capsys):
-    assert main(["doctor", "--no-ray", "actor_rollout_ref.rollout.n=1"]) == 0
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "actor_rollout_ref.rollout.n=1"]) == 0
     assert ("[warn] algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n=1: each prompt has a single "
             "response, so no group can collapse") in capsys.readouterr().out
 
 
 def test_invalid_config_fails_naming_the_key(capsys):
-    assert main(["doctor", "--no-ray", "+algorithm.avspo.alpah=0.3"]) == 1
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "+algorithm.avspo.alpah=0.3"]) == 1
     out = capsys.readouterr().out
     assert "[FAIL] unknown key(s) algorithm.avspo.alpah; valid keys: strategy," in out
 
 
 def test_stock_ppo_trainer_config_without_avspo_is_flagged(capsys):
-    assert main(["doctor", "--no-ray", "--config-path", "pkg://verl.trainer.config", "--config-name", "ppo_trainer"]) == 0
+    assert main(["doctor", "--no-ray"]) == 0
     assert "[warn] algorithm.adv_estimator=gae: this run uses nothing of avspo" in capsys.readouterr().out
 
 
+def test_the_readme_monitor_line_is_checked_verbatim(capsys):
+    """README: `python -m verl.trainer.main_ppo ... algorithm.adv_estimator=grpo +algorithm.avspo_monitor.enable=true`,
+    then `avspo doctor <same overrides>`."""
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=grpo", "+algorithm.avspo_monitor.enable=true"]) == 0
+    out = capsys.readouterr().out
+    assert "[ok] algorithm.avspo_monitor is on beside algorithm.adv_estimator=grpo (advantages untouched)" in out
+    assert "[FAIL]" not in out
+
+
+def test_the_plugins_packaged_config_is_composed_when_named(capsys):
+    options = ["--config-path", "pkg://avspo_plugin.verl.config", "--config-name", "avspo_trainer"]
+    assert main(["doctor", "--no-ray", *options, "algorithm.avspo.alpha=0.3"]) == 0
+    out = capsys.readouterr().out
+    assert "config avspo_trainer from pkg://avspo_plugin.verl.config with algorithm.avspo.alpha=0.3:" in out
+    assert "[ok] algorithm.avspo is valid; not default: alpha=0.3" in out
+
+
 def test_the_monitor_beside_grpo_is_checked_with_the_hooks_it_wraps(capsys):
-    overrides = ["algorithm.adv_estimator=grpo", "algorithm.avspo_monitor.enable=true", "algorithm.filter_groups.enable=true"]
+    overrides = ["algorithm.adv_estimator=grpo", "+algorithm.avspo_monitor.enable=true", "algorithm.filter_groups.enable=true"]
     assert main(["doctor", "--no-ray", *overrides]) == 0
     out = capsys.readouterr().out
     assert "[ok] algorithm.avspo_monitor is on beside algorithm.adv_estimator=grpo (advantages untouched)" in out
@@ -92,7 +112,7 @@ def test_swallowed_import_error_is_shown():
 
 
 def test_augmentation_with_dapo_group_filtering_fails_naming_it(capsys):
-    assert main(["doctor", "--no-ray", "algorithm.filter_groups.enable=true"]) == 1
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "algorithm.filter_groups.enable=true"]) == 1
     out = capsys.readouterr().out
     assert (
         "[FAIL] algorithm.adv_estimator=avspo with algorithm.avspo.threshold_mode=adaptive cannot run with "
@@ -101,7 +121,8 @@ def test_augmentation_with_dapo_group_filtering_fails_naming_it(capsys):
 
 
 def test_monitor_only_with_dapo_group_filtering_is_ok(capsys):
-    overrides = ["algorithm.filter_groups.enable=true", "algorithm.avspo.threshold_mode=never"]
+    overrides = ["algorithm.adv_estimator=avspo", "algorithm.filter_groups.enable=true",
+                 "+algorithm.avspo.threshold_mode=never"]
     assert main(["doctor", "--no-ray", *overrides]) == 0
     out = capsys.readouterr().out
     assert "[ok] algorithm.filter_groups.enable=true: verl evicts the zero-variance groups" in out

@@ -32,6 +32,9 @@ ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
 # First verl release that loads `verl.plugins` entry points on import.
 ENTRY_POINTS_SINCE = (0, 9)
 PACKAGED_CONFIG = "pkg://avspo_plugin.verl.config"
+# What `python -m verl.trainer.main_ppo` composes when given no --config-path / --config-name.
+VERL_CONFIG = "pkg://verl.trainer.config"
+VERL_CONFIG_NAME = "ppo_trainer"
 # avspo_plugin/, found without importing avspo_plugin.verl (tools/doctor/verl.py is two folders below it).
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -39,13 +42,18 @@ PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """verl's options of ``avspo doctor`` (``--host`` is the command's, :mod:`avspo_plugin.tools.doctor`)."""
     parser.add_argument(
-        "overrides", nargs="*", help="hydra overrides of the run to check, as given to main_ppo (e.g. algorithm.avspo.alpha=0.3)"
+        "overrides", nargs="*",
+        help="hydra overrides of the run to check, exactly as given to main_ppo (e.g. algorithm.adv_estimator=avspo "
+             "+algorithm.avspo.alpha=0.3)",
     )
     parser.add_argument(
-        "--config-path", default=PACKAGED_CONFIG,
-        help=f"hydra config directory or pkg:// module, as main_ppo's --config-path (default: {PACKAGED_CONFIG})",
+        "--config-path", default=VERL_CONFIG,
+        help=f"hydra config directory or pkg:// module, as main_ppo's --config-path (default: {VERL_CONFIG}, what "
+             f"python -m verl.trainer.main_ppo composes; the plugin's: {PACKAGED_CONFIG})",
     )
-    parser.add_argument("--config-name", default="avspo_trainer", help="hydra config name (default: avspo_trainer)")
+    parser.add_argument("--config-name", default=VERL_CONFIG_NAME,
+                        help=f"hydra config name, as main_ppo's --config-name (default: {VERL_CONFIG_NAME}; the "
+                             "plugin's: avspo_trainer)")
     parser.add_argument("--no-config", action="store_true", help="skip the config check")
     parser.add_argument("--no-ray", action="store_true", help="skip the check in a fresh Ray actor")
     parser.add_argument(
@@ -303,7 +311,10 @@ def run(args: argparse.Namespace) -> int:
     failed |= _print_registration("this process", local)
 
     if not args.no_config:
-        where = f"{args.config_path} --config-name {args.config_name} {' '.join(args.overrides)}".rstrip()
+        stock = (args.config_path, args.config_name) == (VERL_CONFIG, VERL_CONFIG_NAME)
+        where = (f"{args.config_name} from {args.config_path}"
+                 + (" (what python -m verl.trainer.main_ppo composes)" if stock else "")
+                 + (f" with {' '.join(args.overrides)}" if args.overrides else ""))
         try:
             config = compose_config(args.config_path, args.config_name, args.overrides)
         except Exception as err:
