@@ -4,6 +4,7 @@ subcommand ends bad input with one error line and exit status 2, and a bug with 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,16 @@ def test_the_console_script_exits_2_with_one_line(tmp_path):
     )
     assert (run.returncode, run.stdout) == (2, "")
     assert run.stderr == "avspo math-prepare: error: --levels 'x': expected comma-separated integers such as 3 or 3,4\n"
+
+
+def test_verl_demo_writes_outside_the_folder_it_runs_in_by_default(tmp_path, monkeypatch):
+    import argparse
+    import tempfile
+
+    from avspo_plugin.tools.verl_cpu.demo import add_arguments
+
+    monkeypatch.chdir(tmp_path)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    out = parser.parse_args([]).out
+    assert out == Path(tempfile.gettempdir()) / "avspo-verl-demo" and not out.resolve().is_relative_to(tmp_path)

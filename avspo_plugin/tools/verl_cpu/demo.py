@@ -20,6 +20,7 @@ import argparse
 import random
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ RESPONSE_LENGTH = 16
 GROUP_SIZE = 4
 PROMPTS_PER_STEP = 4
 LOGGERS = ("console", "file", "tensorboard")
+DEFAULT_OUT = Path(tempfile.gettempdir()) / "avspo-verl-demo"
 PACKAGED_CONFIG = ("--config-path", "pkg://avspo_plugin.verl.config", "--config-name", "avspo_trainer")
 
 
@@ -248,7 +250,9 @@ def main_ppo_command(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("avspo-verl-demo"), help="output folder (default ./avspo-verl-demo)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"output folder (default {DEFAULT_OUT}, in the system's temporary folder, so that the demo "
+                             "writes nothing into the folder it runs in; the first line printed names it)")
     parser.add_argument("--steps", type=positive_int, default=4, help="training steps, at least 1 (default 4)")
     parser.add_argument(
         "--logger",
