@@ -105,9 +105,9 @@ class RunMonitor:
                 fired.append(entropy_collapse_message(self.entropy_collapse, step, entropy))
             flags[self.entropy_collapse.name] = self.entropy_collapse.flag
         # A step without collapsed groups had nothing to augment: its streak neither grows nor ends.
-        if acr is not None and acr > 0 and augmented is not None and self.inert_trigger.enabled:
-            if self.inert_trigger.observe(1.0 if augmented == 0 else 0.0, step):
-                fired.append(inert_trigger_message(self.inert_trigger, self.config, step, acr, threshold))
+        counted = acr is not None and acr > 0 and augmented is not None and self.inert_trigger.enabled
+        if counted and self.inert_trigger.observe(1.0 if augmented == 0 else 0.0, step):
+            fired.append(inert_trigger_message(self.inert_trigger, self.config, step, acr, threshold))
         return flags, fired
 
     def state_dict(self) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def test_inert_avspo_warns_through_verls_compute_advantage_naming_its_numbers(ca
     algorithm = OmegaConf.create({"adv_estimator": "avspo", "avspo": {"stagnation_steps": 2}})
     one_of_three_collapsed = make_batch([1, 1, 0, 1, 1, 0], ["a", "a", "b", "b", "c", "c"])
     with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
-        for step in range(1, 5):
+        for _ in range(4):
             compute_advantage(one_of_three_collapsed, adv_estimator="avspo", config=algorithm)
             assert pop_metrics()["augmented_groups"] == 0.0
     inert = [r.getMessage() for r in caplog.records if "AVSPO inert" in r.getMessage()]
