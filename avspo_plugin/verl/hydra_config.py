@@ -16,7 +16,7 @@ Hydra accepts ``hydra.searchpath`` only in a primary config, so a recipe (itself
 composes the block, not the trainer file: ``hydra: {searchpath: [pkg://verl.trainer.config,
 pkg://avspo_plugin.verl.config]}`` and ``defaults: [ppo_trainer, avspo_algorithm, _self_]``.
 
-:func:`write_configs` (``python -m avspo_plugin.verl.hydra_config``) writes both; a test checks
+:func:`write_configs` (``python -m avspo_plugin.verl.hydra_config``) writes the four; a test checks
 that the committed files equal what :func:`render_configs` returns, so the YAML never drifts
 from the dataclass.
 """

@@ -1,9 +1,11 @@
-"""``avspo lab`` and ``avspo lab sweep``: the CPU RLVR lab from the command line.
+"""``avspo lab [run|sweep|study|tune]``: the CPU RLVR lab from the command line.
 
-``avspo lab`` runs every method over several seeds on the built-in default and writes
+``avspo lab`` (``run``) runs every method over several seeds on the built-in default and writes
 report.json, report.md and the plots; ``--quick`` is a short version of the same. ``avspo
-lab sweep`` runs GRPO over a grid of configurations and fits final accuracy on early ACR.
-The console script imports this module only for ``avspo lab``: verl and the lab load for the lab alone.
+lab sweep`` runs GRPO over a grid of configurations and fits final accuracy on early ACR. ``avspo lab study``
+is the powered comparison of docs/study.md (study.py); ``avspo lab tune`` one round of tuning GRPO alone on the
+study's bases (tuning.py). The console script imports this module only for ``avspo lab``: verl and the lab load
+for the lab alone.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from .sweep import (
 DEFAULT_SEEDS = 3
 # A toy budget that checks everything runs: a short warm-up, few prompts, a small held-out split.
 QUICK = {"steps": 8, "eval_every": 4, "prompts": 16, "warmup_steps": 300, "held_out_per_tier": 20, "eval_samples": 2}
-QUICK_SEEDS = 2
+QUICK_SEEDS = study.QUICK_SEEDS
 QUICK_SWEEP = {**QUICK, "steps": 10, "eval_every": 10}
 
 
