@@ -103,7 +103,8 @@ def test_versions_outside_the_range_are_refused_by_name(version):
 
 @pytest.mark.parametrize("version", ["1.6.0", "1.14.2", "1.16.0", "1.16.0.dev0"])
 def test_versions_inside_the_range_pass(version):
-    TRL.require(version, "avspo_plugin.trl")
+    assert TRL.supports(version)
+    TRL.require(version, "avspo_plugin.trl")  # raises UnsupportedHostVersion outside the range
 
 
 def test_importing_the_adapter_under_an_unknown_trl_fails_with_the_range(tmp_path):
