@@ -262,3 +262,12 @@ def test_a_bases_regime_in_training_is_the_analyze_rule_on_grpos_first_half():
     runs = [{"steps": {"acr_all_fail": [0.3, 0.3, 0.0, 0.0], "acr_all_pass": [0.1, 0.1, 0.5, 0.5]}}]
     assert training_regime(runs) == {"regime": "all_fail", "all_fail_first_half": 0.3,
                                      "all_pass_first_half": pytest.approx(0.1)}
+
+
+def test_tuning_can_name_the_candidates_it_runs_and_refuses_unknown_ones(capsys):
+    from avspo_plugin.tools.lab.study import choose_bases
+
+    with pytest.raises(ValueError, match=r"unknown base candidate\(s\) carrydrop99; the candidates: carrydrop35, "):
+        choose_bases(DEFAULT, progress=False, named=["carrydrop25", "carrydrop99"])
+    assert main(["lab", "study", "--candidates", "carrydrop25"]) == 2
+    assert "--candidates apply to `avspo lab tune` only" in capsys.readouterr().err

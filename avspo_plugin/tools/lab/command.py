@@ -95,6 +95,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tune only: change one of GRPO's settings from the study's (lr, group_size, temperature, "
                              "kl_coef, grad_clip, clip_ratio); repeat for several")
     parser.add_argument("--label", default=None, help="tune only: what the round tries, for tuning.md")
+    parser.add_argument("--candidates", nargs="+", metavar="NAME", default=None,
+                        help="tune only: run GRPO from these base candidates (study.BASE_CANDIDATES by name, e.g. "
+                             "carrydrop25) instead of the ones the base rule chooses; each is reported with its regime "
+                             "in training")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -136,13 +140,13 @@ def run(args: argparse.Namespace) -> int:
                 if args.methods is not None or args.quick or args.bases is not None:
                     raise ValueError("`avspo lab tune` runs GRPO on the study's bases: no --methods, --quick, --bases")
                 return tuning.run(args)
-            if args.set is not None or args.label is not None:
-                raise ValueError("--set and --label apply to `avspo lab tune` only")
+            if args.set is not None or args.label is not None or args.candidates is not None:
+                raise ValueError("--set, --label and --candidates apply to `avspo lab tune` only")
             return study.run(args)
         if args.bases is not None:
             raise ValueError("--bases applies to `avspo lab study` only")
-        if args.set is not None or args.label is not None:
-            raise ValueError("--set and --label apply to `avspo lab tune` only")
+        if args.set is not None or args.label is not None or args.candidates is not None:
+            raise ValueError("--set, --label and --candidates apply to `avspo lab tune` only")
         if args.action == "sweep":
             if args.methods is not None:
                 raise ValueError("--methods applies to `avspo lab` only: the sweep runs GRPO")

@@ -168,20 +168,27 @@ def regime_of(sampled_by_tier: Mapping[str, Mapping], held_out: Mapping, setting
     return regime, f"{shares}: {REGIME_TITLES[regime]}"
 
 
-def choose_bases(settings: LabSettings, progress: bool, quick: bool = False) -> list[dict]:
+def choose_bases(settings: LabSettings, progress: bool, quick: bool = False,
+                 named: Sequence[str] | None = None) -> list[dict]:
     """Every candidate of BASE_CANDIDATES in order, warmed up and judged by :func:`regime_of`; the first eligible
     one of each regime is marked ``chosen`` (candidates after all regimes are filled are not warmed up).
-    quick: only the first candidate, chosen whatever the rule says (a pipeline check on a toy warm-up)."""
+    quick: only the first candidate, chosen whatever the rule says (a pipeline check on a toy warm-up).
+    named: only these candidates, in the order given, each chosen when eligible (tuning's search for bases)."""
+    known = {c.name: c for c in BASE_CANDIDATES}
+    unknown = [name for name in named or () if name not in known]
+    if unknown:
+        raise ValueError(f"unknown base candidate(s) {', '.join(unknown)}; the candidates: {', '.join(known)}")
+    order = [known[name] for name in named] if named else BASE_CANDIDATES[:1] if quick else BASE_CANDIDATES
     candidates, filled = [], set()
-    for candidate in BASE_CANDIDATES[:1] if quick else BASE_CANDIDATES:
-        if filled == set(REGIMES):
+    for candidate in order:
+        if filled == set(REGIMES) and not named:
             break
         base_settings = dataclasses.replace(settings, **{**candidate.warmup, **(QUICK_WARMUP if quick else {})})
         state, description = prepare_base(base_settings)
         regime, why = regime_of(description["sampled_by_tier"], description["held_out"], base_settings)
         if quick:
             regime, why = regime or "not eligible", f"{why} (quick: chosen without the rule)"
-        chosen = regime is not None and regime not in filled
+        chosen = regime is not None and (regime not in filled or bool(named))
         filled.add(regime) if chosen else None
         candidates.append({"name": candidate.name, "warmup": dict(candidate.warmup), "regime": regime,
                            "chosen": chosen, "why": why, "description": description, "state": state,

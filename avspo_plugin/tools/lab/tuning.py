@@ -25,7 +25,7 @@ from .methods import PRESETS
 from .report import markdown_table
 from .settings import LabSettings
 from .statistics import pairs_for_mde
-from .study import MDE_TARGET, STUDY_SETTINGS, choose_bases, run_base
+from .study import MDE_TARGET, STUDY_SETTINGS, choose_bases, run_base, training_regime
 
 # GRPO's settings that tuning may change; prompts follow group_size so that a step samples the same rollouts.
 TUNABLE = ("lr", "group_size", "temperature", "kl_coef", "grad_clip", "clip_ratio")
@@ -104,12 +104,14 @@ def tuning_markdown(rounds: list[dict]) -> str:
         rows = []
         for name, base in record["bases"].items():
             for r in base["runs"]:
-                rows.append([name, base["regime"] or "", str(r["seed"]),
+                in_training = base["training"]["regime"] if "training" in base else "(not recorded)"
+                rows.append([name, base["regime"] or "", in_training, str(r["seed"]),
                              f"{r['base_accuracy']:.3f} → {r['final_accuracy']:.3f} ({r['final_accuracy'] - r['base_accuracy']:+.3f})",
                              f"{r['base_greedy']:.3f} → {r['final_greedy']:.3f} ({r['final_greedy'] - r['base_greedy']:+.3f})",
                              f"{r['acr_first_half']:.3f}", f"{r['all_fail_first_half']:.3f}",
                              f"{r['all_pass_first_half']:.3f}", f"{r['clip_rate']:.2f}", f"{r['cpu_s']:.0f}"])
-        lines += markdown_table(["base", "regime", "seed", "accuracy base → final (Δ)", "greedy base → final (Δ)",
+        lines += markdown_table(["base", "regime", "regime in training", "seed", "accuracy base → final (Δ)",
+                                 "greedy base → final (Δ)",
                                  "ACR", "all-fail", "all-pass", "clip", "CPU s"], rows)
         lines += ["", "Gates (✔ passed, ✘ failed):", ""]
         rows = [[name, *(_gate_cell(base["gates"][g]) for g in GATE_NAMES)] for name, base in record["bases"].items()]
@@ -142,7 +144,7 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     jobs = args.jobs or default_jobs()
     progress = not args.no_progress
-    candidates = choose_bases(settings, progress)
+    candidates = choose_bases(settings, progress, named=args.candidates)
     bases = [c for c in candidates if c["chosen"]]
     record: dict[str, Any] = {"label": args.label or ", ".join(args.set or ["the study's settings"]),
                               "changes": changes, "seeds": seeds, "mde_target": MDE_TARGET,
@@ -155,6 +157,7 @@ def run(args) -> int:
         record["bases"][base["name"]] = {
             "regime": base["regime"], "why": base["why"],
             "runs": [run_summary(runs[s], base_eval) for s in seeds],
+            "training": training_regime(list(runs.values())),
             "gates": grpo_gates(base_eval, list(runs.values()), settings.grad_clip),
         }
     path = out / "tuning.json"
