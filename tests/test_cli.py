@@ -69,7 +69,7 @@ BAD_INPUTS = {
     "math-prepare": (["math-prepare", "math", "--out", "{tmp}/m.parquet", "--levels", "three"],
                      "--levels 'three': expected comma-separated integers"),
     "doctor": (["doctor", "--host", "nope"], "argument --host: invalid choice: 'nope'"),
-    "openrlhf": (["openrlhf", "--help"], "OpenRLHF is not installed in this environment"),
+    "openrlhf": (["openrlhf", "--algo.advantage.estimator", "avspo"], "needs the 'openrlhf' extra"),
     "verl-demo": (["verl-demo", "--steps", "0", "--out", "{tmp}/demo"], "argument --steps: 0 is not a positive integer"),
     "math-eval": (["math-eval", "--generations", "{tmp}/none.jsonl", "--out", "{tmp}/out"],
                   "{tmp}/none.jsonl: no such generations file"),
@@ -133,3 +133,47 @@ def test_verl_demo_writes_outside_the_folder_it_runs_in_by_default(tmp_path, mon
     add_arguments(parser)
     out = parser.parse_args([]).out
     assert out == Path(tempfile.gettempdir()) / "avspo-verl-demo" and not out.resolve().is_relative_to(tmp_path)
+
+
+# Runs `avspo CMD --help` and `avspo CMD` for each command in a process where the named packages cannot import.
+HIDDEN_PACKAGES = """
+import contextlib, importlib.abc, io, json, sys
+HIDE = set(sys.argv[1].split(","))
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDE:
+            raise ModuleNotFoundError(f"No module named '{name}'", name=name)
+sys.meta_path.insert(0, Hide())
+from avspo_plugin.tools.cli import main
+results = {}
+for command in sys.argv[2:]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            help_code = main([command, "--help"])
+        except SystemExit as stop:
+            help_code = stop.code
+    help_text = out.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([command])
+    results[command] = [help_code, help_text, code, err.getvalue()]
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.parametrize("hidden, commands, extra", [
+    ("matplotlib", ["lab", "analyze"], {"lab": "lab", "analyze": "analyze"}),
+    ("math_verify", ["math-prepare", "math-eval"], {"math-prepare": "math", "math-eval": "math"}),
+    ("verl", ["verl-demo"], {"verl-demo": "verl"}),
+    ("openrlhf", ["openrlhf"], {"openrlhf": "openrlhf"}),
+])
+def test_a_missing_extra_is_one_line_and_help_still_works(hidden, commands, extra):
+    run = subprocess.run([sys.executable, "-c", HIDDEN_PACKAGES, hidden, *commands], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    for command, (help_code, help_text, code, error) in json.loads(run.stdout.splitlines()[-1]).items():
+        message = f"needs the '{extra[command]}' extra: pip install 'avspo-plugin[{extra[command]}]'"
+        assert help_code == 0 and message in " ".join(help_text.split()), (command, help_text)
+        assert code == 2 and error.startswith(f"avspo {command}: error: {message}"), (command, error)
+        assert len(error.strip().splitlines()) == 1 and "Traceback" not in error

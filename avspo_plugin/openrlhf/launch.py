@@ -55,7 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """A missing or unsupported OpenRLHF raises before anything runs; the console script prints it in one line."""
-    if importlib.util.find_spec("openrlhf") is None:
+    if not openrlhf_installed():
+        if args.openrlhf_args in (["--help"], ["-h"]):  # train_ppo_ray's help needs OpenRLHF: say what is missing
+            print("usage: avspo openrlhf ARGS\n\nRun OpenRLHF's train_ppo_ray with the avspo estimator; ARGS are "
+                  "train_ppo_ray's own, with --algo.advantage.estimator avspo and --algo.advantage.avspo.<key> "
+                  "options (docs/openrlhf.md). This command needs the 'openrlhf' extra: pip install "
+                  "'avspo-plugin[openrlhf]' (OpenRLHF is not installed here).")
+            return 0
         raise ModuleNotFoundError(
             "OpenRLHF is not installed in this environment; install it (pip install openrlhf, or "
             "avspo-plugin[openrlhf]) with its GPU requirements (deepspeed, flash-attn, vllm)", name="openrlhf",
@@ -63,6 +69,14 @@ def run(args: argparse.Namespace) -> int:
     check_openrlhf()
     launch(args.openrlhf_args)
     return 0
+
+
+def openrlhf_installed() -> bool:
+    """Whether an ``openrlhf`` package can be found, without importing it (a finder that refuses it: not)."""
+    try:
+        return importlib.util.find_spec("openrlhf") is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def launch(argv: Sequence[str]) -> None:

@@ -29,6 +29,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "openrlhf": ("avspo_plugin.openrlhf.launch", "Run OpenRLHF's train_ppo_ray with the avspo estimator."),
     "verl-demo": ("avspo_plugin.tools.verl_cpu.demo", "Train a tiny Qwen2 with stock verl main_ppo and the avspo estimator on CPU."),
 }
+# The extra each subcommand needs beyond the core install (setup.cfg's extras_require); absent: the core's.
+EXTRAS: dict[str, str] = {
+    "lab": "lab", "analyze": "analyze", "math-prepare": "math", "math-eval": "math", "openrlhf": "openrlhf",
+    "verl-demo": "verl",
+}
 # Former names: still accepted, with a note naming the command now.
 MOVED: dict[str, str] = {"demo": "advantages"}
 
@@ -65,7 +70,32 @@ def positive_int(text: str) -> int:
     return value
 
 
-def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+def missing_extra(command: str, err: ModuleNotFoundError) -> str | None:
+    """The one-line message for ``command`` when ``err`` says a package of its extra is missing; None when the
+    command needs no extra or the missing module is avspo_plugin's own (a bug, not an install step)."""
+    extra = EXTRAS.get(command)
+    if extra is None or (err.name or "").split(".")[0] == "avspo_plugin":
+        return None
+    return f"needs the '{extra}' extra: pip install 'avspo-plugin[{extra}]' ({err})"
+
+
+def _add_arguments(sub: argparse.ArgumentParser, command: str) -> str | None:
+    """The subcommand's own arguments; when its extra is missing, a help that says so and the message (else None)."""
+    try:
+        module = importlib.import_module(SUBCOMMANDS[command][0])
+    except ModuleNotFoundError as err:
+        message = missing_extra(command, err)
+        if message is None:
+            raise
+        sub.description = f"{sub.description} This command {message}."
+        sub.add_argument("arguments", nargs=argparse.REMAINDER, help="its arguments, once the extra is installed")
+        return message
+    module.add_arguments(sub)
+    return None
+
+
+def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, str | None]:
+    """The parser, with the chosen subcommand's arguments, and the missing-extra message of that subcommand."""
     parser = argparse.ArgumentParser(prog="avspo", description="ACR diagnostics and AVSPO advantages.")
     parser.add_argument(
         "--debug", action="store_true",
@@ -73,24 +103,28 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
+    missing = None
+    for name, (_, help_text) in SUBCOMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         if name == chosen:
-            importlib.import_module(module_name).add_arguments(sub)
+            missing = _add_arguments(sub, name)
     for old, new in MOVED.items():
         sub = subparsers.add_parser(old, description=f"Now `avspo {new}`.")  # no help=: left out of the listing
         if old == chosen:
-            importlib.import_module(SUBCOMMANDS[new][0]).add_arguments(sub)
-    return parser
+            missing = _add_arguments(sub, new)
+    return parser, missing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(argv).parse_args(argv)
+    parser, missing = build_parser(argv)
+    args = parser.parse_args(argv)
     if args.command in MOVED:
         print(f"note: `avspo {args.command}` is now `avspo {MOVED[args.command]}`", file=sys.stderr)
         args.command = MOVED[args.command]
     prog = f"avspo {args.command}"
+    if missing is not None:
+        return _error(prog, missing, debug=False)
     try:
         module = importlib.import_module(SUBCOMMANDS[args.command][0])
         return int(module.run(args) or 0)
@@ -99,6 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return _error(prog, stop.code, args.debug)
     except Exception as err:
+        # A package of the command's extra imported only when it runs.
+        message = missing_extra(args.command, err) if isinstance(err, ModuleNotFoundError) else None
+        if message is not None:
+            return _error(prog, message, args.debug)
         if is_expected_error(err):
             return _error(prog, str(err) or type(err).__name__, args.debug)
         traceback.print_exc()

@@ -204,7 +204,7 @@ def test_ray_init_wrapper_adds_the_hook_and_is_undone(monkeypatch):
 
 def test_cli_passes_every_argument_to_openrlhf():
     argv = ["openrlhf", "--actor.model_name_or_path", "m", "--help", "-h", "--algo.advantage.estimator=avspo"]
-    args = build_parser(argv).parse_args(argv)
+    args = build_parser(argv)[0].parse_args(argv)
     assert args.command == "openrlhf"
     assert args.openrlhf_args == argv[1:]
 
@@ -219,5 +219,9 @@ def test_cli_says_when_openrlhf_is_missing(monkeypatch, capsys):
         return None if name == "openrlhf" else find_spec(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec_without_openrlhf)
-    assert main(["openrlhf", "--help"]) == 2
-    assert capsys.readouterr().err.startswith("avspo openrlhf: error: OpenRLHF is not installed in this environment")
+    assert main(["openrlhf", "--help"]) == 0
+    assert "needs the 'openrlhf' extra: pip install 'avspo-plugin[openrlhf]'" in capsys.readouterr().out
+    assert main(["openrlhf", "--algo.advantage.estimator", "avspo"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "avspo openrlhf: error: needs the 'openrlhf' extra: pip install 'avspo-plugin[openrlhf]' (OpenRLHF is not "
+        "installed in this environment")
