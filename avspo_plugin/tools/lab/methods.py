@@ -126,9 +126,10 @@ STUDY_EXTRA: dict[str, Method] = {
                "collapsed group (phantom advantages: zero mean, unit spread, no information)", acts_on="all"),
         Method("rlzvp", ZVP_ESTIMATOR, f"RL-ZVP-style baseline: collapsed groups get an entropy-scaled signed "
                f"advantage (alpha {ZVP_SCALE}), other groups GRPO's", acts_on="all"),
-        Method("select_grpo", "grpo", "GRPO with collapse-aware prompt selection (algorithm.avspo_selection defaults)",
+        Method("select_grpo", "grpo", "GRPO with collapse-aware prompt selection (experimental; algorithm.avspo_selection "
+               "defaults)",
                selection={"enable": True}, acts_on="selection"),
-        Method("select_avspo", "avspo", "AVSPO as in the paper with collapse-aware prompt selection",
+        Method("select_avspo", "avspo", "AVSPO as in the paper with collapse-aware prompt selection (experimental)",
                selection={"enable": True}, acts_on="selection"),
     )
 }
