@@ -710,9 +710,11 @@ HOOKS: tuple[Hook, ...] = (
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "step", _v1_step,
          "one step of Eq. 12 (and of the monitor's warnings) per global step", ("self", "metrics"), trainer="v1",
          features=(AVSPO, MONITOR)),
+    # Placed in every process that loads verl's v1 utils, trainer or not: a script calling verl's function with
+    # the avspo estimator gets GRPO's session grouping, never one sample per output. Other estimators pass through.
     Hook("verl.trainer.ppo.v1.utils", None, "compute_advantage_for_multi_trajectories", _multi_trajectories_with_avspo,
          "groups agent-loop sessions as GRPO does; feeds prompt selection the step's rewards",
-         _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO, SELECTION)),
+         _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO, SELECTION), always=True),
     Hook("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "_create_dataloader", _dataloader_with_selection("legacy"),
          "draws the training prompts through prompt selection",
          ("self", "train_dataset", "val_dataset", "collate_fn", "train_sampler"), trainer="legacy",

@@ -6,6 +6,10 @@ step, with its GRPO route), ``compute_rollout_correction_and_add_to_batch`` (rej
 empties response masks) and ``construct_minimal_padding_template`` (the padding rows).
 """
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -148,3 +152,26 @@ def test_padding_group_stays_out_of_every_metric_and_gets_no_virtual_samples():
     assert plain_metrics["groups"] == 8.0 and plain_metrics["augmented_groups"] == plain_metrics["acr"] == 1 / 8
     grpo = v1_advantage_step(padded, padded_keys, AdvantageEstimator.GRPO, algorithm())
     assert torch.equal(v1_advantage_step(padded, padded_keys, "avspo", algorithm()), grpo)
+
+
+FRESH_PROCESS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, torch
+from verl.trainer.ppo.core_algos import AdvantageEstimator
+from test_paths import agent_loop_batch, algorithm, v1_advantage_step
+data, keys = agent_loop_batch(np.random.default_rng(5), rewards="binary")
+assert len(keys) > 24  # several outputs per session
+grpo = v1_advantage_step(data, keys, AdvantageEstimator.GRPO, algorithm())
+avspo = v1_advantage_step(data, keys, "avspo", algorithm())
+print("equal" if torch.equal(avspo, grpo) else "differ")
+"""
+
+
+def test_a_process_without_a_trainer_gets_grpos_session_grouping():
+    """verl's compute_advantage_for_multi_trajectories called by a script, no verl trainer built: the plugin's
+    multi-output hook is in place as soon as verl's module loads, so avspo groups sessions as GRPO does."""
+    here = str(Path(__file__).resolve().parent)
+    run = subprocess.run([sys.executable, "-c", FRESH_PROCESS, here], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines()[-1] == "equal"
