@@ -366,6 +366,12 @@ class AVSPOConfig(ConfigBlock):
         return self.strategy in BOUNDED_STRATEGIES
 
 
+def _same_as_avspo(name: str, section: str | None = None) -> Any:
+    """A field of another block (monitor, selection) with AVSPOConfig's default, allowed values and help for ``name`` (in ``section`` if given)."""
+    shared = AVSPOConfig.__dataclass_fields__[name]
+    return field(default=shared.default, metadata={**shared.metadata, "section": section or shared.metadata["section"]})
+
+
 @dataclass(frozen=True)
 class SelectionConfig(ConfigBlock):
     """Collapse-aware prompt selection: skip, before generation, prompts predicted to collapse again.
@@ -402,22 +408,10 @@ class SelectionConfig(ConfigBlock):
         "(every response at reward_high); a collapse in another regime ends the streak.",
         OneOf(APPLY_TO),
     )
-    collapse_tol: float = _key(
-        1e-6, PREDICTION,
-        "A visit with >= 2 responses is collapsed when their reward std is below this (ACR's rule, as "
-        "algorithm.avspo.collapse_tol).",
-        Number(0.0, REWARD_LIMIT, low_open=True), "as algorithm.avspo.collapse_tol",
-    )
-    reward_low: float = _key(
-        0.0, PREDICTION, "The all-fail reward value (as algorithm.avspo.reward_low): where the all_fail regime of apply_to sits.",
-        Number(-REWARD_LIMIT, REWARD_LIMIT), "as algorithm.avspo.reward_low",
-    )
-    reward_high: float = _key(
-        1.0, PREDICTION,
-        "The all-pass reward value (as algorithm.avspo.reward_high): where the all_pass regime of apply_to sits; "
-        "must exceed reward_low.",
-        Number(-REWARD_LIMIT, REWARD_LIMIT), "as algorithm.avspo.reward_high",
-    )
+    # The shared collapse settings: AVSPOConfig's keys, declared there once (default, allowed values, help).
+    collapse_tol: float = _same_as_avspo("collapse_tol", PREDICTION)
+    reward_low: float = _same_as_avspo("reward_low", PREDICTION)
+    reward_high: float = _same_as_avspo("reward_high", PREDICTION)
     explore: float = _key(
         0.5, EXPLORATION,
         "Probability that a prompt predicted to collapse after exactly min_collapsed_visits collapses is generated "
@@ -463,12 +457,6 @@ class SelectionConfig(ConfigBlock):
 MONITOR = "Monitor"
 # The AVSPOConfig keys a monitor reads (collapse, its regimes, the early warnings): the same meaning and default.
 MONITOR_SHARED_KEYS = ("collapse_tol", "reward_low", "reward_high", "stagnation_acr", "stagnation_steps", "entropy_floor")
-
-
-def _same_as_avspo(name: str, section: str | None = None) -> Any:
-    """A monitor field with AVSPOConfig's default, allowed values and help for ``name`` (in ``section`` if given)."""
-    shared = AVSPOConfig.__dataclass_fields__[name]
-    return field(default=shared.default, metadata={**shared.metadata, "section": section or shared.metadata["section"]})
 
 
 @dataclass(frozen=True)
