@@ -1,7 +1,9 @@
-"""Which releases of a host framework an adapter supports, and the installed one; no host import.
+"""Which releases of each host framework an adapter was tested with, the installed one, and the one policy for all.
 
-The TRL and OpenRLHF adapters rely on private methods or re-use the inside of host methods, so each
-declares the releases whose code was checked (see docs/trl.md, docs/openrlhf.md) and is loud outside them.
+The policy, the same for verl, TRL and OpenRLHF: a release older than the host's ``broken_below`` is refused
+(its code differs where the adapter relies on it: known not to work); any other release outside the tested range
+runs with a warning naming both versions (untested); a release inside it runs silently. The declarations of the
+three hosts live here (VERL, TRL, OPENRLHF); no host is imported.
 """
 
 from __future__ import annotations
@@ -26,18 +28,42 @@ def release(version: str) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class SupportedReleases:
-    """Releases ``oldest`` to ``newest`` (inclusive, post releases included) of distribution ``name``."""
+    """Releases ``oldest`` to ``newest`` (inclusive, post releases included) of distribution ``name``: the tested range.
+
+    broken_below: releases older than this are known not to work and are refused (None: older ones are untested and
+    warned about, like newer ones); tested: the releases checked one by one, named in messages; untested_note: what
+    a release outside the range still has and what is not known about it.
+    """
 
     name: str
     distribution: str
     oldest: str
     newest: str
+    broken_below: str | None = None
+    tested: tuple[str, ...] = ()
+    untested_note: str = "the adapter's checks of the code it relies on pass, but whether it behaves as in the " \
+                         "tested releases is untested"
 
     def __str__(self) -> str:
         return f"{self.name} {self.oldest} to {self.newest}"
 
+    def tested_range(self) -> str:
+        return f"{self.oldest} to {self.newest}" + (f" ({', '.join(self.tested)})" if self.tested else "")
+
     def supports(self, version: str) -> bool:
+        """Whether ``version`` lies in the tested range."""
         return release(self.oldest) <= release(version) <= release(self.newest)
+
+    def known_broken(self, version: str) -> bool:
+        return self.broken_below is not None and release(version) < release(self.broken_below)
+
+    def untested(self, version: str) -> str | None:
+        """The warning for a release outside the tested range that is not known broken (None inside the range)."""
+        if self.supports(version):
+            return None
+        side = "newer than" if release(version) > release(self.newest) else "older than"
+        return (f"{self.name} {version} is {side} the tested range ({self.name} {self.tested_range()}): "
+                f"{self.untested_note}; report any difference you notice")
 
     def installed(self) -> str | None:
         """The installed distribution's version, None when its metadata is not found."""
@@ -46,15 +72,30 @@ class SupportedReleases:
         except metadata.PackageNotFoundError:
             return None
 
-    def require(self, version: str | None, adapter: str) -> None:
-        """Raise :class:`UnsupportedHostVersion` unless ``version`` is supported (None: not installed)."""
+    def require(self, version: str | None, adapter: str) -> str | None:
+        """Raise :class:`UnsupportedHostVersion` when ``version`` is None (not installed) or known broken; else
+        the warning for an untested release (None inside the tested range), for the caller to log."""
         if version is None:
             raise UnsupportedHostVersion(
                 f"{adapter} needs {self}; no installed {self.distribution} distribution was found"
             )
-        if not self.supports(version):
+        if self.known_broken(version):
             raise UnsupportedHostVersion(
-                f"{adapter} supports {self}; the installed {self.name} is {version}. It relies on code inside "
-                f"{self.name} that was checked only in those releases: install one of them "
+                f"{adapter} supports {self}; the installed {self.name} is {version}. Releases before "
+                f"{self.broken_below} differ in the code it relies on: install one of the tested releases "
                 f"(pip install '{self.distribution}>={self.oldest},<={self.newest}')"
             )
+        return self.untested(version)
+
+
+# verl 0.5's RayPPOTrainer.__init__ raises NotImplementedError for an estimator it does not know.
+VERL = SupportedReleases(
+    name="verl", distribution="verl", oldest="0.6.1", newest="0.9.1", broken_below="0.6.0",
+    tested=("0.6.1", "0.7.1", "0.8.0", "0.9.1"),
+    untested_note="the plugin's hooks are in place, but whether they still see everything they need is untested",
+)
+# GRPOTrainer's private methods the adapter overrides: 1.5 and older handle unscorable completions otherwise.
+TRL = SupportedReleases(name="TRL", distribution="trl", oldest="1.6.0", newest="1.16.0", broken_below="1.6.0")
+# The runtime route's wrapped methods: 0.9.8 and older compute advantages otherwise.
+OPENRLHF = SupportedReleases(name="OpenRLHF", distribution="openrlhf", oldest="0.9.9", newest="0.11.2",
+                             broken_below="0.9.9")

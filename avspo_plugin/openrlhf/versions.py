@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import logging
 
-from ..host_versions import SupportedReleases
+from ..host_versions import OPENRLHF
 
-OPENRLHF = SupportedReleases(name="OpenRLHF", distribution="openrlhf", oldest="0.9.9", newest="0.11.2")
 ADAPTER = "the avspo runtime route (avspo_plugin.openrlhf)"
 
 logger = logging.getLogger(__name__)
 
 
 def check_openrlhf() -> str | None:
-    """The installed OpenRLHF's version, refused (UnsupportedHostVersion) outside :data:`OPENRLHF`.
+    """The installed OpenRLHF's version, by host_versions' policy: refused (UnsupportedHostVersion) when older than
+    0.9.9, a warning when newer than the tested range.
 
     An OpenRLHF imported from a folder without distribution metadata (a source tree on PYTHONPATH) has
     no version to read: that is a warning, and the method checks of :mod:`.worker_setup` still apply.
@@ -32,5 +32,7 @@ def check_openrlhf() -> str | None:
             OPENRLHF,
         )
         return None
-    OPENRLHF.require(version, ADAPTER)
+    untested = OPENRLHF.require(version, ADAPTER)
+    if untested is not None:
+        logger.warning("%s: %s", ADAPTER, untested)
     return version

@@ -11,11 +11,13 @@ processes in each of them (tests/trl/test_releases.py checks both on each releas
 from __future__ import annotations
 
 import importlib
+import logging
 
-from ..host_versions import SupportedReleases
+from ..host_versions import TRL
 
-TRL = SupportedReleases(name="TRL", distribution="trl", oldest="1.6.0", newest="1.16.0")
 ADAPTER = "avspo_plugin.trl"
+
+logger = logging.getLogger(__name__)
 
 
 def installed_trl() -> str | None:
@@ -30,7 +32,10 @@ def installed_trl() -> str | None:
 
 
 def require_supported_trl() -> str:
-    """The installed TRL's version; :class:`~avspo_plugin.host_versions.UnsupportedHostVersion` outside TRL."""
+    """The installed TRL's version, by host_versions' policy: refused (UnsupportedHostVersion) when missing or
+    older than 1.6.0, a warning when newer than the tested range."""
     version = installed_trl()
-    TRL.require(version, ADAPTER)
+    untested = TRL.require(version, ADAPTER)
+    if untested is not None:
+        logger.warning("%s: %s", ADAPTER, untested)
     return version

@@ -63,10 +63,10 @@ from importlib import metadata
 from typing import Any
 
 import verl
-from packaging.version import InvalidVersion, Version
 from verl.trainer.ppo import core_algos
 
 from ..config import ConfigError
+from ..host_versions import VERL, UnsupportedHostVersion
 from ..import_patching import after_import, is_patched, rebind, wrap
 from ..names import ESTIMATOR, METRIC_PREFIX, PLUGIN_MODULE
 from . import checkpoint, selection
@@ -91,7 +91,7 @@ logger = logging.getLogger("avspo_plugin.verl")
 
 
 # verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/compatibility.md).
-KNOWN_GOOD_VERL = ("0.6.1", "0.7.1", "0.8.0", "0.9.1")
+KNOWN_GOOD_VERL = VERL.tested
 
 # threshold_mode of a run that only measures (plain GRPO advantages, every metric).
 MONITOR_ONLY = "never"
@@ -221,34 +221,40 @@ def refuse_with_group_filtering(config: Any) -> None:
 
 
 def untested_verl(version: str) -> str | None:
-    """Why ``version`` of verl is outside the tested range :data:`KNOWN_GOOD_VERL` (None when inside)."""
+    """Why ``version`` of verl is outside the tested range (host_versions.VERL; None when inside). An untested
+    release runs with this warning (a hook it lacks still refuses the run); a known-broken one is refused by
+    :func:`check_verl_release`."""
     try:
-        installed = Version(version)
-    except InvalidVersion:
-        return f"verl {version} is not a version number; the plugin is tested with verl {tested_range()}"
-    oldest, newest = Version(KNOWN_GOOD_VERL[0]), Version(KNOWN_GOOD_VERL[-1])
-    if installed > newest:
-        side = "newer than"
-    elif installed < oldest:
-        side = "older than"
-    else:
+        return None if VERL.known_broken(version) else VERL.untested(version)
+    except ValueError:
+        return f"verl {version} is not a version number; the plugin is tested with verl {VERL.tested_range()}"
+
+
+def refused_verl(version: str) -> str | None:
+    """Why ``version`` of verl is refused (older than host_versions.VERL.broken_below), None when it is not."""
+    try:
+        VERL.require(version, PLUGIN_MODULE)
+    except UnsupportedHostVersion as err:
+        return str(err)
+    except ValueError:
         return None
-    return (
-        f"verl {version} is {side} the tested range (verl {tested_range()}): the plugin's hooks are in place, "
-        "but whether they still see everything they need is untested; report any difference you notice"
-    )
+    return None
 
 
 def tested_range() -> str:
-    return f"{KNOWN_GOOD_VERL[0]} to {KNOWN_GOOD_VERL[-1]} ({', '.join(KNOWN_GOOD_VERL)})"
+    return VERL.tested_range()
 
 
 _warned_versions: set[str] = set()
 
 
-def warn_untested_verl() -> None:
-    """Warn, once per process, when the imported verl is outside the tested range."""
+def check_verl_release() -> None:
+    """host_versions' policy for the imported verl: refused when known broken (UnsupportedHostVersion), a warning
+    once per process when untested."""
     version = verl_version()
+    refused = refused_verl(version)
+    if refused is not None:
+        raise UnsupportedHostVersion(refused)
     problem = untested_verl(version)
     if problem is not None and version not in _warned_versions:
         _warned_versions.add(version)
@@ -265,7 +271,7 @@ def check_launch_config(config: Any) -> None:
         avspo_config_from_algorithm(config.algorithm)
     refuse_with_group_filtering(config)
     if features_of(config):
-        warn_untested_verl()
+        check_verl_release()
     # Read even when off: a misspelt key of a block the user wrote is an error, not a silent default.
     selection_config_from_algorithm(config_entry(config, "algorithm"))
     monitor_config_from_algorithm(config_entry(config, "algorithm"))

@@ -74,11 +74,17 @@ def test_a_changed_method_is_found(wheels):
     assert finding.startswith("compute_advantages_and_returns lacks: rewards = (rewards - rewards.mean(-1")
 
 
-@pytest.mark.parametrize("version", ["0.9.8", "0.12.0", "1.0.0"])
-def test_versions_outside_the_range_are_refused_by_name(version):
+@pytest.mark.parametrize("version", ["0.9.8", "0.5.0"])
+def test_releases_older_than_the_range_are_refused_by_name(version):
     expected = rf"supports OpenRLHF 0\.9\.9 to 0\.11\.2; the installed OpenRLHF is {version}\."
     with pytest.raises(UnsupportedHostVersion, match=expected):
         OPENRLHF.require(version, "the avspo runtime route")
+
+
+@pytest.mark.parametrize("version", ["0.12.0", "1.0.0"])
+def test_releases_newer_than_the_range_run_with_a_warning_naming_both(version):
+    warning = OPENRLHF.require(version, "the avspo runtime route")
+    assert warning.startswith(f"OpenRLHF {version} is newer than the tested range (OpenRLHF 0.9.9 to 0.11.2): ")
 
 
 def test_the_launcher_refuses_an_unsupported_release_before_running_it(wheels, tmp_path):

@@ -191,7 +191,7 @@ def test_monitor_only_with_dapo_group_filtering_is_accepted(avspo_run_config):
     assert patches.group_filtering_problem(config) is None
 
 
-@pytest.mark.parametrize("version, side", [("0.10.0", "newer than"), ("0.10.0.dev0", "newer than"), ("0.5.0", "older than")])
+@pytest.mark.parametrize("version, side", [("0.10.0", "newer than"), ("0.10.0.dev0", "newer than"), ("0.6.0", "older than")])
 def test_verl_outside_the_tested_range_warns_once_at_launch(monkeypatch, caplog, avspo_run_config, version, side):
     monkeypatch.setattr(patches, "verl_version", lambda: version)
     monkeypatch.setattr(patches, "_warned_versions", set())
@@ -204,6 +204,16 @@ def test_verl_outside_the_tested_range_warns_once_at_launch(monkeypatch, caplog,
         "the plugin's hooks are in place, but whether they still see everything they need is untested; "
         "report any difference you notice"
     ]
+
+
+def test_verl_older_than_0_6_is_refused_at_launch_naming_both_versions(monkeypatch, avspo_run_config):
+    """The policy every host shares (host_versions): verl 0.5's trainer raises for an estimator it does not know."""
+    from avspo_plugin.host_versions import UnsupportedHostVersion
+
+    monkeypatch.setattr(patches, "verl_version", lambda: "0.5.0")
+    with pytest.raises(UnsupportedHostVersion, match=r"avspo_plugin.verl supports verl 0.6.1 to 0.9.1; the installed "
+                                                     r"verl is 0.5.0. Releases before 0.6.0 differ"):
+        patches.check_launch_config(avspo_run_config)
 
 
 def test_verl_inside_the_tested_range_does_not_warn():

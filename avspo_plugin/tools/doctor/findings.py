@@ -35,8 +35,13 @@ def release_finding(supported: SupportedReleases, version: str | None, install_h
     if version is None:
         line("FAIL", f"{supported.name} is not installed in this Python environment: {install_hint}")
         return NOT_INSTALLED
-    if not supported.supports(version):
-        line("FAIL", f"{supported.name} {version} is not supported: the adapter supports {supported}")
+    if supported.known_broken(version):
+        line("FAIL", f"{supported.name} {version} is not supported: the adapter supports {supported} (releases before "
+                     f"{supported.broken_below} differ in the code it relies on)")
         return DOES_NOT_APPLY
+    untested = supported.untested(version)
+    if untested is not None:
+        line("warn", untested)
+        return None
     line("ok", f"{supported.name} {version} is supported ({supported})")
     return None

@@ -93,6 +93,7 @@ def probe() -> dict[str, Any]:
         report["metrics_route"] = hooks.metrics_route()
         report["known_good_verl"] = list(hooks.KNOWN_GOOD_VERL)
         report["untested_verl"] = hooks.untested_verl(hooks.verl_version())
+        report["refused_verl"] = hooks.refused_verl(hooks.verl_version())
         from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, trl_patch_status
 
         report["trl_patch"] = {TRL_PATCH_NAME: trl_patch_status()}
@@ -396,7 +397,10 @@ def _print_hooks(where: str, report: dict[str, Any]) -> bool:
                      "its hooks missing; the avspo estimator is not affected")  # fmt: skip
     verl_version = report["verl_imported"]["version"]
     known = report["known_good_verl"]
-    if report["untested_verl"]:
+    if report.get("refused_verl"):
+        line("FAIL", report["refused_verl"])
+        failing.append("verl release")
+    elif report["untested_verl"]:
         line("warn", report["untested_verl"])
     elif verl_version in known:
         line("ok", f"verl {verl_version}: the hooks are checked with verl {', '.join(known)}")
