@@ -253,3 +253,18 @@ def test_a_trainer_subclass_that_bypasses_a_hooked_method_is_refused_at_start(av
     grpo = avspo_run_config.copy()
     grpo.algorithm.adv_estimator = "grpo"
     patches.refuse_unhooked_overrides(SilentTrainer, grpo)  # runs without the plugin are not its concern
+
+
+def test_the_touch_point_table_lists_every_verl_function_the_plugin_touches():
+    """docs/verl.md and the adapter's package docstring: one row per hook of the registry, and the trl patch."""
+    import re
+    from pathlib import Path
+
+    import avspo_plugin.verl
+    from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME
+
+    expected = {hook.name for hook in patches.HOOKS} | {TRL_PATCH_NAME}
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "verl.md").read_text()
+    for text in (docs, avspo_plugin.verl.__doc__):
+        rows = re.findall(r"^\| `(verl\.[\w.]+)` \| [^|]+ \| [^|]+ \| [^|]+ \|$", text, flags=re.M)
+        assert sorted(rows) == sorted(expected), set(rows) ^ expected
