@@ -95,7 +95,7 @@ def test_resumed_training_restores_the_adaptive_threshold(make_trainer, straight
     thresholds, checkpoint = straight_run
     saved = json.loads((checkpoint / STATE_FILE).read_text())
     assert saved["threshold"]["step"] == 2 and saved["threshold"]["tau"] == thresholds[3]
-    assert set(saved["monitor"]) == {"stagnation", "entropy_collapse"}
+    assert set(saved["monitor"]) == {"stagnation", "entropy_collapse", "inert_trigger"}
 
     resumed, steps = resume(make_trainer, checkpoint)
     assert resumed.avspo_session.state.step == 3
