@@ -8,6 +8,7 @@ three hosts live here (VERL, TRL, OPENRLHF); no host is imported.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from importlib import metadata
@@ -86,6 +87,12 @@ class SupportedReleases:
                 f"(pip install '{self.distribution}>={self.oldest},<={self.newest}')"
             )
         return self.untested(version)
+
+    def check(self, version: str | None, adapter: str, log: logging.Logger) -> None:
+        """:meth:`require`, with the warning for an untested release logged to ``log``, naming ``adapter``."""
+        untested = self.require(version, adapter)
+        if untested is not None:
+            log.warning("%s: %s", adapter, untested)
 
 
 # verl 0.5's RayPPOTrainer.__init__ raises NotImplementedError for an estimator it does not know.

@@ -32,7 +32,5 @@ def check_openrlhf() -> str | None:
             OPENRLHF,
         )
         return None
-    untested = OPENRLHF.require(version, ADAPTER)
-    if untested is not None:
-        logger.warning("%s: %s", ADAPTER, untested)
+    OPENRLHF.check(version, ADAPTER, logger)
     return version

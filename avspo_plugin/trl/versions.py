@@ -35,7 +35,5 @@ def require_supported_trl() -> str:
     """The installed TRL's version, by host_versions' policy: refused (UnsupportedHostVersion) when missing or
     older than 1.6.0, a warning when newer than the tested range."""
     version = installed_trl()
-    untested = TRL.require(version, ADAPTER)
-    if untested is not None:
-        logger.warning("%s: %s", ADAPTER, untested)
+    TRL.check(version, ADAPTER, logger)
     return version

@@ -271,3 +271,15 @@ def test_tuning_can_name_the_candidates_it_runs_and_refuses_unknown_ones(capsys)
         choose_bases(DEFAULT, progress=False, named=["carrydrop25", "carrydrop99"])
     assert main(["lab", "study", "--candidates", "carrydrop25"]) == 2
     assert "--candidates apply to `avspo lab tune` only" in capsys.readouterr().err
+
+
+def test_a_damaged_cached_run_is_named_not_read_as_a_result(tmp_path):
+    from avspo_plugin.state_files import StateFileError, write_json
+    from avspo_plugin.tools.lab.experiment import _read_cached
+
+    assert _read_cached(tmp_path, "absent") is None
+    write_json(str(tmp_path / "done.json"), {"key": "grpo/b/seed0", "result": {"seed": 0}})
+    assert _read_cached(tmp_path, "done") == {"seed": 0}
+    (tmp_path / "cut.json").write_text('{"key": "grpo/b/seed0", "res')
+    with pytest.raises(StateFileError, match=r"cut\.json is not valid JSON .*Delete it to run that run again"):
+        _read_cached(tmp_path, "cut")

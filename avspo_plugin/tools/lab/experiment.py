@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from avspo_plugin.state_files import read_json, write_json
+
 from .methods import Method
 from .policy import build_policy
 from .settings import LabSettings
@@ -128,10 +130,8 @@ def run_all(
 
     def keep(spec: RunSpec, result: dict) -> None:
         results[spec.key] = result
-        if cache:
-            cache.mkdir(parents=True, exist_ok=True)
-            path = cache / f"{run_fingerprint(spec, base_digest)}.json"
-            path.write_text(json.dumps({"key": spec.key, "result": result}) + "\n", encoding="utf-8")
+        if cache:  # atomically: a study stopped mid-write leaves no half file to resume from
+            write_json(str(cache / f"{run_fingerprint(spec, base_digest)}.json"), {"key": spec.key, "result": result})
 
     with tqdm(total=total_steps, unit="step", disable=not progress, file=sys.stderr, dynamic_ncols=True) as bar:
         if jobs <= 1 or len(todo) <= 1:
@@ -170,7 +170,9 @@ def run_fingerprint(spec: RunSpec, base_digest: str) -> str:
 
 def _read_cached(cache: Path, fingerprint: str) -> dict | None:
     path = cache / f"{fingerprint}.json"
-    return json.loads(path.read_text(encoding="utf-8"))["result"] if path.exists() else None
+    if not path.exists():
+        return None
+    return read_json(str(path), "Delete it to run that run again.")["result"]
 
 
 def children_cpu_s() -> float:
