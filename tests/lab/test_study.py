@@ -264,6 +264,24 @@ def test_a_bases_regime_in_training_is_the_analyze_rule_on_grpos_first_half():
                                      "all_pass_first_half": pytest.approx(0.1)}
 
 
+def test_a_regime_no_base_shows_in_training_gets_the_candidate_tuning_found_for_it(monkeypatch):
+    from avspo_plugin.tools.lab import study
+
+    warmed = []
+    monkeypatch.setattr(study, "choose_bases", lambda settings, progress, named: warmed.append(named) or
+                        [{"name": name, "chosen": True} for name in named])
+    mixed = {0: {"steps": {"acr_all_fail": [0.2, 0.2], "acr_all_pass": [0.15, 0.15]}}}
+    all_fail = {0: {"steps": {"acr_all_fail": [0.3, 0.3], "acr_all_pass": [0.1, 0.1]}}}
+    bases = [{"name": "carrydrop35"}, {"name": "carrydrop15"}]
+
+    added = study.bases_for_missing_regimes(DEFAULT, bases, {"carrydrop35": mixed, "carrydrop15": mixed}, False)
+    assert warmed == [[study.TRAINING_REGIME_BASES["all_fail"]]]
+    assert added == [{"name": study.TRAINING_REGIME_BASES["all_fail"], "chosen": True, "added_for": "all_fail"}]
+    # A base that shows the regime in training already: nothing warmed up, nothing added.
+    assert study.bases_for_missing_regimes(DEFAULT, bases, {"carrydrop35": all_fail, "carrydrop15": mixed}, False) == []
+    assert warmed == [[study.TRAINING_REGIME_BASES["all_fail"]]]
+
+
 def test_tuning_can_name_the_candidates_it_runs_and_refuses_unknown_ones(capsys):
     from avspo_plugin.tools.lab.study import choose_bases
 

@@ -8,7 +8,8 @@ The design is fixed here in code before any method is compared (docs/study.md st
    eligible candidate of each regime (all-fail dominant, mixed, all-pass dominant) is that regime's base.
    The report names each base's regime again as training shows it (:func:`training_regime`: the rule
    ``avspo analyze`` applies to a user's logs, on GRPO's first half of training); the decision table's rows are
-   those regimes.
+   those regimes. A regime that none of these bases shows in training gets the candidate of
+   TRAINING_REGIME_BASES, found on tuning seeds to show it, as one more base (:func:`bases_for_missing_regimes`).
 2. GRPO's settings are frozen by tuning on seeds the study does not use (``avspo lab tune``, docs/tuning/):
    STUDY_SETTINGS holds them, every method runs with them plus its own defaults.
 3. Phase 1: GRPO on every base with the study's seeds; the gates of gates.py on each base. A base that fails
@@ -54,7 +55,7 @@ from .statistics import ALPHA, POWER, holm, mean_interval, paired_test
 from .study_report import plot_study, study_markdown
 
 STUDY_METHODS = ("grpo", "avspo", "avspo_always", "avspo_paper_point", "avspo_paper_point_all_fail",
-                 "avspo_paper_point_all_pass", "avspo_released")
+                 "avspo_paper_point_all_pass", "avspo_released", "ngrpo", "random_variance")
 BASELINE = "grpo"
 PRIMARY = STUDY_METHODS
 # The arms of the earlier study (docs/study-2026-11-26/, same settings, bases and seeds) that this one does not run.
@@ -64,10 +65,6 @@ NOT_RERUN = {
     "dapo": "DAPO at equal rollouts answers a question AVSPO's trigger does not touch; its runs stand in "
             "docs/study-2026-11-26/",
     "rlzvp": "a peer method whose result AVSPO's trigger does not touch; its runs stand in docs/study-2026-11-26/",
-    "ngrpo": "acts on every all-fail group with no trigger, so it acted in the earlier study (-0.0110, AUC Holm-"
-             "significant); not rerun here to fit the acting AVSPO arms at 4 seeds into one session's CPU time",
-    "random_variance": "acts on every collapsed group with no trigger, so it acted in the earlier study (-0.0067); "
-                       "not rerun here for the same reason as ngrpo",
     "select_grpo": "prompt selection, a separate question (docs/selection.md); its runs stand in docs/study-2026-11-26/",
     "select_avspo": "prompt selection with the adaptive AVSPO, which did not act there; replaced by nothing until "
                     "selection is studied again",
@@ -100,6 +97,10 @@ ACTING_AVSPO = "avspo_always"
 # The gates that say GRPO learns; both_regimes and acr_first_half keep both kinds of collapse alive for phase 2's
 # question and are reported, not enforced, at GRPO's best learning rate.
 LEARNING_GATES = tuple(g for g in GATE_NAMES if g not in ("both_regimes", "acr_first_half"))
+# Design point 1, for regimes as training shows them: docs/tuning/ round 7 found, on tuning seed 1000, that
+# carrydrop20 stays all-fail dominant through GRPO's first half (all-fail 0.184, all-pass 0.084) and passes every
+# gate, where the rule's all-fail base (carrydrop35) trained as mixed.
+TRAINING_REGIME_BASES = {"all_fail": "carrydrop20"}
 MAX_BASE_ACCURACY = 0.8  # room for the gates' +0.10: a base above this is not eligible
 MIN_BASE_GREEDY = 0.5  # a base below this has not learned the carry rule yet: not eligible
 BUDGET_STEPS = 250
@@ -205,6 +206,19 @@ def run_base(base: dict, methods: Sequence, seeds: Sequence[int], jobs: int, pro
     results = run_all(specs, base["state"], jobs, progress=progress, initial_eval=base["description"]["held_out"],
                       cache=cache)
     return {m.name: {s: results[f"{m.name}/{base['name']}/seed{s}"] for s in seeds} for m in methods}
+
+
+def bases_for_missing_regimes(settings: LabSettings, bases: Sequence[dict], grpo_runs: Mapping[str, Mapping[int, dict]],
+                              progress: bool) -> list[dict]:
+    """The candidates of TRAINING_REGIME_BASES for the regimes that none of ``bases`` shows in training (GRPO's
+    runs, :func:`training_regime`), warmed up and judged as in :func:`choose_bases`; each marked ``added_for``."""
+    shown = {training_regime(list(grpo_runs[b["name"]].values()))["regime"] for b in bases}
+    have = {b["name"] for b in bases}
+    missing = {regime: name for regime, name in TRAINING_REGIME_BASES.items() if regime not in shown and name not in have}
+    added = choose_bases(settings, progress, named=list(missing.values())) if missing else []
+    for candidate, regime in zip(added, missing):
+        candidate["added_for"] = regime
+    return added
 
 
 def gate_bases(bases: Sequence[dict], grpo_runs: Mapping[str, Mapping[int, dict]]) -> dict[str, dict]:
@@ -448,6 +462,12 @@ def run(args) -> int:
     grpo = next(m for m in methods if m.name == BASELINE)
     cache = out / "runs"  # every finished run: a stopped study resumes where it stopped
     grpo_runs = {b["name"]: run_base(b, [grpo], seeds[BASELINE], jobs, progress, cache)[BASELINE] for b in bases}
+    if not args.quick and not args.bases:  # the quick study's toy warm-up shows no regime worth another base
+        added = bases_for_missing_regimes(settings, bases, grpo_runs, progress)
+        candidates += added
+        bases += [c for c in added if c["chosen"]]
+        grpo_runs.update({b["name"]: run_base(b, [grpo], seeds[BASELINE], jobs, progress, cache)[BASELINE]
+                          for b in bases if b["name"] not in grpo_runs})
     gates = gate_bases(bases, grpo_runs)
     compared = bases_to_compare(bases, gates, enforce_gates, progress)
 
@@ -480,6 +500,7 @@ def run(args) -> int:
             "manipulation_ratio": MANIPULATION_RATIO, "min_skipped_share": MIN_SKIPPED_SHARE,
             "lr_candidates": list(LR_CANDIDATES), "lr_tuning_seeds": list(LR_TUNING_SEEDS),
             "acting_avspo": ACTING_AVSPO, "learning_gates": list(LEARNING_GATES),
+            "training_regime_bases": TRAINING_REGIME_BASES,
             "regimes": list(REGIMES), "dominance": DOMINANCE, "max_base_accuracy": MAX_BASE_ACCURACY,
             "min_base_greedy": MIN_BASE_GREEDY,
             "frozen_grpo": FROZEN_GRPO, "gates_enforced": enforce_gates,
@@ -488,7 +509,7 @@ def run(args) -> int:
         "settings": settings.to_dict(),
         "method_descriptions": {m.name: m.description for m in methods},
         "candidates": [{k: v for k, v in c.items() if k not in ("state", "settings")} for c in candidates],
-        "bases": {b["name"]: {"regime": b["regime"], "compared": b in compared,
+        "bases": {b["name"]: {"regime": b["regime"], "added_for": b.get("added_for"), "compared": b in compared,
                               "training": training_regime(list(grpo_runs[b["name"]].values()))} for b in bases},
         "not_rerun": {m: why for m, why in NOT_RERUN.items() if m not in runs},
         "manipulation": checks,

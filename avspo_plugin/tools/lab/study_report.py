@@ -80,13 +80,17 @@ def study_markdown(report: dict) -> str:
         "share P of G-sample groups over the held-out prompts, weighted by the RL tier mix):",
         "",
     ]
-    rows = [[c["name"], c["regime"] or "not eligible", "yes" if c["chosen"] else "no",
+    rows = [[c["name"], c["regime"] or "not eligible",
+             (f"yes, for {c['added_for']} in training" if c.get("added_for") else "yes") if c["chosen"] else "no",
              f"{c['description']['held_out']['accuracy']:.3f}", f"{c['description']['held_out']['greedy']:.3f}", c["why"]]
             for c in report["candidates"]]
     lines += markdown_table(["candidate", "regime", "chosen", "held-out accuracy", "greedy", "rule"], rows)
     lines += ["", "## Regimes as training shows them", "",
               "The rule `avspo analyze` applies to a user's logs, on GRPO's first half of training (all-fail and "
-              "all-pass shares of groups, mean over steps and seeds): the decision table's rows are these regimes.", ""]
+              "all-pass shares of groups, mean over steps and seeds): the decision table's rows are these regimes. "
+              "A regime no rule-chosen base shows in training gets the candidate that tuning found to show it "
+              f"({', '.join(f'{r}: {n}' for r, n in design.get('training_regime_bases', {}).items())}), as one more "
+              "base.", ""]
     rows = [[name, b["regime"], b["training"]["regime"], f"{b['training']['all_fail_first_half']:.3f}",
              f"{b['training']['all_pass_first_half']:.3f}"] for name, b in report["bases"].items()]
     lines += markdown_table(["base", "by base statistics", "in training", "all-fail (first half)",
