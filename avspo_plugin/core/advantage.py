@@ -290,15 +290,16 @@ def compute_group_advantages(
         effective = effectively_collapsed_groups(
             extreme_advantages, extreme_ids, (stats.count > 0).repeat(2), multi, config.collapse_tol
         )
-        near = near_collapse_groups(exact, group_ids, valid, stats, collapsed, config.collapse_tol)
+        lone_success, lone_failure = near_collapse_groups(exact, group_ids, valid, stats, collapsed, config.collapse_tol)
         # Every metric in one transfer: one device sync per call, not one per metric.
         num_samples, wasted, reward_sum, adv_abs_max = torch.stack([
             stats.count.sum(), torch.where(effective, stats.count, 0.0).sum(),
             torch.where(valid, exact, 0.0).sum(), advantages.abs().max().to(torch.float64),
         ]).tolist()
-        fail, pass_, effective, near, augmented_multi, num_multi, num_augmented, total_virtual = torch.stack([
-            (flags & multi).sum() for flags in (all_fail, all_pass, effective, near, augmented)
+        counts = torch.stack([
+            (flags & multi).sum() for flags in (all_fail, all_pass, effective, lone_success, lone_failure, augmented)
         ] + [multi.sum(), augmented.sum(), num_virtual.sum()]).tolist()
+        fail, pass_, effective, success, failure, augmented_multi, num_multi, num_augmented, total_virtual = counts
         if not math.isfinite(adv_abs_max):  # NaN and inf propagate through the max
             raise ValueError(non_finite_advantages(advantages, labels, group_ids, mean, std, config.epsilon))
         reward_mean = reward_sum / num_samples
@@ -307,7 +308,9 @@ def compute_group_advantages(
             "acr_all_fail": share(fail, num_multi),
             "acr_all_pass": share(pass_, num_multi),
             "effective_acr": share(effective, num_multi),
-            "near_collapse": share(near, num_multi),
+            "near_collapse": share(success + failure, num_multi),
+            "near_collapse_success": share(success, num_multi),
+            "near_collapse_failure": share(failure, num_multi),
             "triggered": float(triggered),
             "threshold": threshold,
             "num_virtual": share(total_virtual, num_augmented),

@@ -59,20 +59,23 @@ def near_collapse_groups(
     stats: GroupStats,
     collapsed: torch.Tensor,
     collapse_tol: float,
-) -> torch.Tensor:
-    """Odd-one-out groups: G_j >= 3 and all samples but one share a value that the remaining one does not.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Odd-one-out groups, split by the odd sample: (lone_success, lone_failure).
 
-    These groups give the largest GRPO advantages (one sample carries the whole
-    group's signal). With G_j = 2 every split group would qualify, so they are left out.
-    scores: (B,) float64; group_ids, valid: (B,); stats, collapsed: per group (N,) -> (N,) bool.
+    lone_success_j = 1[G_j >= 3, one sample at the group's highest value, the other G_j - 1 at its lowest];
+    lone_failure_j = 1[G_j >= 3, one sample at the lowest value, the other G_j - 1 at the highest]. These groups
+    give the largest GRPO advantages (one sample carries the whole group's signal): a lone success is a hard
+    prompt one step from all-fail collapse, a lone failure an easy one a step from all-pass. With G_j = 2 every
+    split group would qualify both ways, so they are left out.
+    scores: (B,) float64; group_ids, valid: (B,); stats, collapsed: per group (N,) -> two (N,) bool.
     """
     num_groups = stats.count.shape[0]
     weight = valid.to(scores.dtype)
     at_low = segment_sum(weight * (scores - stats.low.index_select(0, group_ids) <= collapse_tol), group_ids, num_groups)
     at_high = segment_sum(weight * (stats.high.index_select(0, group_ids) - scores <= collapse_tol), group_ids, num_groups)
     rest = stats.count - 1
-    one_odd = ((at_low == rest) & (at_high == 1)) | ((at_high == rest) & (at_low == 1))
-    return (stats.count >= 3) & ~collapsed & (stats.high - stats.low > collapse_tol) & one_odd
+    split = (stats.count >= 3) & ~collapsed & (stats.high - stats.low > collapse_tol)
+    return split & (at_low == rest) & (at_high == 1), split & (at_high == rest) & (at_low == 1)
 
 
 def effectively_collapsed_groups(

@@ -16,6 +16,8 @@ METRIC_REDUCTIONS: dict[str, str] = {
     "acr_all_pass": "per_group",
     "effective_acr": "per_group",
     "near_collapse": "per_group",
+    "near_collapse_success": "per_group",
+    "near_collapse_failure": "per_group",
     "triggered": "per_group",
     "threshold": "last",
     "num_virtual": "per_augmented_group",
@@ -35,7 +37,8 @@ CALL_METRICS = tuple(name for name in METRIC_REDUCTIONS if name not in FILTERING
 # What a monitor beside another estimator logs: the reward side alone. The rest describe AVSPO's own
 # advantages (virtual samples, its threshold), which a monitor never forms; effective_acr equals acr there.
 MONITOR_METRICS = (
-    "acr", "acr_all_fail", "acr_all_pass", "near_collapse", "groups", "filtered_groups", "samples",
+    "acr", "acr_all_fail", "acr_all_pass", "near_collapse", "near_collapse_success", "near_collapse_failure",
+    "groups", "filtered_groups", "samples",
     "wasted_rollouts", "reward_mean",
 )  # fmt: skip
 
@@ -61,7 +64,12 @@ METRIC_HELP: dict[str, str] = {
     "acr_all_fail": "Fraction of groups collapsed at reward_low (all samples failed).",
     "acr_all_pass": "Fraction of groups collapsed at reward_high (all samples passed).",
     "effective_acr": "Fraction of groups whose real advantages are all below collapse_tol after augmentation.",
-    "near_collapse": "Fraction of groups (>= 3 samples) where exactly one sample differs from all the others.",
+    "near_collapse": "Fraction of groups (>= 3 samples) where exactly one sample differs from all the others "
+    "(near_collapse_success + near_collapse_failure).",
+    "near_collapse_success": "Fraction of groups (>= 3 samples) with one sample at the group's highest reward and "
+    "all others at its lowest: a lone success, one sample from all-fail collapse.",
+    "near_collapse_failure": "Fraction of groups (>= 3 samples) with one sample at the group's lowest reward and "
+    "all others at its highest: a lone failure, one sample from all-pass collapse.",
     "triggered": "1 when virtual samples were enabled this step (Eq. 13's ACR_t > tau_t), else 0.",
     "threshold": "The threshold in force this step (tau_t when adaptive).",
     "num_virtual": "Mean K over the augmented groups (0 when none was augmented).",
@@ -126,6 +134,6 @@ def filtered_group_metrics(
     passed = sum(count for value, count in value_counts.items() if abs(float(value) - reward_high) <= REGIME_TOL)
     return {
         "acr": 1.0, "acr_all_fail": fail / groups, "acr_all_pass": passed / groups, "effective_acr": 1.0,
-        "near_collapse": 0.0, "triggered": 0.0, "augmented_groups": 0.0, "threshold": threshold,
+        "near_collapse": 0.0, "near_collapse_success": 0.0, "near_collapse_failure": 0.0, "triggered": 0.0, "augmented_groups": 0.0, "threshold": threshold,
         "groups": groups, "filtered_groups": groups, "samples": 0.0, "wasted_rollouts": groups * group_size,
     }  # fmt: skip

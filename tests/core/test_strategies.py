@@ -164,6 +164,18 @@ def test_near_collapse_counts_odd_one_out_groups():
     labels = ["odd1"] * 4 + ["even"] * 4 + ["odd2"] * 4 + ["pair"] * 2 + ["flat"] * 4
     result = run(scores, labels, threshold_mode="never")
     assert result.metrics["near_collapse"] == pytest.approx(2 / 5)
+    # odd1: one success among failures; odd2: one failure among successes.
+    assert result.metrics["near_collapse_success"] == pytest.approx(1 / 5)
+    assert result.metrics["near_collapse_failure"] == pytest.approx(1 / 5)
+
+
+def test_lone_success_and_lone_failure_read_the_groups_own_values_not_the_bounds():
+    # Rewards off the bounds (0.2 / 0.9, 3 / -1): the odd sample is judged against its group's other values.
+    scores = [0.2, 0.2, 0.9] + [3.0, 3.0, 3.0, -1.0] + [0.2, 0.9, 0.9] + [0.5, 0.5]
+    labels = ["up"] * 3 + ["down"] * 4 + ["down2"] * 3 + ["pair"] * 2
+    result = run(scores, labels, threshold_mode="never")
+    assert result.metrics["near_collapse_success"] == pytest.approx(1 / 4)
+    assert result.metrics["near_collapse_failure"] == pytest.approx(2 / 4)
 
 
 def test_nearly_equal_rewards_count_as_collapsed():

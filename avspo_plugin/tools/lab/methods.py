@@ -287,13 +287,15 @@ LAB_ESTIMATORS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
 
 
 def collapse_metrics(scores: torch.Tensor, uids: np.ndarray) -> dict[str, float]:
-    """ACR and its all-fail / all-pass split of a batch, by the core's monitor (threshold_mode never).
+    """ACR, its all-fail / all-pass split and the lone-success / lone-failure shares of a batch, by the core's
+    monitor (threshold_mode never).
 
     scores: (B,) sequence rewards; uids: (B,) group labels.
     """
     monitor = AVSPOConfig(threshold_mode="never", reward_low=MIN_REWARD, reward_high=MAX_REWARD)
     metrics = compute_group_advantages(scores, uids, monitor, ThresholdState.initial(monitor)).metrics
-    return {key: metrics[key] for key in ("acr", "acr_all_fail", "acr_all_pass")}
+    return {key: metrics[key]
+            for key in ("acr", "acr_all_fail", "acr_all_pass", "near_collapse_success", "near_collapse_failure")}
 
 
 def effective_collapse(advantages: torch.Tensor, scores: torch.Tensor, uids: np.ndarray) -> dict[str, float]:
