@@ -71,7 +71,9 @@ def test_ngrpo_hand_computed():
 
 
 def test_collapse_metrics_split_the_regimes():
-    assert collapse_metrics(SCORES, UIDS) == {"acr": 0.5, "acr_all_fail": 0.25, "acr_all_pass": 0.25}
+    # g0: one success among failures; g1: all fail; g2: all pass; g3: two and two.
+    assert collapse_metrics(SCORES, UIDS) == {"acr": 0.5, "acr_all_fail": 0.25, "acr_all_pass": 0.25,
+                                              "near_collapse_success": 0.25, "near_collapse_failure": 0.0}
     grpo = PRESETS["grpo"]
     advantages = compute_advantages(grpo, grpo.algorithm_config(), token_rewards(), MASK, UIDS)
     assert effective_collapse(advantages, SCORES, UIDS) == {
