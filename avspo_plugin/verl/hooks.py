@@ -4,13 +4,10 @@ verl gives a registered estimator no way to log metrics, to check its config bef
 rollout, to keep state across a resume, or to see agent-loop sessions; it has no way to choose
 prompts before generation, and no place for a monitor beside another estimator. Loading the plugin
 therefore wraps, in memory (verl's files stay as installed), the functions of :data:`HOOKS`; the
-package's docstring and docs/verl.md list them with when each runs in a step and why verl offers no
-extension point. Each wrapper sits beside the feature it serves: the launcher's and the trainers'
-entry checks here, the runtime env in :mod:`~avspo_plugin.verl.guards`, the step's end in
-:mod:`~avspo_plugin.verl.estimator`, agent-loop sessions in :mod:`~avspo_plugin.verl.multi_output`,
-the monitor's view of the advantage step in :mod:`~avspo_plugin.verl.monitor`, the checkpoints in
-:mod:`~avspo_plugin.verl.checkpoint`, the tracker in :mod:`~avspo_plugin.verl.metric_routing`, and
-prompt selection's in :mod:`~avspo_plugin.verl.selection`.
+package's docstring and docs/verl.md list them with when each runs in a step, the module of its
+wrapper (each beside the feature it serves) and why verl offers no extension point. The wrappers of
+the launcher's ``validate_config`` and the trainers' ``__init__`` are here: they run the launch-time
+guards (:mod:`~avspo_plugin.verl.guards`) and check, and place, the hooks a run needs.
 
 Placement: only the launcher's checks, the trainers' ``__init__`` / ``_load_checkpoint`` and v1's
 ``compute_advantage_for_multi_trajectories`` are wrapped in every verl process (``Hook.always``); the
@@ -197,7 +194,7 @@ def prepare_trainer(config: Any) -> None:
     logger.info("avspo estimator registered in process %d with %s", os.getpid(), session().config)
 
 
-def check_launch(original: Callable) -> Callable:
+def validate_with_launch_check(original: Callable) -> Callable:
     """Wraps ``validate_config``: :func:`check_launch_config` before verl's own check."""
 
     @functools.wraps(original)
@@ -208,7 +205,7 @@ def check_launch(original: Callable) -> Callable:
     return validate_config
 
 
-def prepare_trainer_first(original: Callable) -> Callable:
+def init_with_trainer_checks(original: Callable) -> Callable:
     """Wraps the trainers' ``__init__``: :func:`prepare_trainer` and the trainer class checked before verl's own."""
 
     @functools.wraps(original)
@@ -231,7 +228,7 @@ _MULTI_TRAJECTORY_PARAMETERS = (
 )  # fmt: skip
 
 HOOKS: tuple[Hook, ...] = (
-    Hook("verl.utils.config", None, "validate_config", check_launch,
+    Hook("verl.utils.config", None, "validate_config", validate_with_launch_check,
          "checks algorithm.avspo and these hooks before Ray starts", ("config",), always=True),
     Hook("verl.trainer.constants_ppo", None, "get_ppo_ray_runtime_env", runtime_env_with_plugin,
          "imports the plugin in the trainer process with errors raised", always=True),
@@ -241,7 +238,7 @@ HOOKS: tuple[Hook, ...] = (
         Hook(module, owner, attribute, make_wrapper, purpose, parameters, trainer, always=always)
         for module, owner, trainer in _TRAINER_CLASSES
         for attribute, make_wrapper, purpose, parameters, always in (
-            ("__init__", prepare_trainer_first, "checks the run and places the hooks it uses before any worker starts",
+            ("__init__", init_with_trainer_checks, "checks the run and places the hooks it uses before any worker starts",
              ("self", "config"), True),
             ("_save_checkpoint", save_with_state, "saves the AVSPO state with the checkpoint", ("self",), False),
             # Always: verl's experimental fully-async trainer inherits it without passing through __init__'s hook.

@@ -99,7 +99,7 @@ class EstimatorSession:
             return self.avspo.step_tokens(token_level_rewards, response_mask, index, config)
 
     def pop_metrics(self, step: int | None = None, entropy: float | None = None) -> dict[str, float]:
-        """The metrics of the steps closed since the last pop, folded into one step, plus warning flags
+        """The metrics of the calls since the last pop, folded into one step, plus warning flags
         (see :meth:`AVSPOSession.pop_metrics`); only ``metric_names`` of the core's."""
         metrics = self.avspo.pop_metrics(step=step, entropy=entropy)
         if self.metric_names is None:
