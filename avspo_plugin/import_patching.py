@@ -2,7 +2,9 @@
 
 Host-agnostic: the verl and OpenRLHF adapters both install their patches this way, so a patch
 lands before any importer binds the module's names (``from verl.utils.config import
-validate_config`` then gets the wrapper) and nothing on disk changes.
+validate_config`` then gets the wrapper) and nothing on disk changes. Every copy of this package
+loaded in one process (the same files as two module objects) shares one post-import finder, so a
+module is patched once, and one object per process (:func:`process_wide`) whichever copy asks.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 
     def __init__(self) -> None:
         self.avspo_callbacks: dict[str, list[Callable]] = {}
+        # key -> the one object of that key in this process (process_wide).
+        self.avspo_objects: dict[str, Any] = {}
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in self.avspo_callbacks:
@@ -74,6 +78,15 @@ def after_import(module_name: str, callback: Callable) -> None:
     callbacks = _finder().avspo_callbacks.setdefault(module_name, [])
     if callback not in callbacks:
         callbacks.append(callback)
+
+
+def process_wide(key: str, make: Callable[[], Any]) -> Any:
+    """The one object of ``key`` in this process, made by ``make()`` on first use; every copy of this package
+    in the process gets the same one (the finder they share keeps it)."""
+    objects = _finder().avspo_objects
+    if key not in objects:
+        objects[key] = make()
+    return objects[key]
 
 
 def is_watched(module_name: str) -> bool:

@@ -33,7 +33,8 @@ def main() -> int:
 
     from avspo_plugin.config import AVSPOConfig
     from avspo_plugin.core import ThresholdState, compute_token_advantages
-    from avspo_plugin.verl import patches, pop_metrics
+    from avspo_plugin.verl import hooks, pop_metrics
+    from avspo_plugin.verl.metric_routing import metrics_route
 
     scores = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.5, 0.5, 0.2, 0.9])
     uids = np.array(list("aaaabbbbcccc"), dtype=object)
@@ -64,9 +65,9 @@ def main() -> int:
                                                          "finish": lambda self, **kw: None})()}
     tracking.log(data={"actor/entropy": 1.0}, step=1)
     report["tracker_got"] = sorted(key for key in logged if key.startswith("avspo/"))
-    report["metrics_route"] = patches.metrics_route()
+    report["metrics_route"] = metrics_route()
     # The legacy trainer's hooks (the only trainer before verl 0.9), their modules imported as a run does.
-    report["hooks"] = patches.hook_status("legacy", load=True)
+    report["hooks"] = hooks.hook_status("legacy", load=True)
     print(json.dumps(report))
     ok = report["compute_advantage_matches_core"] and report["monitor_only_equals_verl_grpo"]
     return 0 if ok and "avspo/acr" in report["tracker_got"] and set(report["hooks"].values()) == {"in place"} else 1

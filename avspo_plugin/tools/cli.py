@@ -45,8 +45,8 @@ INPUT_ERRORS = (
     ("avspo_plugin.tools.analyze.records", "AnalyzeError"),
     ("avspo_plugin.tools.math_data.sources", "DataError"),
     ("avspo_plugin.host_versions", "UnsupportedHostVersion"),
-    ("avspo_plugin.verl.patches", "HookError"),
-    ("avspo_plugin.verl.patches", "RegistrationError"),
+    ("avspo_plugin.verl.guards", "HookError"),
+    ("avspo_plugin.verl.estimator", "RegistrationError"),
 )
 
 

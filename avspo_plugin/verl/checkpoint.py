@@ -1,22 +1,29 @@
-"""The AVSPO state beside verl's checkpoint: ``global_step_<N>/avspo_state.json``.
+"""The plugin's state beside verl's checkpoint: ``global_step_<N>/avspo_state.json`` and its siblings.
 
 verl writes ``<trainer.default_local_dir>/global_step_<N>/{actor,critic,data.pt}`` and resumes
 from the latest such folder (``trainer.resume_mode=auto``) or a named one
 (``resume_mode=resume_path``). The plugin's hooks on the trainers' ``_save_checkpoint`` and
-``_load_checkpoint`` (see :mod:`avspo_plugin.verl.patches`) write and read one small JSON file
-in that folder with the session's ``state_dict()``: the adaptive threshold tau, the previous
-batch reward J, the step counter t and the early-warning streaks.
+``_load_checkpoint`` (:func:`save_with_state`, :func:`load_with_state`) write and read, in that
+folder, one small JSON file per session with its ``state_dict()`` (the adaptive threshold tau, the
+previous batch reward J, the step counter t and the early-warning streaks: ``avspo_state.json`` for
+the estimator, ``avspo_monitor_state.json`` for the monitor), and prompt selection's history
+(``avspo_selection.json``, :mod:`avspo_plugin.verl.selection`).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..core.session import checked_state
 from ..names import STATE_FILE
 from ..state_files import load_json, write_json
+from . import selection
+from .guards import refuse_unsupported_trainer
+from .state import process_state
 
 logger = logging.getLogger("avspo_plugin.verl")
 
@@ -71,3 +78,52 @@ def read_state(step_folder: str, file_name: str = STATE_FILE) -> dict[str, Any] 
         "(trainer.resume_mode=resume_path trainer.resume_from_path=<its global_step_N folder>)."
     )
     return dict(load_json(path, checked_state, remedy))
+
+
+def save_with_state(original: Callable) -> Callable:
+    """Wraps the trainers' ``_save_checkpoint``: the step closed and the plugin's state written into the step's
+    folder, before verl records the checkpoint as the latest."""
+
+    @functools.wraps(original)
+    def _save_checkpoint(self, *args, **kwargs):
+        state = process_state()
+        if state.selection is not None:
+            path = selection.write_state(saved_step_folder(self.config.trainer, self.global_steps), state.selection)
+            logger.info("prompt-selection state saved to %s", path)
+        sessions = state.sessions_of(self.config)
+        state.close_step(sessions, self.global_steps)
+        for live in sessions:
+            folder = saved_step_folder(self.config.trainer, self.global_steps)
+            # Before verl records this folder as the latest checkpoint: a run killed in between resumes
+            # from the previous one, never from a folder without AVSPO state.
+            path = write_state(folder, live.state_dict(), live.state_file)
+            live.await_log(folder)
+            logger.info("AVSPO state saved to %s", path)
+        return original(self, *args, **kwargs)
+
+    return _save_checkpoint
+
+
+def load_with_state(original: Callable) -> Callable:
+    """Wraps the trainers' ``_load_checkpoint``: on resume, the plugin's state read back from the step's folder."""
+
+    @functools.wraps(original)
+    def _load_checkpoint(self, *args, **kwargs):
+        refuse_unsupported_trainer(self.config)  # FullyAsyncTrainer inherits this method, not _save_checkpoint's hook
+        result = original(self, *args, **kwargs)
+        if not getattr(self, "global_steps", 0):  # a fresh start: nothing to restore
+            return result
+        state = process_state()
+        if state.selection is not None:
+            folder = resumed_step_folder(self.config.trainer, self.global_steps)
+            if selection.read_state(folder, state.selection):
+                logger.info("prompt-selection state restored from %s", folder)
+        for live in state.sessions_of(self.config):
+            folder = resumed_step_folder(self.config.trainer, self.global_steps)
+            saved = read_state(folder, live.state_file)
+            if saved is not None:
+                live.load_state_dict(saved)
+                logger.info("AVSPO state restored from %s: %s", folder, describe_state(live.state_dict()))
+        return result
+
+    return _load_checkpoint

@@ -6,7 +6,7 @@ longer has that class (nor ``trl.experimental.ppo``): the build stops with an
 ImportError on any machine where both are installed, as they are in this
 package's environment (extras ``verl`` and ``trl``), on GPUs as on CPUs. The patch
 only concerns that class, so it is skipped when trl does not provide it. Installed by
-:func:`avspo_plugin.verl.patches.install` right after verl imports its monkey_patch module, only
+:func:`avspo_plugin.verl.hooks.install` right after verl imports its monkey_patch module, only
 where trl is installed, and applied only where trl lacks the class; ``avspo doctor`` lists it
 with the reason either way.
 """

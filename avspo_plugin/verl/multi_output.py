@@ -7,13 +7,20 @@ broadcasts that advantage to the session's other outputs; every other estimator 
 For ``avspo`` the plugin takes GRPO's route: the estimator sees one row per session, so a group
 is a prompt's sessions (its G samples), as for GRPO, in the advantages, in ACR and in every
 metric. tests/verl/test_paths.py checks the result against verl's own GRPO route, bit for bit.
+The same hook shows prompt selection the v1 step's rewards (:func:`avspo_plugin.verl.selection.observe_rewards`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import sys
 from collections.abc import Callable
 
 import torch
+
+from ..names import ESTIMATOR
+from . import selection
 
 
 def final_output_rows(batch_keys: list[str]) -> tuple[list[int], list[int]]:
@@ -56,3 +63,24 @@ def session_advantages(data, batch_keys: list[str], compute_final: Callable):
     data.batch["advantages"] = advantages
     data.batch["returns"] = advantages
     return data
+
+
+def group_sessions_for_avspo(original: Callable) -> Callable:
+    """Wraps v1 ``compute_advantage_for_multi_trajectories``: ``avspo`` takes GRPO's route (one row per agent-loop
+    session); other estimators pass through. Prompt selection sees the rewards of either."""
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def compute_advantage_for_multi_trajectories(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        selection.observe_rewards(arguments["data"], "v1")
+        if str(arguments["adv_estimator"]) != ESTIMATOR:
+            return original(*args, **kwargs)
+        data, batch_keys = arguments.pop("data"), arguments.pop("batch_keys")
+        # verl's own compute_advantage, as its GRPO route calls it, on each session's final output.
+        compute = sys.modules[original.__module__].compute_advantage
+        return session_advantages(data, batch_keys, functools.partial(compute, **arguments))
+
+    return compute_advantage_for_multi_trajectories

@@ -5,17 +5,15 @@ verl 0.9.1 draws the prompts of each step from a ``StatefulDataLoader`` over the
 sampler can be configured: ``trainer.v1.sampler.custom_sampler`` replaces the replay buffer,
 which samples *after* generation). So the plugin's hooks on the trainers' dataloader builders
 (legacy ``RayPPOTrainer._create_dataloader``, v1 ``PPOTrainer._init_dataloader``) rebuild the
-training dataloader, with verl's own settings, over :class:`SelectiveSampler`: it draws candidates
-from verl's sampler ``train_batch_size`` at a time, asks the core :class:`PromptSelector` which to
-generate, and yields only those, so every batch is still full and an epoch keeps its length in
-steps (a skipped prompt's place goes to the next candidate; the stream runs on into verl's next
-permutation when needed).
+training dataloader, with verl's own settings, over :class:`~avspo_plugin.verl.sampler.SelectiveSampler`,
+which hands out only the prompts the selector chooses, in full batches.
 
 The selector learns from the rewards of each step, keyed by the dataset's stable id field
 (``id_key``): in the legacy trainer from the batch verl passes to ``compute_advantage`` (its rows
 carry the dataset's fields); in the v1 trainer, whose advantage step sees only TransferQueue
 fields, by remembering each prompt's id under its per-step uid when the dataloader hands it out
-(``PPOTrainer._fetch_one_gen_batch``). Ages are counted in batches of ``train_batch_size``
+(``PPOTrainer._fetch_one_gen_batch``), and from the groups DAPO's group filtering evicts
+(``ReplayBuffer._evict_terminal_groups``). Ages are counted in batches of ``train_batch_size``
 prompts handed out: the training steps, unless dynamic sampling draws more per step.
 
 State: the sampler's position (verl's sampler state, the chosen prompts not yet handed out) rides
@@ -25,48 +23,30 @@ in verl's own dataloader checkpoint (``data.pt``); the selector's history beside
 
 from __future__ import annotations
 
-import collections
+import functools
 import itertools
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Sampler
-from torchdata.stateful_dataloader import StatefulDataLoader
-from torchdata.stateful_dataloader.stateful import Stateful
 
-from ..config import ConfigError, SelectionConfig
+from ..config import SelectionConfig
 from ..core.selection import PromptSelector
 from ..names import METRIC_PREFIX, SELECTION_STATE_FILE
 from ..state_files import load_json, write_json
-from .estimator import config_entry, to_plain
+from .run_config import SELECTION_BLOCK, selection_config_from_algorithm
+from .sampler import SelectiveSampler, with_sampler
+from .state import process_state
 
-CONFIG_BLOCK = "algorithm.avspo_selection"
 # uid -> prompt id entries kept for the v1 trainer (prompts handed out, awaiting their rewards), in
 # batches of train_batch_size: more than any off-policy window verl allows.
 REMEMBERED_BATCHES = 64
 
 logger = logging.getLogger("avspo_plugin.verl")
-
-
-def selection_config_from_algorithm(algorithm: Any) -> SelectionConfig:
-    """The selection config of verl's ``algorithm`` block (a missing block: off). Raises ConfigError naming the key."""
-    block = to_plain(config_entry(algorithm, "avspo_selection"))
-    if block is not None and not isinstance(block, Mapping):
-        raise ConfigError(
-            f"{CONFIG_BLOCK} must be a block of keys ({', '.join(SelectionConfig.keys())}), got {block!r}"
-        )
-    return SelectionConfig.from_mapping(block, where=CONFIG_BLOCK)
-
-
-def uses_selection(config: Any) -> bool:
-    """Whether a full verl config turns prompt selection on (``algorithm.avspo_selection.enable``)."""
-    block = config_entry(config_entry(config, "algorithm"), "avspo_selection")
-    return bool(config_entry(block, "enable"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -94,7 +74,7 @@ def ids_of_rows(columns: Any, num_rows: int, id_key: str, where: str) -> list:
         raise ValueError(
             f"prompt selection needs a stable id per prompt, and {len(missing)} of {num_rows} rows of {where} have "
             f"no {described} (e.g. row {missing[0]}): write one into each row (verl's examples write "
-            f"extra_info.index), or set {CONFIG_BLOCK}.id_key to a column or extra_info key that identifies each prompt"
+            f"extra_info.index), or set {SELECTION_BLOCK}.id_key to a column or extra_info key that identifies each prompt"
         )
     return values
 
@@ -132,148 +112,6 @@ def sequence_scores(data: Any) -> torch.Tensor:
     tensors = data.batch
     key = "token_level_scores" if "token_level_scores" in tensors.keys() else "token_level_rewards"
     return tensors[key].sum(dim=-1)
-
-
-# ----------------------------------------------------------------------------------------------
-# The sampler
-
-
-class SelectiveSampler(Sampler[int]):
-    """verl's training sampler with the prompts the selector skips taken out, in batches that stay full.
-
-    base: the sampler verl built (its order and its own checkpoint state are kept); prompt_ids: the
-    stable id of each dataset position; batch_size: ``data.train_batch_size``, the candidates of one
-    choice and the unit ages are counted in. One pass (``iter``) yields ``len(self)`` positions,
-    whole batches of verl's epoch, drawing candidates from verl's sampler as long as needed.
-    """
-
-    def __init__(self, base: Sampler, prompt_ids: Sequence, selector: PromptSelector, batch_size: int) -> None:
-        if len(prompt_ids) != len(base):
-            raise ValueError(f"{len(prompt_ids)} prompt ids for a sampler over {len(base)} prompts")
-        self.base = base
-        self.prompt_ids = list(prompt_ids)
-        self.selector = selector
-        self.batch_size = int(batch_size)
-        self.prompts_yielded = 0
-        self._chosen: collections.deque[int] = collections.deque()
-        self._base_iter: Iterator[int] | None = None
-        self._base_consumed = 0
-
-    def __len__(self) -> int:
-        return len(self.base) // self.batch_size * self.batch_size
-
-    def __iter__(self) -> Iterator[int]:
-        return _Pass(self)
-
-    @property
-    def batches_done(self) -> int:
-        """Whole batches of prompts handed out so far: the step the latest rewards belong to."""
-        return self.prompts_yielded // self.batch_size
-
-    def next_position(self) -> int:
-        while not self._chosen:
-            candidates = self._candidates(self.batch_size)
-            # The step being filled (1-based, as verl's global steps).
-            keep = self.selector.choose([self.prompt_ids[i] for i in candidates], step=self.batches_done + 1)
-            self._chosen.extend(np.asarray(candidates)[keep].tolist())
-        self.prompts_yielded += 1
-        return self._chosen.popleft()
-
-    def _candidates(self, count: int) -> list[int]:
-        drawn: list[int] = []
-        while len(drawn) < count:
-            if self._base_iter is None:
-                self._base_iter, self._base_consumed = iter(self.base), 0
-            more = list(itertools.islice(self._base_iter, count - len(drawn)))
-            self._base_consumed += len(more)
-            drawn += more
-            if len(drawn) < count:  # verl's sampler finished a pass: the next one continues the stream
-                if not more and len(self.base) == 0:
-                    raise ValueError("prompt selection over an empty training dataset")
-                self._base_iter = None
-        return drawn
-
-    def state_dict(self) -> dict[str, Any]:
-        """Where the stream stands: verl's sampler's own state (or how far its pass went), the chosen prompts not
-        yet handed out, the prompts handed out so far, and the dataset's fingerprint."""
-        base_state = self._base_iter.state_dict() if isinstance(self._base_iter, Stateful) else None
-        return {
-            "fingerprint": self.selector.fingerprint,
-            "base_iter": base_state,
-            "base_consumed": self._base_consumed if self._base_iter is not None else None,
-            "chosen": list(self._chosen),
-            "prompts_yielded": self.prompts_yielded,
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if state.get("fingerprint") != self.selector.fingerprint:
-            message = (
-                f"the checkpoint's dataloader position is over another dataset (fingerprint {state.get('fingerprint')} "
-                f"there, {self.selector.fingerprint} now)"
-            )
-            if self.selector.config.on_dataset_change == "error":
-                raise ValueError(
-                    f"{message}; resume with the same training data, or set {CONFIG_BLOCK}.on_dataset_change=reset"
-                )
-            logger.warning("%s: on_dataset_change=reset, so prompt selection starts a fresh pass", message)
-            return
-        self._chosen = collections.deque(int(i) for i in state["chosen"])
-        self.prompts_yielded = int(state["prompts_yielded"])
-        self._base_iter, self._base_consumed = None, 0
-        if state["base_consumed"] is not None:
-            self._base_iter = iter(self.base)
-            if state["base_iter"] is not None and isinstance(self._base_iter, Stateful):
-                self._base_iter.load_state_dict(state["base_iter"])
-            else:
-                # A sampler without state (verl's SequentialSampler): its pass is replayed to the same point.
-                for _ in itertools.islice(self._base_iter, int(state["base_consumed"])):
-                    pass
-            self._base_consumed = int(state["base_consumed"])
-
-
-class _Pass(Iterator[int]):
-    """One pass of a SelectiveSampler (one verl epoch): ``len(sampler)`` positions; its state is how many."""
-
-    def __init__(self, sampler: SelectiveSampler) -> None:
-        self.sampler = sampler
-        self.yielded = 0
-
-    def __iter__(self) -> _Pass:
-        return self
-
-    def __next__(self) -> int:
-        if self.yielded >= len(self.sampler):
-            raise StopIteration
-        self.yielded += 1
-        return self.sampler.next_position()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"yielded": self.yielded}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.yielded = int(state["yielded"])
-
-
-def with_sampler(loader: StatefulDataLoader, sampler: Sampler) -> StatefulDataLoader:
-    """verl's dataloader rebuilt over ``sampler``, every other setting as verl made it."""
-    return StatefulDataLoader(
-        dataset=loader.dataset,
-        batch_size=loader.batch_size,
-        sampler=sampler,
-        num_workers=loader.num_workers,
-        collate_fn=loader.collate_fn,
-        pin_memory=loader.pin_memory,
-        drop_last=loader.drop_last,
-        timeout=loader.timeout,
-        worker_init_fn=loader.worker_init_fn,
-        multiprocessing_context=loader.multiprocessing_context,
-        generator=loader.generator,
-        prefetch_factor=loader.prefetch_factor,
-        persistent_workers=loader.persistent_workers,
-        pin_memory_device=loader.pin_memory_device,
-        in_order=loader.in_order,
-        snapshot_every_n_steps=loader.snapshot_every_n_steps,
-    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -341,12 +179,9 @@ class SelectionRun:
         return {METRIC_PREFIX + name: value for name, value in metrics.items()}
 
 
-_ACTIVE: SelectionRun | None = None
-
-
 def active() -> SelectionRun | None:
     """This process's selection run, when its trainer has selection on."""
-    return _ACTIVE
+    return process_state().selection
 
 
 def attach(trainer: Any, kind: str) -> SelectionRun | None:
@@ -355,17 +190,17 @@ def attach(trainer: Any, kind: str) -> SelectionRun | None:
     kind: ``legacy`` or ``v1``. Raises ConfigError for a bad block, ValueError for a dataset without
     stable ids (naming the field to set) or with repeated ones.
     """
-    global _ACTIVE
+    state = process_state()
     config = selection_config_from_algorithm(trainer.config.algorithm)
     if not config.enable:
-        _ACTIVE = None
+        state.selection = None
         return None
     loader = trainer.train_dataloader
     ids = dataset_prompt_ids(loader.dataset, config.id_key)
     selector = PromptSelector(config, dataset_ids=ids, log=logger)
     sampler = SelectiveSampler(loader.sampler, ids, selector, batch_size=trainer.config.data.train_batch_size)
     trainer.train_dataloader = with_sampler(loader, sampler)
-    _ACTIVE = SelectionRun(
+    state.selection = SelectionRun(
         config=config, sampler=sampler, trainer=kind,
         rollouts_per_prompt=int(trainer.config.actor_rollout_ref.rollout.n),
     )  # fmt: skip
@@ -373,13 +208,27 @@ def attach(trainer: Any, kind: str) -> SelectionRun | None:
         "prompt selection on (%s trainer): %d prompts keyed by %s, dataset fingerprint %s, %s",
         kind, len(ids), config.id_key, selector.fingerprint, config,
     )  # fmt: skip
-    return _ACTIVE
+    return state.selection
 
 
 def detach() -> None:
     """Forget this process's selection run (tests; a new trainer attaches its own)."""
-    global _ACTIVE
-    _ACTIVE = None
+    process_state().selection = None
+
+
+def observe_rewards(data: Any, trainer: str) -> None:
+    """Show this process's selection the rewards of an advantage step of ``trainer``: ``legacy``, the batch of
+    ``compute_advantage`` (its rows carry the dataset's ids); ``v1``, that of
+    ``compute_advantage_for_multi_trajectories`` (rows keyed by the uids handed out). Nothing when selection is
+    off or runs in the other trainer."""
+    run = active()
+    if run is None or run.trainer != trainer:
+        return
+    if trainer == "legacy":
+        run.observe(ids_of_rows(data.non_tensor_batch, len(data), run.config.id_key, "the step's batch"),
+                    sequence_scores(data))  # fmt: skip
+    else:
+        run.observe_uids(list(data.non_tensor_batch["uid"]), sequence_scores(data))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -409,3 +258,62 @@ def read_state(step_folder: str, run: SelectionRun) -> bool:
     )
     load_json(path, run.selector.load_state_dict, remedy)
     return True
+
+
+# ----------------------------------------------------------------------------------------------
+# Wrappers of verl's trainer methods
+
+
+def dataloader_with_selection(kind: str) -> Callable[[Callable], Callable]:
+    """Wraps a dataloader builder of the ``kind`` trainer (legacy ``_create_dataloader``, v1 ``_init_dataloader``):
+    the training dataloader rebuilt over the selecting sampler when selection is on."""
+
+    def make_wrapper(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def build(self, *args, **kwargs):
+            result = original(self, *args, **kwargs)
+            attach(self, kind)
+            return result
+
+        return build
+
+    return make_wrapper
+
+
+def evict_with_selection(original: Callable) -> Callable:
+    """Wraps v1 ``ReplayBuffer._evict_terminal_groups``: the groups DAPO's group filtering evicts, learnt from by
+    the reward each group shared."""
+
+    @functools.wraps(original)
+    def _evict_terminal_groups(self, global_steps, partition_id, eviction_reasons, *args, **kwargs):
+        run = active()
+        if run is not None and run.trainer == "v1":
+            # (stale, DAPO-filtered, failed uids, counts): the filtered ones, each with the reward its group shared.
+            filtered = eviction_reasons[1]
+            shared = getattr(self, "_dapo_classification_cache", {}).get(partition_id, {})
+            values = {uid: shared[uid] for uid in filtered if shared.get(uid) is not None}
+            if len(values) != len(filtered):
+                logger.warning(
+                    "prompt selection: verl evicted %d group(s) whose shared reward this verl does not expose "
+                    "(ReplayBuffer._dapo_classification_cache); they are not learnt from", len(filtered) - len(values),
+                )  # fmt: skip
+            run.observe_evicted(values)
+        return original(self, global_steps, partition_id, eviction_reasons, *args, **kwargs)
+
+    return _evict_terminal_groups
+
+
+def fetch_with_prompt_ids(original: Callable) -> Callable:
+    """Wraps v1 ``PPOTrainer._fetch_one_gen_batch``: each prompt's stable id remembered under its per-step uid."""
+
+    @functools.wraps(original)
+    def _fetch_one_gen_batch(self, *args, **kwargs):
+        batch = original(self, *args, **kwargs)
+        run = active()
+        if run is not None:
+            uids = list(batch["uid"])
+            columns = {key: list(batch[key]) for key in (run.config.id_key, "extra_info") if key in batch.keys()}
+            run.remember(uids, columns, len(uids))
+        return batch
+
+    return _fetch_one_gen_batch

@@ -5,12 +5,12 @@ import pytest
 import torch
 
 import avspo_plugin.verl  # noqa: F401  (registers avspo and installs the hooks, as verl's entry point does)
-from avspo_plugin.verl import patches, session
+from avspo_plugin.verl import hooks, session
 
 # The tests here run verl's trainer methods on stand-in trainers, which skip verl's __init__ (where a run
 # places the hooks its config uses): every hook is placed once for them. Which hooks a given config places
 # is checked in fresh processes (tests/verl/test_patches.py).
-for _hook in patches.HOOKS:
+for _hook in hooks.HOOKS:
     _hook.place()
 
 

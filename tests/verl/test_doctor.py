@@ -16,7 +16,7 @@ import importlib.abc, sys
 
 class BrokenDependency(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name == "avspo_plugin.verl.patches":
+        if name == "avspo_plugin.verl.hooks":
             raise ImportError("simulated: a dependency of the plugin is missing")
 
 sys.meta_path.insert(0, BrokenDependency())

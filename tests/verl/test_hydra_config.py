@@ -9,8 +9,8 @@ import yaml
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig, config_help
-from avspo_plugin.verl.estimator import avspo_config_from_algorithm
 from avspo_plugin.verl.hydra_config import ALGORITHM_CONFIG_NAME, CONFIG_DIR, render_configs, yaml_scalar
+from avspo_plugin.verl.run_config import avspo_config_from_algorithm
 
 
 def test_committed_yaml_is_the_generated_one():
@@ -112,7 +112,7 @@ def test_selection_block_reads_back_as_its_defaults_and_composes_on_grpo(tmp_pat
 
     from avspo_plugin.config import SelectionConfig
     from avspo_plugin.verl.hydra_config import SELECTION_CONFIG_NAME
-    from avspo_plugin.verl.selection import selection_config_from_algorithm
+    from avspo_plugin.verl.run_config import selection_config_from_algorithm
 
     loaded = OmegaConf.load(CONFIG_DIR / f"{SELECTION_CONFIG_NAME}.yaml")
     assert "adv_estimator" not in loaded.algorithm

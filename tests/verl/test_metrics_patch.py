@@ -23,10 +23,10 @@ from verl import DataProto
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.utils.tracking import Tracking
-from avspo_plugin.verl import patches
+from avspo_plugin.verl import hooks, metric_routing
 
 # What the trainer of an avspo run places when it starts.
-patches.place_hooks({"algorithm": {"adv_estimator": "avspo"}, "trainer": {"use_v1": False}})
+hooks.place_hooks({"algorithm": {"adv_estimator": "avspo"}, "trainer": {"use_v1": False}})
 rewards = torch.zeros(4, 2)
 rewards[:, -1] = torch.tensor([1.0, 1.0, 0.0, 1.0])
 for _ in range(2):
@@ -43,7 +43,7 @@ tracking.log({"actor/entropy": 2.0}, step=5)
 step = core_algos.collect_adv_estimator_metrics("avspo", metrics={"actor/entropy": 2.0}, global_step=5)
 print(json.dumps({
     "verl_file": verl.__file__,
-    "route": patches.metrics_route(),
+    "route": metric_routing.metrics_route(),
     "tracking_log_hooked": hasattr(Tracking.log, "__avspo_patch__"),
     "tracking_added": sorted(set(logged[0]) - {"actor/entropy"}),
     "step": step,
@@ -103,8 +103,8 @@ def test_adapter_uses_verls_channel_and_the_patch_tests_pass(patched_verl):
 def test_stock_verl_has_no_channel_so_the_tracking_hook_is_used():
     from verl.utils.tracking import Tracking
 
-    from avspo_plugin.verl import patches
+    from avspo_plugin.verl import metric_routing
 
-    assert patches.verl_metrics_channel() is None
-    assert patches.metrics_route() == "the Tracking.log hook"
+    assert metric_routing.verl_metrics_channel() is None
+    assert metric_routing.metrics_route() == "the Tracking.log hook"
     assert is_patched(Tracking.log)

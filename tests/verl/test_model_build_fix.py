@@ -9,7 +9,7 @@ import types
 import verl
 import verl.utils.import_utils
 
-from avspo_plugin.verl import model_build_fix, patches
+from avspo_plugin.verl import hooks, model_build_fix
 from avspo_plugin.verl.model_build_fix import trl_patch_status, trl_value_head_available
 
 MONKEY_PATCH = "verl.models.transformers.monkey_patch"
@@ -48,12 +48,12 @@ def test_a_trl_with_the_value_head_class_keeps_verls_own_check(monkeypatch):
 def test_without_trl_the_fix_is_not_installed(monkeypatch):
     watched = []
     monkeypatch.setattr(model_build_fix.importlib.util, "find_spec", lambda name, *a: None if name == "trl" else object())
-    monkeypatch.setattr(patches, "after_import", lambda name, callback: watched.append(name))
-    patches.install()
+    monkeypatch.setattr(hooks, "after_import", lambda name, callback: watched.append(name))
+    hooks.install()
     assert MONKEY_PATCH not in watched and "verl.trainer.ppo.core_algos" in watched
     assert trl_patch_status() == "not needed (trl is not installed: verl's model build does not reach for it)"
     monkeypatch.undo()
     watched.clear()
-    monkeypatch.setattr(patches, "after_import", lambda name, callback: watched.append(name))
-    patches.install()
+    monkeypatch.setattr(hooks, "after_import", lambda name, callback: watched.append(name))
+    hooks.install()
     assert MONKEY_PATCH in watched  # trl is installed here

@@ -16,8 +16,9 @@ from omegaconf import OmegaConf, open_dict
 
 from avspo_plugin.config import ConfigError
 from avspo_plugin.names import MONITOR_STATE_FILE, STATE_FILE
-from avspo_plugin.verl.monitor import UNGROUPED_ESTIMATORS, launch_notes, monitor, monitor_config_from_algorithm
-from avspo_plugin.verl.patches import MONITOR, features_of, hooks_for, prepare_trainer
+from avspo_plugin.verl.hooks import hooks_for, prepare_trainer
+from avspo_plugin.verl.monitor import UNGROUPED_ESTIMATORS, launch_notes, monitor
+from avspo_plugin.verl.run_config import MONITOR, features_of, monitor_config_from_algorithm
 
 # Three prompts of four responses and verl's padding: a all-pass, b mixed (one odd one out), c all-fail
 # with one rejected row (rollout correction empties its mask; it keeps its reward in the group), and
@@ -127,7 +128,7 @@ def test_v1_agent_loop_sessions_several_mini_batches_and_filtering(trainer_confi
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
-    from avspo_plugin.verl.patches import DAPO_FILTERED_REWARD_COUNTS_KEY
+    from avspo_plugin.verl.estimator import DAPO_FILTERED_REWARD_COUNTS_KEY
 
     config = config_with(trainer_config, "grpo")
     # Each prompt's first response is a session of two outputs (an earlier turn, index 0, then the final

@@ -9,7 +9,8 @@ import types
 import pytest
 from hydra import compose, initialize_config_module
 
-from avspo_plugin.verl import patches
+from avspo_plugin.verl import checkpoint, estimator, guards, hooks
+from avspo_plugin.verl.run_config import AVSPO, MONITOR, SELECTION
 
 
 @pytest.fixture(scope="module")
@@ -19,12 +20,12 @@ def avspo_run_config():
 
 
 def test_every_hook_is_in_place_on_the_installed_verl():
-    status = patches.hook_status(load=True)
-    assert len(status) == len(patches.HOOKS) == 16
+    status = hooks.hook_status(load=True)
+    assert len(status) == len(hooks.HOOKS) == 16
     assert set(status.values()) == {"in place"}, status
     for trainer in ("v1", "legacy"):
-        patches.require_hooks(trainer, patches.AVSPO)
-        patches.require_hooks(trainer, patches.SELECTION)
+        hooks.require_hooks(trainer, AVSPO)
+        hooks.require_hooks(trainer, SELECTION)
 
 
 PLACEMENT_PROBE = """
@@ -32,17 +33,17 @@ import json
 from hydra import compose, initialize_config_module
 import avspo_plugin.verl
 from avspo_plugin.import_patching import is_patched
-from avspo_plugin.verl import patches
+from avspo_plugin.verl import hooks
 import verl.trainer.ppo.ray_trainer, verl.trainer.ppo.v1.trainer_base, verl.trainer.ppo.v1.utils as v1_utils
 
 with initialize_config_module("avspo_plugin.verl.config", version_base=None):
     grpo = compose("avspo_trainer", overrides=["algorithm.adv_estimator=grpo"])
     monitored = compose("avspo_trainer", overrides=["algorithm.adv_estimator=grpo", "algorithm.avspo_monitor.enable=true"])
-placed = lambda: sorted(name for name, state in patches.hook_status().items() if state == "in place")
+placed = lambda: sorted(name for name, state in hooks.hook_status().items() if state == "in place")
 steps = {"imported": placed()}
-patches.prepare_trainer(grpo)
+hooks.prepare_trainer(grpo)
 steps["grpo"] = placed()
-patches.prepare_trainer(monitored)
+hooks.prepare_trainer(monitored)
 steps["monitor"] = placed()
 steps["v1_binding_wrapped"] = is_patched(v1_utils.compute_advantage)
 print(json.dumps(steps))
@@ -59,9 +60,9 @@ def test_a_run_places_only_the_hooks_its_config_uses():
     run = subprocess.run([sys.executable, "-c", PLACEMENT_PROBE], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     steps = json.loads(run.stdout.strip().splitlines()[-1])
-    always = sorted(hook.name for hook in patches.HOOKS if hook.always)
+    always = sorted(hook.name for hook in hooks.HOOKS if hook.always)
     assert steps["imported"] == steps["grpo"] == always
-    monitor = sorted({hook.name for hook in patches.hooks_for("v1", patches.MONITOR)})
+    monitor = sorted({hook.name for hook in hooks.hooks_for("v1", MONITOR)})
     assert steps["monitor"] == sorted(set(always) | set(monitor)) and set(monitor) - set(always) == {
         "verl.utils.tracking.Tracking.log", "verl.trainer.ppo.v1.trainer_base.PPOTrainer._save_checkpoint",
         "verl.trainer.ppo.v1.trainer_base.PPOTrainer.step", "verl.trainer.ppo.ray_trainer.compute_advantage",
@@ -84,12 +85,12 @@ def test_a_changed_target_warns_naming_it_and_refuses_avspo_runs(monkeypatch, ca
     name = "verl_release_with_a_changed_trainer"
     module = changed_verl_module(name)
     monkeypatch.setitem(sys.modules, name, module)
-    changed = patches.Hook(name, "Trainer", "step", patches._v1_step, "one step of Eq. 12 per global step",
+    changed = hooks.Hook(name, "Trainer", "step", estimator.close_v1_step, "one step of Eq. 12 per global step",
                          ("self", "metrics"), trainer="v1")  # fmt: skip
-    absent = patches.Hook(name, "Trainer", "_save_checkpoint", patches._trainer_save_checkpoint, "saves the AVSPO state",
+    absent = hooks.Hook(name, "Trainer", "_save_checkpoint", checkpoint.save_with_state, "saves the AVSPO state",
                         ("self",), trainer="legacy")  # fmt: skip
-    monkeypatch.setattr(patches, "HOOKS", (*patches.HOOKS, changed, absent))
-    monkeypatch.setattr(patches, "HOOK_PROBLEMS", {})
+    monkeypatch.setattr(hooks, "HOOKS", (*hooks.HOOKS, changed, absent))
+    monkeypatch.setattr(hooks, "HOOK_PROBLEMS", {})
     with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
         changed.check(module)
         absent.check(module)
@@ -99,16 +100,16 @@ def test_a_changed_target_warns_naming_it_and_refuses_avspo_runs(monkeypatch, ca
     assert f"{name}.Trainer._save_checkpoint does not exist" in messages[1]
     assert not hasattr(module.Trainer.step, "__avspo_patch__")  # a changed function is left as it is
 
-    with pytest.raises(patches.HookError, match=rf"verl 0.9.1 with the v1 trainer: 1 verl function\(s\).*{name}.Trainer.step"):
-        patches.check_launch_config(avspo_run_config)
+    with pytest.raises(guards.HookError, match=rf"verl 0.9.1 with the v1 trainer: 1 verl function\(s\).*{name}.Trainer.step"):
+        hooks.check_launch_config(avspo_run_config)
     legacy = avspo_run_config.copy()
     legacy.trainer.use_v1 = False
-    with pytest.raises(patches.HookError, match=rf"legacy trainer.*{name}.Trainer._save_checkpoint does not exist"):
-        patches.prepare_trainer(legacy)
+    with pytest.raises(guards.HookError, match=rf"legacy trainer.*{name}.Trainer._save_checkpoint does not exist"):
+        hooks.prepare_trainer(legacy)
     # Runs of other estimators are not checked.
     grpo = avspo_run_config.copy()
     grpo.algorithm.adv_estimator = "grpo"
-    patches.check_launch_config(grpo)
+    hooks.check_launch_config(grpo)
 
 
 def test_verls_experimental_fully_async_trainer_is_refused_before_ray_starts():
@@ -121,10 +122,10 @@ def test_verls_experimental_fully_async_trainer_is_refused_before_ray_starts():
     with initialize_config_dir(config_dir, version_base=None):
         config = compose("fully_async_ppo_trainer", overrides=["algorithm.adv_estimator=avspo"])
     assert "async_training" in config
-    with pytest.raises(patches.HookError, match="does not run in verl's experimental fully-async trainer"):
+    with pytest.raises(guards.HookError, match="does not run in verl's experimental fully-async trainer"):
         get_ppo_ray_runtime_env(config)
-    with pytest.raises(patches.HookError, match=re.escape("trainer.v1.trainer_mode=separate_async")):
-        patches.check_launch_config(config)
+    with pytest.raises(guards.HookError, match=re.escape("trainer.v1.trainer_mode=separate_async")):
+        hooks.check_launch_config(config)
     config.algorithm.adv_estimator = "grpo"
     get_ppo_ray_runtime_env(config)
 
@@ -162,7 +163,7 @@ def test_augmentation_with_dapo_group_filtering_is_refused_in_launcher_and_train
         r"threshold_mode=never \(monitor only\), which works with filtering: collapse is then counted .* before filtering"
     )
     with pytest.raises(ConfigError, match=why):
-        patches.check_launch_config(config)
+        hooks.check_launch_config(config)
     with pytest.raises(ConfigError, match=why):
         PPOTrainerSync(config)  # verl's own trainer, through the hooked __init__
 
@@ -176,28 +177,28 @@ def test_prompt_selection_with_dapo_group_filtering_on_another_metric_than_the_r
     config.algorithm.filter_groups.metric = "acc"
     why = r"avspo_selection.enable=true cannot run with algorithm.filter_groups.metric=acc: .* Set algorithm.filter_groups.metric=reward"
     with pytest.raises(ConfigError, match=why):
-        patches.check_launch_config(config)
+        hooks.check_launch_config(config)
     with pytest.raises(ConfigError, match=why):
-        patches.prepare_trainer(config)
+        hooks.prepare_trainer(config)
     # On the reward, selection learns from the evicted groups (tests/verl/test_selection.py).
     config.algorithm.filter_groups.metric = "reward"
-    assert patches.group_filtering_problem(config) is None
+    assert guards.group_filtering_problem(config) is None
 
 
 def test_monitor_only_with_dapo_group_filtering_is_accepted(avspo_run_config):
     config = with_filtering(avspo_run_config, "never")
-    patches.check_launch_config(config)
-    patches.prepare_trainer(config)
-    assert patches.group_filtering_problem(config) is None
+    hooks.check_launch_config(config)
+    hooks.prepare_trainer(config)
+    assert guards.group_filtering_problem(config) is None
 
 
 @pytest.mark.parametrize("version, side", [("0.10.0", "newer than"), ("0.10.0.dev0", "newer than"), ("0.6.0", "older than")])
 def test_verl_outside_the_tested_range_warns_once_at_launch(monkeypatch, caplog, avspo_run_config, version, side):
-    monkeypatch.setattr(patches, "verl_version", lambda: version)
-    monkeypatch.setattr(patches, "_warned_versions", set())
+    monkeypatch.setattr(guards, "verl_version", lambda: version)
+    monkeypatch.setattr(guards, "_warned_versions", set())
     with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
-        patches.check_launch_config(avspo_run_config)
-        patches.check_launch_config(avspo_run_config)
+        hooks.check_launch_config(avspo_run_config)
+        hooks.check_launch_config(avspo_run_config)
     warnings = [record.getMessage() for record in caplog.records if "tested range" in record.getMessage()]
     assert warnings == [
         f"avspo_plugin: verl {version} is {side} the tested range (verl 0.6.1 to 0.9.1 (0.6.1, 0.7.1, 0.8.0, 0.9.1)): "
@@ -210,15 +211,15 @@ def test_verl_older_than_0_6_is_refused_at_launch_naming_both_versions(monkeypat
     """The policy every host shares (host_versions): verl 0.5's trainer raises for an estimator it does not know."""
     from avspo_plugin.host_versions import UnsupportedHostVersion
 
-    monkeypatch.setattr(patches, "verl_version", lambda: "0.5.0")
+    monkeypatch.setattr(guards, "verl_version", lambda: "0.5.0")
     with pytest.raises(UnsupportedHostVersion, match=r"avspo_plugin.verl supports verl 0.6.1 to 0.9.1; the installed "
                                                      r"verl is 0.5.0. Releases before 0.6.0 differ"):
-        patches.check_launch_config(avspo_run_config)
+        hooks.check_launch_config(avspo_run_config)
 
 
 def test_verl_inside_the_tested_range_does_not_warn():
-    assert patches.verl_version() == "0.9.1"
-    assert [patches.untested_verl(v) for v in ("0.6.1", "0.8.5", "0.9.1")] == [None, None, None]
+    assert guards.verl_version() == "0.9.1"
+    assert [guards.untested_verl(v) for v in ("0.6.1", "0.8.5", "0.9.1")] == [None, None, None]
 
 
 def test_a_trainer_subclass_that_bypasses_a_hooked_method_is_refused_at_start(avspo_run_config):
@@ -229,7 +230,7 @@ def test_a_trainer_subclass_that_bypasses_a_hooked_method_is_refused_at_start(av
         def _save_checkpoint(self):  # saves its own way, never the parent's
             return None
 
-    with pytest.raises(patches.HookError, match=(
+    with pytest.raises(guards.HookError, match=(
         r"algorithm.adv_estimator=avspo cannot run with the trainer class .*SilentTrainer: .*SilentTrainer._save_checkpoint "
         r"overrides verl.trainer.ppo.v1.trainer_base.PPOTrainer._save_checkpoint without calling it, so the plugin's hook "
         r"\(saves the AVSPO state with the checkpoint\) would never run. Call super\(\)._save_checkpoint\(...\)"
@@ -240,31 +241,34 @@ def test_a_trainer_subclass_that_bypasses_a_hooked_method_is_refused_at_start(av
         def _load_checkpoint(self):
             return 0
 
-    with pytest.raises(patches.HookError, match=r"LegacyTrainer._load_checkpoint overrides .*RayPPOTrainer._load_checkpoint"):
-        patches.refuse_unhooked_overrides(LegacyTrainer, avspo_run_config)
+    with pytest.raises(guards.HookError, match=r"LegacyTrainer._load_checkpoint overrides .*RayPPOTrainer._load_checkpoint"):
+        guards.refuse_unhooked_overrides(LegacyTrainer, avspo_run_config, hooks.HOOKS)
 
     class PoliteTrainer(PPOTrainerSync):
         def _save_checkpoint(self):
             print("saving")
             return super()._save_checkpoint()
 
-    patches.refuse_unhooked_overrides(PoliteTrainer, avspo_run_config)
-    patches.refuse_unhooked_overrides(PPOTrainerSync, avspo_run_config)
+    guards.refuse_unhooked_overrides(PoliteTrainer, avspo_run_config, hooks.HOOKS)
+    guards.refuse_unhooked_overrides(PPOTrainerSync, avspo_run_config, hooks.HOOKS)
     grpo = avspo_run_config.copy()
     grpo.algorithm.adv_estimator = "grpo"
-    patches.refuse_unhooked_overrides(SilentTrainer, grpo)  # runs without the plugin are not its concern
+    guards.refuse_unhooked_overrides(SilentTrainer, grpo, hooks.HOOKS)  # runs without the plugin are not its concern
 
 
 def test_the_touch_point_table_lists_every_verl_function_the_plugin_touches():
-    """docs/verl.md and the adapter's package docstring: one row per hook of the registry, and the trl patch."""
+    """docs/verl.md and the adapter's package docstring: one row per hook of the registry, and the trl patch, each
+    naming the module of its wrapper."""
     import re
     from pathlib import Path
 
     import avspo_plugin.verl
-    from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME
+    from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, skip_missing_trl_value_head
 
-    expected = {hook.name for hook in patches.HOOKS} | {TRL_PATCH_NAME}
+    expected = {hook.name: hook.make_wrapper.__module__ for hook in hooks.HOOKS}
+    expected[TRL_PATCH_NAME] = skip_missing_trl_value_head.__module__
+    expected = {name: module.removeprefix("avspo_plugin.verl.") for name, module in expected.items()}
     docs = (Path(__file__).resolve().parents[2] / "docs" / "verl.md").read_text()
     for text in (docs, avspo_plugin.verl.__doc__):
-        rows = re.findall(r"^\| `(verl\.[\w.]+)` \| [^|]+ \| [^|]+ \| [^|]+ \|$", text, flags=re.M)
-        assert sorted(rows) == sorted(expected), set(rows) ^ expected
+        rows = re.findall(r"^\| `(verl\.[\w.]+)` \| [^|]+ \| [^|]+ \| `(\w+)` \| [^|]+ \|$", text, flags=re.M)
+        assert len(rows) == len(expected) and dict(rows) == expected, set(dict(rows).items()) ^ set(expected.items())

@@ -16,7 +16,8 @@ import avspo_plugin
 from avspo_plugin.import_patching import is_patched
 from avspo_plugin.tools.doctor.verl import ProbeActor, probe_in_ray_actor
 from avspo_plugin.verl import pop_metrics, session
-from avspo_plugin.verl.patches import PLACEABLE, RegistrationError, register_estimator
+from avspo_plugin.verl.estimator import RegistrationError, register_estimator
+from avspo_plugin.verl.hooks import PLACEABLE
 
 PROBE = """
 import json, sys

@@ -16,7 +16,10 @@ import torch
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import ConfigError
-from avspo_plugin.verl import patches, selection
+from avspo_plugin.verl import hooks, selection
+from avspo_plugin.verl.guards import HookError
+from avspo_plugin.verl.run_config import AVSPO, SELECTION
+from avspo_plugin.verl.sampler import SelectiveSampler
 
 PROMPTS = 40
 BATCH = 8
@@ -76,20 +79,20 @@ def positions(batch):
 
 def test_hooks_in_place_for_both_trainers():
     for trainer in ("legacy", "v1"):
-        assert set(patches.hook_status(trainer, feature=patches.SELECTION).values()) == {"in place"}
-        patches.require_hooks(trainer, patches.SELECTION)
+        assert set(hooks.hook_status(trainer, feature=SELECTION).values()) == {"in place"}
+        hooks.require_hooks(trainer, SELECTION)
 
 
 def test_off_by_default_leaves_verls_dataloader():
     trainer = legacy_trainer(config())
     assert selection.active() is None
-    assert not isinstance(trainer.train_dataloader.sampler, selection.SelectiveSampler)
+    assert not isinstance(trainer.train_dataloader.sampler, SelectiveSampler)
 
 
 def test_nothing_to_skip_hands_out_verls_own_batches():
     plain = legacy_trainer(config())
     selective = legacy_trainer(config(enable=True))
-    assert isinstance(selective.train_dataloader.sampler, selection.SelectiveSampler)
+    assert isinstance(selective.train_dataloader.sampler, SelectiveSampler)
     assert len(selective.train_dataloader) == len(plain.train_dataloader) == PROMPTS // BATCH
     assert selective.total_training_steps == plain.total_training_steps
     for _ in range(2):  # two epochs: verl's sampler reshuffles, the selective one follows
@@ -179,7 +182,7 @@ def test_bad_block_names_the_key():
     with pytest.raises(ConfigError, match=r"algorithm\.avspo_selection: explore=2 is invalid"):
         legacy_trainer(config(enable=True, explore=2))
     with pytest.raises(ConfigError, match=r"unknown key\(s\) algorithm\.avspo_selection\.enabled"):
-        patches.check_launch_config(config(enabled=True))
+        hooks.check_launch_config(config(enabled=True))
 
 
 def test_resume_with_another_dataset(tmp_path):
@@ -304,7 +307,7 @@ def test_v1_init_dataloader_over_verls_own_dataset(tmp_path):
                               trainer_mode="sync", parameter_sync_step=1)  # fmt: skip
     PPOTrainer._init_dataloader(trainer)
     run = selection.active()
-    assert run.trainer == "v1" and isinstance(trainer.train_dataloader.sampler, selection.SelectiveSampler)
+    assert run.trainer == "v1" and isinstance(trainer.train_dataloader.sampler, SelectiveSampler)
     assert run.selector.fingerprint.startswith("24:") and trainer.steps_per_epoch == 24 // cfg.data.train_batch_size
     batch = PPOTrainer._fetch_one_gen_batch(trainer)
     assert sorted(run.prompt_of_uid) == sorted(batch["uid"])
@@ -320,20 +323,20 @@ def test_a_missing_selection_hook_stops_only_selection_runs(monkeypatch, caplog)
     module = types.ModuleType(name)
     module.Trainer = type("Trainer", (), {})
     monkeypatch.setitem(sys.modules, name, module)
-    absent = patches.Hook(name, "Trainer", "_fetch_one_gen_batch", patches._fetch_with_prompt_ids,
+    absent = hooks.Hook(name, "Trainer", "_fetch_one_gen_batch", selection.fetch_with_prompt_ids,
                           "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1",
-                          features=(patches.SELECTION,))  # fmt: skip
-    monkeypatch.setattr(patches, "HOOKS", (*patches.HOOKS, absent))
-    monkeypatch.setattr(patches, "HOOK_PROBLEMS", {})
+                          features=(SELECTION,))  # fmt: skip
+    monkeypatch.setattr(hooks, "HOOKS", (*hooks.HOOKS, absent))
+    monkeypatch.setattr(hooks, "HOOK_PROBLEMS", {})
     with caplog.at_level(logging.INFO, logger="avspo_plugin.verl"):
         absent.check(module)
     record = next(r for r in caplog.records if "cannot hook" in r.getMessage())
     assert record.levelno == logging.INFO  # not a warning in every verl process: selection is opt-in
     assert "Runs with algorithm.avspo_selection.enable=true will refuse to start" in record.getMessage()
-    with pytest.raises(patches.HookError, match=rf"algorithm.avspo_selection.enable=true cannot run .* v1 trainer.*{name}"):
-        patches.check_launch_config(OmegaConf.merge(config(enable=True), {"trainer": {"use_v1": True}}))
-    patches.require_hooks("v1", patches.AVSPO)
-    patches.check_launch_config(OmegaConf.merge(config(), {"trainer": {"use_v1": True}}))
+    with pytest.raises(HookError, match=rf"algorithm.avspo_selection.enable=true cannot run .* v1 trainer.*{name}"):
+        hooks.check_launch_config(OmegaConf.merge(config(enable=True), {"trainer": {"use_v1": True}}))
+    hooks.require_hooks("v1", AVSPO)
+    hooks.check_launch_config(OmegaConf.merge(config(), {"trainer": {"use_v1": True}}))
 
 
 def test_doctor_warns_of_missing_selection_hooks_without_failing(capsys):

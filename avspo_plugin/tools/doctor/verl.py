@@ -85,16 +85,20 @@ def probe() -> dict[str, Any]:
     report["registered_as"] = None if registered is None else f"{registered.__module__}.{registered.__qualname__}"
     if not report["registered"]:
         report["why_not"] = why_not_registered(registered, report)
-    hooks = sys.modules.get("avspo_plugin.verl.patches")
-    if hooks is not None:
-        # Imports the trainer modules, as a training process does, so every hook is placed or reported.
-        report["hooks"] = hooks.hook_status(load=True)
-        report["selection_only_hooks"] = [hook.name for hook in hooks.HOOKS if hooks.AVSPO not in hook.features]
-        report["metrics_route"] = hooks.metrics_route()
-        report["known_good_verl"] = list(hooks.KNOWN_GOOD_VERL)
-        report["untested_verl"] = hooks.untested_verl(hooks.verl_version())
-        report["refused_verl"] = hooks.refused_verl(hooks.verl_version())
+    if PLUGIN_MODULE in sys.modules:
+        # verl loaded the adapter (entry point or VERL_USE_EXTERNAL_MODULES), so importing its parts registers nothing
+        # new. Imports the trainer modules, as a training process does, so every hook is placed or reported.
+        from avspo_plugin.verl import guards, hooks
+        from avspo_plugin.verl.metric_routing import metrics_route
         from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, trl_patch_status
+        from avspo_plugin.verl.run_config import AVSPO
+
+        report["hooks"] = hooks.hook_status(load=True)
+        report["selection_only_hooks"] = [hook.name for hook in hooks.HOOKS if AVSPO not in hook.features]
+        report["metrics_route"] = metrics_route()
+        report["known_good_verl"] = list(guards.KNOWN_GOOD_VERL)
+        report["untested_verl"] = guards.untested_verl(guards.verl_version())
+        report["refused_verl"] = guards.refused_verl(guards.verl_version())
 
         report["trl_patch"] = {TRL_PATCH_NAME: trl_patch_status()}
     return report
@@ -207,18 +211,17 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     # Here, after the registration checks: importing the verl adapter registers the estimator (module docstring).
     from omegaconf import OmegaConf
 
-    from avspo_plugin.verl.estimator import avspo_config_from_algorithm
-    from avspo_plugin.verl.monitor import launch_notes, monitor_config_from_algorithm
-    from avspo_plugin.verl.patches import (
+    from avspo_plugin.verl.guards import MONITOR_ONLY, group_filtering_problem, uses_group_filtering
+    from avspo_plugin.verl.hooks import hooks_for
+    from avspo_plugin.verl.monitor import launch_notes
+    from avspo_plugin.verl.run_config import (
         AVSPO,
         FEATURE_SETTING,
         MONITOR,
-        MONITOR_ONLY,
+        avspo_config_from_algorithm,
         features_of,
-        group_filtering_problem,
-        hooks_for,
+        monitor_config_from_algorithm,
         trainer_of,
-        uses_group_filtering,
     )  # fmt: skip
 
     algorithm = config.algorithm

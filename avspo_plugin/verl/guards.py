@@ -1,0 +1,234 @@
+"""Launch-time guards: what a run's trainer, config and verl release must be for the plugin to run as promised.
+
+Each check refuses (HookError, ConfigError, UnsupportedHostVersion) what would run but silently not
+be what the config asks: verl's experimental fully-async trainer, AVSPO's augmentation or prompt
+selection under DAPO's group filtering, a verl release known to break the plugin (an untested one
+is a warning). The launcher's and the trainer's entry hooks (:mod:`avspo_plugin.verl.hooks`) run
+them before Ray starts and again before any worker starts. The Ray runtime env is changed here too,
+so that the trainer process imports the plugin with its errors raised.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+import verl
+
+from ..config import ConfigError
+from ..host_versions import VERL, UnsupportedHostVersion
+from ..import_patching import is_patched
+from ..names import PLUGIN_MODULE
+from .run_config import (
+    FEATURE_SETTING,
+    avspo_config_from_algorithm,
+    config_entry,
+    features_of,
+    uses_avspo,
+    uses_selection,
+)
+
+if TYPE_CHECKING:
+    from .hooks import Hook
+
+EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
+# verl.trainer.ppo.v1.replay_buffer.FILTER_GROUPS_REWARD_METRIC: the filter metric that is the sequence reward.
+FILTER_GROUPS_REWARD_METRIC = "reward"
+# threshold_mode of a run that only measures (plain GRPO advantages, every metric).
+MONITOR_ONLY = "never"
+
+logger = logging.getLogger("avspo_plugin.verl")
+
+
+class HookError(RuntimeError):
+    """A verl function the run needs could not be hooked (absent, or not the shape the plugin knows)."""
+
+
+def refuse_unsupported_trainer(config: Any) -> None:
+    """verl's experimental fully-async trainer (configs with ``async_training``) is refused for avspo and for
+    prompt selection (it builds its own dataloader and saves checkpoints without the trainer's method)."""
+    if uses_selection(config) and config_entry(config, "async_training") is not None:
+        raise HookError(
+            "algorithm.avspo_selection does not run in verl's experimental fully-async trainer "
+            "(verl.experimental.fully_async_policy); use verl's default trainer (trainer.use_v1=true)."
+        )
+    if uses_avspo(config) and config_entry(config, "async_training") is not None:
+        raise HookError(
+            "algorithm.adv_estimator=avspo does not run in verl's experimental fully-async trainer "
+            "(verl.experimental.fully_async_policy): its FullyAsyncTrainer saves checkpoints without the trainer "
+            "method that keeps the AVSPO state (tau, warning streaks), so a resumed run would silently restart the "
+            "adaptive threshold. Use verl's default trainer (trainer.use_v1=true), whose "
+            "trainer.v1.trainer_mode=separate_async is asynchronous too."
+        )
+
+
+def uses_group_filtering(config: Any) -> bool:
+    """Whether a full verl config turns DAPO's group filtering on (``algorithm.filter_groups.enable``)."""
+    return bool(config_entry(config_entry(config_entry(config, "algorithm"), "filter_groups"), "enable"))
+
+
+def group_filtering_problem(config: Any) -> str | None:
+    """Why a config that augments with AVSPO, or selects prompts, under DAPO's group filtering cannot run
+    (None when it can)."""
+    metric = config_entry(config_entry(config_entry(config, "algorithm"), "filter_groups"), "metric")
+    if uses_selection(config) and uses_group_filtering(config) and str(metric) != FILTER_GROUPS_REWARD_METRIC:
+        return (
+            f"algorithm.avspo_selection.enable=true cannot run with algorithm.filter_groups.metric={metric}: verl "
+            "evicts the groups whose filter metric is constant before the advantage step, and prompt selection "
+            "learns from those evicted groups by their shared reward; with another metric than "
+            f"{FILTER_GROUPS_REWARD_METRIC!r} it would read a group as collapsed whose rewards may differ. Set "
+            f"algorithm.filter_groups.metric={FILTER_GROUPS_REWARD_METRIC}, or turn one of them off."
+        )
+    if not (uses_avspo(config) and uses_group_filtering(config)):
+        return None
+    mode = avspo_config_from_algorithm(config_entry(config, "algorithm")).threshold_mode
+    if mode == MONITOR_ONLY:
+        return None
+    return (
+        f"algorithm.adv_estimator=avspo with algorithm.avspo.threshold_mode={mode} cannot run with "
+        "algorithm.filter_groups.enable=true (DAPO's group filtering): verl evicts the zero-variance groups "
+        "(every response rewarded alike) before the advantage estimator sees them, and AVSPO's augmentation acts "
+        "only on those collapsed groups, so it would never trigger and the run would silently be GRPO. Either turn "
+        f"filtering off, or keep it with algorithm.avspo.threshold_mode={MONITOR_ONLY} (monitor only), which works "
+        "with filtering: collapse is then counted on the groups as generated, before filtering."
+    )
+
+
+def refuse_with_group_filtering(config: Any) -> None:
+    """Raise ConfigError for AVSPO's augmentation or prompt selection combined with DAPO's group filtering."""
+    problem = group_filtering_problem(config)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+# verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/compatibility.md).
+KNOWN_GOOD_VERL = VERL.tested
+
+
+def verl_version() -> str:
+    """The version of the verl this process imported (a source checkout on PYTHONPATH included)."""
+    version = getattr(verl, "__version__", None)
+    if version:
+        return str(version)
+    try:
+        return metadata.version("verl")
+    except metadata.PackageNotFoundError:
+        return "(unknown)"
+
+
+def untested_verl(version: str) -> str | None:
+    """Why ``version`` of verl is outside the tested range (host_versions.VERL; None when inside). An untested
+    release runs with this warning (a hook it lacks still refuses the run); a known-broken one is refused by
+    :func:`check_verl_release`."""
+    try:
+        return None if VERL.known_broken(version) else VERL.untested(version)
+    except ValueError:
+        return f"verl {version} is not a version number; the plugin is tested with verl {VERL.tested_range()}"
+
+
+def refused_verl(version: str) -> str | None:
+    """Why ``version`` of verl is refused (older than host_versions.VERL.broken_below), None when it is not."""
+    try:
+        VERL.require(version, PLUGIN_MODULE)
+    except UnsupportedHostVersion as err:
+        return str(err)
+    except ValueError:
+        return None
+    return None
+
+
+_warned_versions: set[str] = set()
+
+
+def check_verl_release() -> None:
+    """host_versions' policy for the imported verl: refused when known broken (UnsupportedHostVersion), a warning
+    once per process when untested."""
+    version = verl_version()
+    refused = refused_verl(version)
+    if refused is not None:
+        raise UnsupportedHostVersion(refused)
+    problem = untested_verl(version)
+    if problem is not None and version not in _warned_versions:
+        _warned_versions.add(version)
+        logger.warning("avspo_plugin: %s", problem)
+
+
+def refuse_unhooked_overrides(trainer_class: type, config: Any, hooks: Iterable[Hook]) -> None:
+    """Raise HookError when ``trainer_class`` (a subclass of a hooked verl trainer) overrides a method the run
+    needs hooked without calling the parent's: the plugin's hook would never run.
+
+    hooks: the registry's (:data:`avspo_plugin.verl.hooks.HOOKS`). "Calls the parent's" is read from the
+    override's code: it names the method (``super().<name>(...)`` or ``Parent.<name>(self, ...)``).
+    """
+    for feature in features_of(config):
+        # Either trainer's hooks: the class, not trainer.use_v1, says which verl trainer it extends.
+        for hook in (hook for hook in hooks if feature in hook.features):
+            hooked = _hooked_class(trainer_class, hook)
+            if hooked is None:
+                continue
+            override = inspect.getattr_static(trainer_class, hook.attribute, None)
+            if override is None or is_patched(override) or _calls_by_name(override, hook.attribute):
+                continue
+            owner = next(cls for cls in trainer_class.__mro__ if hook.attribute in cls.__dict__)
+            raise HookError(
+                f"{FEATURE_SETTING[feature]} cannot run with the trainer class {_qualified(trainer_class)}: "
+                f"{_qualified(owner)}.{hook.attribute} overrides {hook.name} without calling it, so the plugin's hook "
+                f"({hook.purpose}) would never run. Call super().{hook.attribute}(...) in the override, or run verl's "
+                f"{_qualified(hooked)}."
+            )
+
+
+def _hooked_class(trainer_class: type, hook: Hook) -> type | None:
+    """The verl class of ``hook`` among ``trainer_class``'s bases, when it is a hooked method of a trainer."""
+    if hook.owner is None or hook.attribute == "__init__":
+        return None
+    for cls in trainer_class.__mro__[1:]:
+        if cls.__name__ == hook.owner and cls.__module__ == hook.module:
+            return cls
+    return None
+
+
+def _calls_by_name(function: Any, name: str) -> bool:
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    stack = [code] if code is not None else []
+    while stack:
+        code = stack.pop()
+        if name in code.co_names:
+            return True
+        stack.extend(const for const in code.co_consts if inspect.iscode(const))
+    return False
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def with_plugin_module(modules: str) -> str:
+    """A ``VERL_USE_EXTERNAL_MODULES`` value that also imports this plugin (kept once, order kept)."""
+    names = [name.strip() for name in modules.split(",") if name.strip()]
+    if PLUGIN_MODULE not in names:
+        names.append(PLUGIN_MODULE)
+    return ",".join(names)
+
+
+def runtime_env_with_plugin(original: Callable) -> Callable:
+    """Wraps ``get_ppo_ray_runtime_env``: a run that uses the plugin imports it in the trainer process through
+    ``VERL_USE_EXTERNAL_MODULES``, with errors raised (verl swallows those of its entry points)."""
+
+    @functools.wraps(original)
+    def get_ppo_ray_runtime_env(*args, **kwargs):
+        runtime_env = original(*args, **kwargs)
+        config = kwargs.get("config", args[0] if args else None)
+        if config is not None and features_of(config):
+            refuse_unsupported_trainer(config)
+            env_vars = runtime_env.setdefault("env_vars", {})
+            current = env_vars.get(EXTERNAL_MODULES_ENV, os.environ.get(EXTERNAL_MODULES_ENV, ""))
+            env_vars[EXTERNAL_MODULES_ENV] = with_plugin_module(current)
+        return runtime_env
+
+    return get_ppo_ray_runtime_env

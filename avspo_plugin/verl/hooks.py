@@ -1,0 +1,355 @@
+"""The hook registry: every verl function the plugin wraps (:data:`HOOKS`), where it is placed, and its status.
+
+verl gives a registered estimator no way to log metrics, to check its config before the first
+rollout, to keep state across a resume, or to see agent-loop sessions; it has no way to choose
+prompts before generation, and no place for a monitor beside another estimator. Loading the plugin
+therefore wraps, in memory (verl's files stay as installed), the functions of :data:`HOOKS`; the
+package's docstring and docs/verl.md list them with when each runs in a step, the module of its
+wrapper (each beside the feature it serves) and why verl offers no extension point. The wrappers of
+the launcher's ``validate_config`` and the trainers' ``__init__`` are here: they run the launch-time
+guards (:mod:`~avspo_plugin.verl.guards`) and check, and place, the hooks a run needs.
+
+Placement: only the launcher's checks, the trainers' ``__init__`` / ``_load_checkpoint`` and v1's
+``compute_advantage_for_multi_trajectories`` are wrapped in every verl process (``Hook.always``); the
+trainer's ``__init__`` hook then places, in the trainer process, the hooks of the features its config
+uses (:func:`place_hooks`), so a run of another estimator without them touches nothing else of verl.
+
+Status: each target is checked when its module loads: a missing function, or one whose parameters are
+not those the wrapper relies on, is a warning naming it and the installed verl version, and a run that
+uses a feature needing it refuses to start (:func:`require_hooks`). The trainer modules are heavy, so
+their checks wait until something imports them (a post-import hook); every patch is applied once per
+process, whichever copy of this package asks. A module function placed after other verl modules
+imported it by name (``from ... import compute_advantage``) is wrapped there too.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..import_patching import after_import, is_patched, rebind, wrap
+from .checkpoint import load_with_state, save_with_state
+from .estimator import close_v1_step, register_estimator, session
+from .guards import (
+    KNOWN_GOOD_VERL,
+    HookError,
+    check_verl_release,
+    refuse_unhooked_overrides,
+    refuse_unsupported_trainer,
+    refuse_with_group_filtering,
+    runtime_env_with_plugin,
+    verl_version,
+)
+from .metric_routing import log_with_avspo_metrics, use_metrics_channel
+from .model_build_fix import skip_missing_trl_value_head, trl_installed
+from .monitor import launch_notes, monitor, observe_advantage_step
+from .multi_output import group_sessions_for_avspo
+from .run_config import (
+    AVSPO,
+    FEATURE_SETTING,
+    FEATURES,
+    MONITOR,
+    SELECTION,
+    avspo_config_from_algorithm,
+    config_entry,
+    features_of,
+    monitor_config_from_algorithm,
+    selection_config_from_algorithm,
+    trainer_of,
+    uses_avspo,
+    uses_monitor,
+    uses_selection,
+)
+from .selection import dataloader_with_selection, evict_with_selection, fetch_with_prompt_ids
+
+logger = logging.getLogger("avspo_plugin.verl")
+
+
+@dataclass(frozen=True)
+class Hook:
+    """``module.owner.attribute`` (owner None: a module function) is wrapped by ``make_wrapper``.
+
+    parameters: the leading parameter names the wrapper relies on (checked when the module loads);
+    trainer: the verl trainer whose runs need it (``v1``, ``legacy``; None: both);
+    features: what needs it (AVSPO: runs of the estimator; SELECTION: runs with prompt selection).
+    """
+
+    module: str
+    owner: str | None
+    attribute: str
+    make_wrapper: Callable[[Callable], Callable]
+    purpose: str
+    parameters: tuple[str, ...] = ()
+    trainer: str | None = None
+    features: tuple[str, ...] = FEATURES
+    # Placed in every verl process when its module loads (the checks that must see every run); the others
+    # only in the trainer process of a run whose config uses their feature (:func:`place_hooks`).
+    always: bool = False
+
+    @property
+    def name(self) -> str:
+        return ".".join(part for part in (self.module, self.owner, self.attribute) if part)
+
+    def target(self, module) -> Any:
+        return module if self.owner is None else getattr(module, self.owner, None)
+
+    def problem(self, module) -> str | None:
+        """Why this hook cannot be placed in ``module`` (None when it can, or is placed)."""
+        owner = self.target(module)
+        if owner is None:
+            return f"{self.module} has no {self.owner}"
+        original = owner.__dict__.get(self.attribute) if isinstance(owner, type) else getattr(owner, self.attribute, None)
+        if original is None:
+            return f"{self.module}.{self.owner + '.' if self.owner else ''}{self.attribute} does not exist"
+        if is_patched(original):
+            return None
+        try:
+            names = tuple(inspect.signature(original).parameters)
+        except (TypeError, ValueError):
+            return f"{self.name} has no readable signature"
+        if names[: len(self.parameters)] != self.parameters:
+            return f"{self.name} takes {names}, not the {self.parameters} the plugin's wrapper relies on"
+        return None
+
+    def check(self, module) -> None:
+        """When ``module`` loads: a hook that cannot be placed is recorded and reported; an ``always`` hook is placed."""
+        problem = self.problem(module)
+        if problem is None:
+            HOOK_PROBLEMS.pop(self.name, None)
+            if self.always:
+                self.place(module)
+            return
+        HOOK_PROBLEMS[self.name] = problem
+        # Prompt selection is opt-in and checked with verl 0.9.1 only: its hooks missing from another verl
+        # concern only runs that turn it on (which then refuse to start), so they are not a warning for all.
+        logger.log(
+            logging.WARNING if AVSPO in self.features else logging.INFO,
+            "avspo_plugin cannot hook %s (%s) in verl %s: %s. Runs with %s will refuse to start; the plugin's "
+            "hooks are known to work with verl %s.",
+            self.name, self.purpose, verl_version(), problem, " or ".join(FEATURE_SETTING[f] for f in self.features),
+            ", ".join(KNOWN_GOOD_VERL) if AVSPO in self.features else "0.9.1",
+        )  # fmt: skip
+
+    def place(self, module=None) -> None:
+        """Wrap the target (importing its module first); a module function is also wrapped in every loaded verl
+        module that imported it by name. A hook that cannot be placed stays unplaced: require_hooks reports it."""
+        module = importlib.import_module(self.module) if module is None else module
+        if self.problem(module) is not None:
+            return
+        owner = self.target(module)
+        original = getattr(owner, self.attribute)
+        if wrap(owner, self.attribute, self.make_wrapper) and self.owner is None:
+            rebind(original, getattr(owner, self.attribute), "verl")
+
+
+# ----------------------------------------------------------------------------------------------
+# The launcher's and the trainers' entry checks
+
+
+def check_launch_config(config: Any) -> None:
+    """The launcher's check (no Ray yet): ``algorithm.avspo`` valid, the trainer's hooks in place.
+
+    Raises ConfigError or HookError.
+    """
+    refuse_unsupported_trainer(config)
+    if uses_avspo(config):
+        avspo_config_from_algorithm(config.algorithm)
+    refuse_with_group_filtering(config)
+    if features_of(config):
+        check_verl_release()
+    # Read even when off: a misspelt key of a block the user wrote is an error, not a silent default.
+    selection_config_from_algorithm(config_entry(config, "algorithm"))
+    monitor_config_from_algorithm(config_entry(config, "algorithm"))
+    for feature in features_of(config):
+        require_hooks(trainer_of(config), feature)
+
+
+def prepare_trainer(config: Any) -> None:
+    """The trainer process's check, before workers start: registered here, config valid and in
+    force, every hook of the run's trainer in place."""
+    refuse_unsupported_trainer(config)
+    selection_config_from_algorithm(config_entry(config, "algorithm"))
+    refuse_with_group_filtering(config)
+    place_hooks(config)
+    if uses_selection(config):
+        require_hooks(trainer_of(config), SELECTION)
+    for note in launch_notes(config):
+        logger.warning(note)
+    if uses_monitor(config):
+        monitor().configure(config.algorithm)
+        require_hooks(trainer_of(config), MONITOR)
+    if not uses_avspo(config):
+        return
+    # verl's own unit tests clear the registry; a run must not depend on the import order.
+    register_estimator()
+    session().configure(config.algorithm)
+    require_hooks(trainer_of(config), AVSPO)
+    logger.info("avspo estimator registered in process %d with %s", os.getpid(), session().config)
+
+
+def validate_with_launch_check(original: Callable) -> Callable:
+    """Wraps ``validate_config``: :func:`check_launch_config` before verl's own check."""
+
+    @functools.wraps(original)
+    def validate_config(config, *args, **kwargs):
+        check_launch_config(config)
+        return original(config, *args, **kwargs)
+
+    return validate_config
+
+
+def init_with_trainer_checks(original: Callable) -> Callable:
+    """Wraps the trainers' ``__init__``: :func:`prepare_trainer` and the trainer class checked before verl's own."""
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        config = kwargs.get("config", args[0] if args else None)
+        prepare_trainer(config)
+        refuse_unhooked_overrides(type(self), config, HOOKS)
+        return original(self, *args, **kwargs)
+
+    return __init__
+
+
+# ----------------------------------------------------------------------------------------------
+# The registry
+
+
+_TRAINER_CLASSES = (("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "legacy"), ("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "v1"))
+_MULTI_TRAJECTORY_PARAMETERS = (
+    "data", "batch_keys", "adv_estimator", "gamma", "lam", "num_repeat", "norm_adv_by_std_in_grpo", "config",
+)  # fmt: skip
+
+HOOKS: tuple[Hook, ...] = (
+    Hook("verl.utils.config", None, "validate_config", validate_with_launch_check,
+         "checks algorithm.avspo and these hooks before Ray starts", ("config",), always=True),
+    Hook("verl.trainer.constants_ppo", None, "get_ppo_ray_runtime_env", runtime_env_with_plugin,
+         "imports the plugin in the trainer process with errors raised", always=True),
+    Hook("verl.utils.tracking", "Tracking", "log", log_with_avspo_metrics,
+         "logs avspo/* metrics", ("self", "data", "step")),
+    *(
+        Hook(module, owner, attribute, make_wrapper, purpose, parameters, trainer, always=always)
+        for module, owner, trainer in _TRAINER_CLASSES
+        for attribute, make_wrapper, purpose, parameters, always in (
+            ("__init__", init_with_trainer_checks, "checks the run and places the hooks it uses before any worker starts",
+             ("self", "config"), True),
+            ("_save_checkpoint", save_with_state, "saves the AVSPO state with the checkpoint", ("self",), False),
+            # Always: verl's experimental fully-async trainer inherits it without passing through __init__'s hook.
+            ("_load_checkpoint", load_with_state, "restores the AVSPO state on resume", ("self",), True),
+        )
+    ),
+    Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "step", close_v1_step,
+         "one step of Eq. 12 (and of the monitor's warnings) per global step", ("self", "metrics"), trainer="v1",
+         features=(AVSPO, MONITOR)),
+    # Placed in every process that loads verl's v1 utils, trainer or not: a script calling verl's function with
+    # the avspo estimator gets GRPO's session grouping, never one sample per output. Other estimators pass through.
+    Hook("verl.trainer.ppo.v1.utils", None, "compute_advantage_for_multi_trajectories", group_sessions_for_avspo,
+         "groups agent-loop sessions as GRPO does; feeds prompt selection the step's rewards",
+         _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO, SELECTION), always=True),
+    Hook("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "_create_dataloader", dataloader_with_selection("legacy"),
+         "draws the training prompts through prompt selection",
+         ("self", "train_dataset", "val_dataset", "collate_fn", "train_sampler"), trainer="legacy",
+         features=(SELECTION,)),
+    Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_init_dataloader", dataloader_with_selection("v1"),
+         "draws the training prompts through prompt selection", ("self",), trainer="v1", features=(SELECTION,)),
+    Hook("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer", "_evict_terminal_groups", evict_with_selection,
+         "shows prompt selection the groups DAPO's group filtering evicts before the advantage step",
+         ("self", "global_steps", "partition_id", "eviction_reasons"), trainer="v1", features=(SELECTION,)),
+    Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_fetch_one_gen_batch", fetch_with_prompt_ids,
+         "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1", features=(SELECTION,)),
+    Hook("verl.trainer.ppo.ray_trainer", None, "compute_advantage", observe_advantage_step,
+         "shows the ACR monitor (both trainers) and prompt selection (legacy) the rows the estimator gets",
+         ("data", "adv_estimator"), features=(SELECTION, MONITOR)),
+)  # fmt: skip
+
+# Hook name -> why it could not be placed, for the hooks whose module loaded.
+HOOK_PROBLEMS: dict[str, str] = {}
+# The status of a hook that can be placed and waits for a run that uses it.
+READY = "ready (placed when a run uses it)"
+PLACEABLE = ("in place", READY)
+
+
+def hooks_for(trainer: str | None, feature: str | None = None) -> list[Hook]:
+    """The hooks a run of ``trainer`` (``v1``, ``legacy``; None: both) needs for ``feature`` (None: any)."""
+    return [
+        hook for hook in HOOKS
+        if (trainer is None or hook.trainer in (None, trainer)) and (feature is None or feature in hook.features)
+    ]  # fmt: skip
+
+
+def place_hooks(config: Any) -> list[str]:
+    """Place, in this process, the hooks a full verl config's run uses (its features, its trainer); their names."""
+    hooks = {hook.name: hook for feature in features_of(config) for hook in hooks_for(trainer_of(config), feature)}
+    for hook in hooks.values():
+        hook.place()
+    return list(hooks)
+
+
+def hook_status(trainer: str | None = None, load: bool = True, feature: str | None = None) -> dict[str, str]:
+    """Each hook of ``trainer``'s runs of ``feature``: ``in place``, ``not loaded`` (its module not imported;
+    load=False) or why it is missing.
+
+    load: import the hooks' verl modules first (what the trainer process does before training).
+    """
+    status = {}
+    for hook in hooks_for(trainer, feature):
+        module = sys.modules.get(hook.module)
+        if module is None and load:
+            try:
+                module = importlib.import_module(hook.module)
+            except ImportError as err:
+                status[hook.name] = f"its module does not import: {err!r}"
+                continue
+        if module is None:
+            status[hook.name] = "not loaded"
+        elif hook.name in HOOK_PROBLEMS:
+            status[hook.name] = HOOK_PROBLEMS[hook.name]
+        else:
+            owner = hook.target(module)
+            placed = owner is not None and is_patched(getattr(owner, hook.attribute, None))
+            status[hook.name] = "in place" if placed else hook.problem(module) or READY
+    return status
+
+
+def require_hooks(trainer: str, feature: str = AVSPO) -> None:
+    """Raise HookError unless every hook a run of ``trainer`` needs for ``feature`` is in place (imports their modules)."""
+    missing = {name: state for name, state in hook_status(trainer, feature=feature).items() if state not in PLACEABLE}
+    if missing:
+        details = "; ".join(f"{name}: {state}" for name, state in missing.items())
+        raise HookError(
+            f"{FEATURE_SETTING[feature]} cannot run on verl {verl_version()} with the {trainer} trainer: "
+            f"{len(missing)} verl function(s) the plugin must wrap are missing or changed ({details}). Without "
+            f"them the run would silently differ from what avspo promises. Known to work: verl "
+            f"{', '.join(KNOWN_GOOD_VERL)}; run `avspo doctor` for the full report."
+        )
+
+
+def install() -> None:
+    """Register the estimator and install every hook in this process (idempotent)."""
+    register_estimator()
+    for module_name, callback in (
+        ("verl.trainer.ppo.core_algos", use_metrics_channel),
+        # Only beside trl: verl's model build reaches for trl's value-head class only when trl is installed.
+        *((("verl.models.transformers.monkey_patch", skip_missing_trl_value_head),) if trl_installed() else ()),
+        *((hook.module, hook.check) for hook in HOOKS),
+    ):
+        after_import(module_name, functools.partial(_run_patch, callback))
+
+
+def _run_patch(callback: Callable, module) -> None:
+    # A patch that fails must not break verl's import; it is reported, `avspo doctor` shows which
+    # hooks are missing, and an avspo run refuses to start without them.
+    try:
+        callback(module)
+    except Exception as err:
+        for hook in HOOKS:
+            if hook.module == module.__name__ and getattr(callback, "__self__", None) is hook:
+                HOOK_PROBLEMS[hook.name] = f"patching raised {err!r}"
+        logger.warning("avspo_plugin could not patch %s; its hook is missing", module.__name__, exc_info=True)

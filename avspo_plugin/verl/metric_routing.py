@@ -1,0 +1,116 @@
+"""How the ``avspo/*`` metrics reach verl's tracker.
+
+verl's estimator registry takes a function, not its metrics, so the step's pending metrics are merged
+into what the trainer logs by a hook on ``verl.utils.tracking.Tracking.log``: the estimator's (unless
+the installed verl has the estimator metrics channel of ``patches/verl-estimator-metrics.patch``,
+``core_algos.register_adv_est_metrics``, which then carries them), the monitor's, and prompt
+selection's. A checkpoint saved before the log (verl saves, then logs) gets the state again once the
+step's entropy is observed.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from verl.trainer.ppo import core_algos
+
+from ..names import ESTIMATOR, METRIC_PREFIX
+from . import checkpoint
+from .state import EstimatorSession, process_state
+
+ENTROPY_KEY = "actor/entropy"
+# Name of the upstream channel (patches/verl-estimator-metrics.patch) in verl's core_algos.
+METRICS_CHANNEL = "register_adv_est_metrics"
+
+
+def step_entropy(metrics: Mapping) -> float | None:
+    """The step's ``actor/entropy`` among verl's metrics, as a float (None when absent or not a number)."""
+    value = metrics.get(ENTROPY_KEY)
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    try:  # 0-d tensors and numpy scalars
+        return float(value.item())
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return None
+
+
+def selection_metrics() -> dict[str, float]:
+    """The ``avspo/selection/*`` metrics since the last log, when this process's trainer selects prompts."""
+    run = process_state().selection
+    return {} if run is None else run.pop_metrics()
+
+
+def step_metrics(data: Mapping, step: int | None, live: EstimatorSession | None = None) -> dict[str, float]:
+    """The ``avspo/*`` metrics of the step being logged: the calls of ``live`` (default: the estimator's
+    session) since the last log, folded into one step, with the warning flags (the entropy one fed from
+    ``actor/entropy``).
+
+    A checkpoint saved during this step (verl saves before it logs) gets the state again, with the
+    step's entropy observed.
+    """
+    state = process_state()
+    live = state.estimator if live is None else live
+    entropy = step_entropy(data)
+    state.close_step([live], step, entropy)
+    metrics = live.pop_metrics(step=step, entropy=entropy)
+    folder = live.take_checkpoint_folder()
+    if folder is not None:
+        checkpoint.write_state(folder, live.state_dict(), live.state_file)
+    return {METRIC_PREFIX + name: value for name, value in metrics.items()}
+
+
+def verl_metrics_channel() -> Callable | None:
+    """verl's estimator metrics channel (``core_algos.register_adv_est_metrics``), if this verl has it."""
+    return getattr(core_algos, METRICS_CHANNEL, None)
+
+
+def metrics_route() -> str:
+    """How ``avspo/*`` metrics reach verl's tracker in this process."""
+    if verl_metrics_channel() is not None:
+        return f"verl's estimator metrics channel (core_algos.{METRICS_CHANNEL})"
+    return "the Tracking.log hook"
+
+
+def collect_for_verl(metrics: Mapping, global_step: int | None = None, **kwargs: Any) -> dict[str, float]:
+    """The metrics function given to verl's channel: called once per logged step, before logging."""
+    return step_metrics(metrics, global_step)
+
+
+collect_for_verl.avspo_estimator = True
+
+
+def use_metrics_channel(module) -> None:
+    """Once verl's ``core_algos`` loads: give the estimator's metrics to verl's channel, where this verl has one."""
+    channel = verl_metrics_channel()
+    if channel is None:
+        return
+    registered = getattr(module, "ADV_ESTIMATOR_METRICS_REGISTRY", {}).get(ESTIMATOR)
+    if not getattr(registered, "avspo_estimator", False):
+        channel(ESTIMATOR)(collect_for_verl)
+
+
+def log_with_avspo_metrics(original: Callable) -> Callable:
+    """Wraps ``Tracking.log``: the step's ``avspo/*`` metrics merged into the trainer's log."""
+
+    @functools.wraps(original)
+    def log(self, data, step, *args, **kwargs):
+        backend = kwargs.get("backend", args[0] if args else None)
+        # A log to a subset of backends is not the step's main log: leave the metrics pending.
+        if backend is None and isinstance(data, Mapping):
+            # The estimator's metrics take verl's own channel where it has one; the monitor's never do (the
+            # channel calls the metrics function of the run's estimator, which is not ours).
+            extra = {
+                **(step_metrics(data, step) if verl_metrics_channel() is None else {}),
+                **step_metrics(data, step, process_state().monitor),
+                **selection_metrics(),
+            }
+            if extra:
+                data = {**data, **extra}
+        return original(self, data, step, *args, **kwargs)
+
+    return log

@@ -1,0 +1,123 @@
+"""What a verl run's config asks of the plugin: its three blocks, read and checked, and the features it uses.
+
+* ``algorithm.avspo`` (with ``algorithm.adv_estimator=avspo``): the estimator's settings;
+* ``algorithm.avspo_monitor``: the ACR monitor beside another estimator;
+* ``algorithm.avspo_selection``: collapse-aware prompt selection.
+
+A missing block means its defaults (the monitor and selection off). A block's reader raises
+ConfigError naming the key. Every other module of the adapter reads verl's config through these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from ..config import AVSPOConfig, ConfigError, MonitorConfig, SelectionConfig
+from ..names import ESTIMATOR
+
+AVSPO_BLOCK = "algorithm.avspo"
+MONITOR_BLOCK = "algorithm.avspo_monitor"
+SELECTION_BLOCK = "algorithm.avspo_selection"
+
+# What of the plugin a run uses: the estimator (algorithm.adv_estimator=avspo), prompt selection, the ACR monitor.
+AVSPO = "avspo"
+SELECTION = "selection"
+MONITOR = "monitor"
+FEATURES = (AVSPO, SELECTION, MONITOR)
+# How each feature is turned on, as a refusal of a run that uses it names it.
+FEATURE_SETTING = {
+    AVSPO: "algorithm.adv_estimator=avspo",
+    SELECTION: "algorithm.avspo_selection.enable=true",
+    MONITOR: "algorithm.avspo_monitor.enable=true",
+}
+
+
+def config_entry(node: Any, key: str) -> Any:
+    """``node``'s ``key`` in a verl config (DictConfig, dict or dataclass); None where either is missing."""
+    if node is None:
+        return None
+    getter = getattr(node, "get", None)
+    return getter(key) if getter is not None else getattr(node, key, None)
+
+
+def to_plain(block: Any) -> Any:
+    """A verl config block as plain Python containers (anything else as it is)."""
+    return OmegaConf.to_container(block, resolve=True) if OmegaConf.is_config(block) else block
+
+
+def _block(algorithm: Any, key: str, where: str, config_class: type) -> Any:
+    """The ``key`` block of verl's ``algorithm`` block as plain containers (None when missing)."""
+    block = to_plain(config_entry(algorithm, key))
+    if block is not None and not isinstance(block, Mapping):
+        raise ConfigError(f"{where} must be a block of keys ({', '.join(config_class.keys())}), got {block!r}")
+    return block
+
+
+def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:
+    """The AVSPO config of verl's ``algorithm`` block: ``algorithm.avspo.*`` plus ``norm_adv_by_std_in_grpo``.
+
+    A missing block means the defaults. ``algorithm.norm_adv_by_std_in_grpo=False`` turns the std
+    division off (Dr. GRPO), as it does for verl's own GRPO. Raises ConfigError naming the key.
+    """
+    config = AVSPOConfig.from_mapping(_block(algorithm, "avspo", AVSPO_BLOCK, AVSPOConfig), where=AVSPO_BLOCK)
+    if config_entry(algorithm, "norm_adv_by_std_in_grpo") is False and config.norm_by_std:
+        config = config.replace(norm_by_std=False)
+    return config
+
+
+def monitor_config_from_algorithm(algorithm: Any) -> MonitorConfig:
+    """The monitor's config in verl's ``algorithm`` block (``algorithm.avspo_monitor``; missing: off).
+
+    Raises ConfigError naming the key."""
+    block = _block(algorithm, "avspo_monitor", MONITOR_BLOCK, MonitorConfig)
+    return MonitorConfig.from_mapping(block, where=MONITOR_BLOCK)
+
+
+def monitor_avspo_config(algorithm: Any) -> AVSPOConfig:
+    """The AVSPO settings the monitor measures with, from verl's ``algorithm`` block."""
+    return monitor_config_from_algorithm(algorithm).avspo_config()
+
+
+def selection_config_from_algorithm(algorithm: Any) -> SelectionConfig:
+    """The selection config of verl's ``algorithm`` block (a missing block: off). Raises ConfigError naming the key."""
+    block = _block(algorithm, "avspo_selection", SELECTION_BLOCK, SelectionConfig)
+    return SelectionConfig.from_mapping(block, where=SELECTION_BLOCK)
+
+
+def uses_avspo(config: Any) -> bool:
+    """Whether a full verl config (DictConfig or dict) selects ``algorithm.adv_estimator=avspo``."""
+    algorithm = config_entry(config, "algorithm")
+    return str(config_entry(algorithm, "adv_estimator")) == ESTIMATOR
+
+
+def monitors(algorithm: Any, adv_estimator: Any = None) -> bool:
+    """Whether the monitor runs for this ``algorithm`` block: enabled, and the estimator is not ``avspo``
+    (which logs the same metrics itself)."""
+    estimator = config_entry(algorithm, "adv_estimator") if adv_estimator is None else adv_estimator
+    return str(estimator) != ESTIMATOR and monitor_config_from_algorithm(algorithm).enable
+
+
+def uses_monitor(config: Any) -> bool:
+    """Whether a full verl config runs the monitor."""
+    return monitors(config_entry(config, "algorithm"))
+
+
+def uses_selection(config: Any) -> bool:
+    """Whether a full verl config turns prompt selection on (``algorithm.avspo_selection.enable``)."""
+    block = config_entry(config_entry(config, "algorithm"), "avspo_selection")
+    return bool(config_entry(block, "enable"))
+
+
+def features_of(config: Any) -> tuple[str, ...]:
+    """What of the plugin a full verl config uses: AVSPO (the estimator), SELECTION (prompt selection),
+    MONITOR (the ACR monitor beside another estimator)."""
+    used = {AVSPO: uses_avspo(config), SELECTION: uses_selection(config), MONITOR: uses_monitor(config)}
+    return tuple(name for name in FEATURES if used[name])
+
+
+def trainer_of(config: Any) -> str:
+    """Which verl trainer a full config runs: ``v1`` (``trainer.use_v1``, verl 0.9's default) or ``legacy``."""
+    return "v1" if config_entry(config_entry(config, "trainer"), "use_v1") else "legacy"
