@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from analyze.generated_runs import avspo_rows, draw_run, truth, write_dump, write_verl_file_log
 
+from avspo_plugin.tools.analyze import plots
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -29,26 +31,85 @@ def test_two_runs_side_by_side_with_plots(tmp_path, analyze):
     code, document, out, _ = analyze(healthy, stalled, "--early-steps", "20", plots=True)
     assert code == 0
     first, second = document["runs"]
-    assert [first["label"], second["label"]] == ["rollouts", "exp.jsonl"]
+    assert [first["label"], second["label"]] == ["rollouts", "exp"]
     assert first["exact"] and second["exact"]
     assert first["early_warning"]["window"] == [1, 20]
     assert first["means"]["acr"] == pytest.approx(sum(truth(draw_run(60, seed=20)).acr) / 60)
     assert second["means"]["acr"] == pytest.approx(4 / 6)
     assert second["stagnation"]["fired_at_step"] == 51
-    assert second["projection"]["value"] == pytest.approx(51.4 - 29.6 * 4 / 6)
-    assert [row["label"] for row in document["comparison"]] == ["rollouts", "exp.jsonl"]
+    assert [row["label"] for row in document["comparison"]] == ["rollouts", "exp"]
     assert first["avspo"]["source"] == "replay" and second["avspo"]["source"] == "threshold"
     assert first["prompts"]["always_all_fail"] == 1 and first["prompts"]["top"][0]["prompt"].startswith("Compute")
-    for path in (*first["files"].values(), second["files"]["acr_timeline"], document["comparison_plot"]):
-        if path.endswith(".png"):
-            with open(path, "rb") as handle:
-                assert handle.read(8) == PNG_MAGIC
+    out_dir = tmp_path / "out"
+    assert first["files"] == {"prompts_csv": str(out_dir / "rollouts.prompts.csv"),
+                              "acr_timeline": str(out_dir / "rollouts.acr_timeline.png"),
+                              "prompt_collapse_hist": str(out_dir / "rollouts.prompt_collapse_hist.png")}
+    assert second["files"] == {"acr_timeline": str(out_dir / "exp.acr_timeline.png")}
+    assert document["comparison_plot"] == str(out_dir / "acr_compare.png")
+    for path in (first["files"]["acr_timeline"], first["files"]["prompt_collapse_hist"],
+                 second["files"]["acr_timeline"], document["comparison_plot"]):
+        with open(path, "rb") as handle:
+            assert handle.read(8) == PNG_MAGIC
+    assert sorted(path.name for path in out_dir.iterdir()) == [
+        "acr_compare.png", "analysis.json", "exp.acr_timeline.png", "rollouts.acr_timeline.png",
+        "rollouts.prompt_collapse_hist.png", "rollouts.prompts.csv"]  # every run's files beside analysis.json
     assert "prompt_collapse_hist" not in second["files"]  # no per-sample data, no per-prompt histogram
     with open(first["files"]["prompts_csv"]) as handle:
         assert handle.readline().startswith("prompt,groups,collapsed,all_fail,all_pass")
         assert len(handle.readlines()) == 6
     assert "== side by side" in out and "FIRED at step 51" in out
     assert "DAPO dynamic sampling (verl algorithm.filter_groups" in out
+
+
+def test_final_score_is_projected_only_when_asked(tmp_path, analyze):
+    """The paper's line measures the paper's runs: by default analyze says so and projects nothing."""
+    stalled = write_verl_file_log(tmp_path / "train.metrics.jsonl", avspo_rows(truth(stalled_run(30))))
+    healthy = write_dump(tmp_path / "rollouts", draw_run(30, seed=20))
+    code, document, out, _ = analyze(stalled, healthy)
+    assert code == 0 and document["settings"]["fit"] is None
+    assert [run["projection"] for run in document["runs"]] == [None, None]
+    assert [row["projected"] for row in document["comparison"]] == [None, None]
+    assert "projected final" not in out and "  projected  " not in out  # no line per run, no table column
+    why = ("No final score projected: the paper's line (final MATH-500 accuracy = 51.4 - 29.6 * ACR_100, over 245 "
+           "GRPO configurations of Qwen2.5-Math) is the paper's measurement on its models, not a forecast for this run.")
+    assert out.count(why) == 1 and why in (Path(__file__).parents[2] / "docs" / "analyze.md").read_text()
+
+    code, document, out, _ = analyze(stalled, healthy, "--paper-fit", out=tmp_path / "paper")
+    assert code == 0 and "the paper's line" in document["settings"]["fit"]
+    assert document["runs"][0]["projection"]["value"] == pytest.approx(51.4 - 29.6 * 4 / 6)
+    assert f"  projected final MATH-500 accuracy (%): {51.4 - 29.6 * 4 / 6:.1f}" in out and "  projected  " in out
+    assert "No final score projected" not in out
+
+
+def keep_figures(monkeypatch, name: str, figures: list) -> None:
+    """Have the command's call of plots.<name> keep the figure it draws, for the test to read its axes."""
+    draw = getattr(plots, name)
+
+    def drawing(*args):
+        figures.append(draw(*args))
+        return figures[-1]
+
+    monkeypatch.setattr(plots, name, drawing)
+
+
+def test_timeline_plots_show_whole_steps_and_only_the_collapse_kinds_a_run_has(tmp_path, analyze, monkeypatch):
+    """Three steps: the step axis ticks whole steps, not 1.25, 1.5, ...; a run without all-pass groups lists none."""
+    timelines, comparisons = [], []
+    keep_figures(monkeypatch, "acr_timeline", timelines)
+    keep_figures(monkeypatch, "compare_acr", comparisons)
+    mixed = write_dump(tmp_path / "mixed", draw_run(3, seed=20))  # prompt 0 always fails, prompt 5 always passes
+    hard = write_dump(tmp_path / "hard", {step: [("a", [0.0] * 4), ("b", [1.0, 0.0, 1.0, 0.0])] for step in (1, 2, 3)})
+    code, document, _, _ = analyze(mixed, hard, plots=True)
+    assert code == 0 and len(timelines) == 2 and len(comparisons) == 1
+    for figure in (*timelines, *comparisons):
+        for axes in figure.axes:  # the timeline's reward panel below shares the step axis
+            lowest, highest = axes.get_xlim()
+            shown = [tick for tick in axes.get_xticks() if lowest <= tick <= highest]
+            assert shown == [1, 2, 3], (axes.get_ylabel(), list(axes.get_xticks()))
+    legends = [[text.get_text() for text in figure.axes[0].get_legend().get_texts()] for figure in timelines]
+    early = [f"early window (ACR {run['early_warning']['acr']:.3f})" for run in document["runs"]]
+    assert legends[0] == ["all-fail groups", "all-pass groups", "ACR", "stagnation level 0.35", early[0]]
+    assert legends[1] == ["all-fail groups", "ACR", "stagnation level 0.35", early[1]]
 
 
 def test_each_run_is_named_by_its_regime_and_pointed_to_the_decision_table(tmp_path, analyze):
@@ -68,7 +129,7 @@ def test_each_run_is_named_by_its_regime_and_pointed_to_the_decision_table(tmp_p
     assert "Regime: mixed. The row 'mixed'" in out
 
 
-def test_same_folder_names_get_distinct_labels(tmp_path, analyze):
+def test_same_path_tails_get_distinct_labels(tmp_path, analyze):
     run = draw_run(5, seed=22)
     a = write_dump(tmp_path / "a" / "rollouts", run)
     b = write_dump(tmp_path / "b" / "rollouts", run)
@@ -96,7 +157,7 @@ def test_fit_from_file(tmp_path, analyze):
     projection = document["runs"][0]["projection"]
     assert projection["window"] == [1, 5] and projection["fit"]["source"] == str(fit)
     assert projection["value"] == pytest.approx(1.0 - sum(truth(draw_run(10, seed=24)).acr[:5]) / 5)
-    assert "projected final lab accuracy" in out
+    assert "projected final lab accuracy" in out and "No final score projected" not in out
 
 
 @pytest.mark.parametrize(
@@ -106,6 +167,7 @@ def test_fit_from_file(tmp_path, analyze):
         (["--val", "VAL", "--val", "VAL"], "more validation dumps than runs"),
         (["--stagnation-acr", "2"], "stagnation_acr=2.0 is invalid"),
         (["--fit", "MISSING"], "fit file not found"),
+        (["--fit", "MISSING", "--paper-fit"], "--fit and --paper-fit both name the projection line: give one"),
     ],
 )
 def test_command_line_errors_exit_2_with_a_message(tmp_path, analyze, extra, message):
@@ -128,19 +190,19 @@ def test_bad_file_error_names_file_and_line(tmp_path, analyze):
 
 
 def test_run_labels_never_write_outside_out(tmp_path, analyze):
-    """Labels that are paths ('..', 'a/b', absolute, empty, NUL) name a folder inside --out; the report keeps them."""
+    """Labels that are paths ('..', 'a/b', absolute, empty, NUL) start plain file names in --out; the report keeps
+    them."""
     run = write_dump(tmp_path / "runs" / "r", draw_run(3, seed=27))
     out = tmp_path / "deep" / "out"
     labels = ["..", ".", "a/b", str(tmp_path / "abs"), "x\0y", "A", "a", "CON", "..."]
     code, document, _, _ = analyze(*(f"{label}={run}" for label in labels), f"={run}", out=out)
     assert code == 0
     assert [r["label"] for r in document["runs"]][: len(labels)] == labels
-    folders = [r["folder"] for r in document["runs"]]
-    assert len({name.casefold() for name in folders}) == len(folders) == len(labels) + 1
+    prefixes = [r["file_prefix"] for r in document["runs"]]
+    assert len({name.casefold() for name in prefixes}) == len(prefixes) == len(labels) + 1
     written = {path for path in tmp_path.rglob("*") if path.is_file()} - set((tmp_path / "runs").rglob("*"))
-    assert len(written) == len(folders) + 1 and all(out in path.parents for path in written)  # prompts.csv each
-    for name in folders:
-        assert (out / name / "prompts.csv").is_file()
+    assert written == {out / "analysis.json"} | {out / f"{name}.prompts.csv" for name in prefixes}
+    for name in prefixes:
         assert not name.startswith((".", "-")) and name.split(".")[0].lower() != "con"
 
 

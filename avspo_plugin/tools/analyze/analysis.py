@@ -27,7 +27,7 @@ class Settings:
     early_steps: int
     stagnation_acr: float
     stagnation_steps: int
-    fit: signals.Fit
+    fit: signals.Fit | None  # None: no projection asked for (--fit, --paper-fit)
     group_size: int | None
     top: int
 
@@ -81,7 +81,8 @@ def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -
     report["regime"] = signals.regime(report["rollout_shares"])
     report["early_warning"] = signals.early_window(timeline, settings.early_steps)
     report["stagnation"] = signals.stagnation(timeline, settings.stagnation_acr, settings.stagnation_steps)
-    report["projection"] = signals.projection(settings.fit, timeline, settings.early_steps)
+    report["projection"] = None if settings.fit is None else signals.projection(settings.fit, timeline,
+                                                                                 settings.early_steps)
     report["dapo"] = signals.dapo_estimate(timeline)
     report["avspo"] = signals.avspo_estimate(timeline, settings.replay.threshold_init)
     if prompts is not None:
@@ -147,7 +148,7 @@ def compare(results: list[RunResult]) -> list[dict[str, Any]]:
             "all_pass": report["rollout_shares"]["all_pass"],
             "regime": None if report["regime"] is None else report["regime"]["name"],
             "stagnation_at": report["stagnation"]["fired_at_step"],
-            "projected": report["projection"]["value"],
+            "projected": None if report["projection"] is None else report["projection"]["value"],
             "reward_last": None if report["reward_mean"] is None else report["reward_mean"]["last"],
             "val_last": None if validation is None else validation["last"]["mean_score"],
             "exact": report["exact"],
@@ -174,23 +175,24 @@ def numbered_unique(names: list[str], key: Callable[[str], str]) -> list[str]:
     return result
 
 
-# Longest folder name made from a label: far below every file system's 255-byte limit, room for "-N".
-FOLDER_NAME_MAX = 64
+# Longest file prefix made from a label: with ".prompt_collapse_hist.png" after it and room for "-N", far below
+# every file system's 255-byte limit.
+FILE_PREFIX_MAX = 64
 # Device names Windows reserves in every folder, whatever the extension.
 RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
 
 
-def folder_name(label: str) -> str:
-    """A name for a run's folder under --out that is one plain path component on every platform.
+def file_prefix(label: str) -> str:
+    """The start of a run's file names under --out (``<prefix>.acr_timeline.png``): plain on every platform.
 
-    Only ASCII letters, digits, '.', '_' and '-' are kept (anything else, '/' and NUL included, becomes '_');
-    leading dots, dashes and underscores are dropped, so no label gives '.', '..', a hidden file or an
-    option-like name; Windows device names get a prefix. The label itself stays as given in the report.
+    Only ASCII letters, digits, '.', '_' and '-' are kept (anything else, '/' and NUL included, becomes '_'), so
+    the name stays in --out; leading dots, dashes and underscores are dropped, so no label gives a hidden file or
+    an option-like name; Windows device names get a prefix. The label itself stays as given in the report.
     """
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[:FOLDER_NAME_MAX].lstrip("._-").rstrip("._") or "run"
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[:FILE_PREFIX_MAX].lstrip("._-").rstrip("._") or "run"
     return f"run_{name}" if name.split(".")[0].lower() in RESERVED_NAMES else name
 
 
-def folder_names(labels: list[str]) -> list[str]:
-    """One :func:`folder_name` per run, unique even on case-insensitive file systems (macOS, Windows)."""
-    return numbered_unique([folder_name(label) for label in labels], str.casefold)
+def file_prefixes(labels: list[str]) -> list[str]:
+    """One :func:`file_prefix` per run, unique even on case-insensitive file systems (macOS, Windows)."""
+    return numbered_unique([file_prefix(label) for label in labels], str.casefold)

@@ -40,7 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"... for more than this many consecutive steps (default {DEFAULTS.stagnation_steps})")
     parser.add_argument("--fit", type=Path, default=None,
                         help="JSON line {intercept, slope[, early_steps, target, label, acr_range]} to project the "
-                             "final score from early ACR, e.g. from `avspo lab sweep` (default: the paper's line)")
+                             "final score from early ACR, e.g. from `avspo lab sweep` (default: no projection)")
+    parser.add_argument("--paper-fit", action="store_true",
+                        help="the runs are MATH-500 GRPO runs like the paper's (Qwen2.5-Math, G = 8): project their "
+                             "final MATH-500 accuracy with the paper's line, Final = 51.4 - 29.6 * ACR_100")
     parser.add_argument("--group-size", type=positive_int, default=None,
                         help="samples per prompt (G); needed to read OpenRLHF logs")
     parser.add_argument("--reward-low", type=float, default=DEFAULTS.reward_low,
@@ -60,6 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Errors in the input raise AnalyzeError or ConfigError: the console script prints them in one line."""
+    if args.fit and args.paper_fit:
+        raise AnalyzeError("--fit and --paper-fit both name the projection line: give one")
     monitor = AVSPOConfig.from_mapping(
         {"threshold_mode": "never", "reward_low": args.reward_low, "reward_high": args.reward_high,
          "collapse_tol": args.collapse_tol, "stagnation_acr": args.stagnation_acr,
@@ -77,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         early_steps=args.early_steps,
         stagnation_acr=args.stagnation_acr,
         stagnation_steps=args.stagnation_steps,
-        fit=signals.load_fit(args.fit) if args.fit else signals.PAPER_FIT,
+        fit=signals.load_fit(args.fit) if args.fit else (signals.PAPER_FIT if args.paper_fit else None),
         group_size=args.group_size,
         top=args.top,
     )
@@ -92,26 +97,25 @@ def run(args: argparse.Namespace) -> int:
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    for result, folder_name in zip(results, analysis.folder_names([r.label for r in results])):
-        folder = out / folder_name
-        folder.mkdir(exist_ok=True)
-        result.report["folder"] = folder_name
+    for result, prefix in zip(results, analysis.file_prefixes([r.label for r in results])):
+        # Every file of a run lies beside analysis.json as <prefix>.<what>: one folder for every run's files.
+        result.report["file_prefix"] = prefix
         files = {}
         if result.prompts is not None:
-            files["prompts_csv"] = _write_prompts(result, folder / "prompts.csv")
+            files["prompts_csv"] = _write_prompts(result, out / f"{prefix}.prompts.csv")
         if not args.no_plots:
-            plots.acr_timeline(result, folder / "acr_timeline.png")
-            files["acr_timeline"] = str(folder / "acr_timeline.png")
+            files["acr_timeline"] = str(out / f"{prefix}.acr_timeline.png")
+            plots.acr_timeline(result, Path(files["acr_timeline"]))
             if result.prompts is not None:
-                plots.prompt_histogram(result, folder / "prompt_collapse_hist.png")
-                files["prompt_collapse_hist"] = str(folder / "prompt_collapse_hist.png")
+                files["prompt_collapse_hist"] = str(out / f"{prefix}.prompt_collapse_hist.png")
+                plots.prompt_histogram(result, Path(files["prompt_collapse_hist"]))
         result.report["files"] = files
     document = {
         "tool": "avspo analyze",
         "settings": {
             "early_steps": args.early_steps,
             "stagnation": {"acr_above": args.stagnation_acr, "more_than_steps": args.stagnation_steps},
-            "fit": settings.fit.label,
+            "fit": None if settings.fit is None else settings.fit.label,
             "group_size": args.group_size,
             "monitor": monitor.to_dict(),
             "avspo_replay": settings.replay.to_dict(),
@@ -156,14 +160,20 @@ def _split_label(spec: str) -> tuple[str | None, Path]:
 
 
 def _default_labels(runs: list[tuple[str | None, Path]]) -> list[str]:
-    """Given labels, else the shortest path tails that tell the runs apart ('a/rollouts', 'b/rollouts')."""
-    tails = [path.resolve().parts for _, path in runs]
+    """Given labels, else the shortest path tails that tell the runs apart ('a/rollouts', 'b/rollouts'); a file
+    counts without its extension ('exp.jsonl' is the run 'exp'), since the label names the run's output files."""
+    tails = [_run_parts(path) for _, path in runs]
     for depth in range(1, max(len(parts) for parts in tails) + 1):
         labels = ["/".join(parts[-depth:]) for parts in tails]
         unlabeled = [text for (given, _), text in zip(runs, labels) if given is None]
         if len(set(unlabeled)) == len(unlabeled):
             break
     return [given or text for (given, _), text in zip(runs, labels)]
+
+
+def _run_parts(path: Path) -> tuple[str, ...]:
+    parts = path.resolve().parts
+    return (*parts[:-1], path.resolve().stem) if path.is_file() else parts
 
 
 def _pair_validation(labels: list[str], vals: list[tuple[str | None, Path]]) -> dict[str, Path]:

@@ -8,15 +8,22 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from .analysis import RunResult
 from .report import printable
 
 FAIL_COLOR, PASS_COLOR, OTHER_COLOR = "#d62728", "#2ca02c", "#9e9e9e"
+# Below this, ACR minus its all-fail and all-pass rates is rounding, not groups collapsed at another value: one
+# group in a billion is 1e-9, float64 rounding of the rates about 1e-16.
+ROUNDING = 1e-12
 
 
-def acr_timeline(result: RunResult, path: Path) -> None:
-    """Top: ACR with its all-fail / all-pass split stacked, stagnation threshold and firing; bottom: rewards."""
+def acr_timeline(result: RunResult, path: Path) -> Figure:
+    """Top: ACR with its all-fail / all-pass split stacked, stagnation threshold and firing; bottom: rewards.
+
+    The stack and the legend hold only the collapse kinds the run has.
+    """
     timeline, report = result.timeline, result.report
     steps = timeline.steps
     reward = timeline.get("reward_mean")
@@ -30,10 +37,15 @@ def acr_timeline(result: RunResult, path: Path) -> None:
     fail, passed = timeline.get("acr_all_fail"), timeline.get("acr_all_pass")
     acr = timeline.series["acr"]
     if fail is not None and passed is not None:
-        other = np.clip(acr - fail - passed, 0.0, None)
-        top.stackplot(steps, np.nan_to_num(fail), np.nan_to_num(passed), np.nan_to_num(other),
-                      colors=[FAIL_COLOR, PASS_COLOR, OTHER_COLOR], alpha=0.55,
-                      labels=["all-fail groups", "all-pass groups", "other collapsed"])
+        other = acr - fail - passed
+        other[~(other > ROUNDING)] = 0.0  # the difference of three rates, exact only up to rounding
+        kinds = [(np.nan_to_num(share), color, label) for share, color, label in (
+            (fail, FAIL_COLOR, "all-fail groups"), (passed, PASS_COLOR, "all-pass groups"),
+            (other, OTHER_COLOR, "other collapsed"))]
+        kinds = [kind for kind in kinds if kind[0].any()]
+        if kinds:
+            shares, colors, labels = zip(*kinds)
+            top.stackplot(steps, *shares, colors=colors, alpha=0.55, labels=labels)
     low, high = timeline.get("acr_low"), timeline.get("acr_high")
     if low is not None:
         top.fill_between(steps, low, high, color="#1f77b4", alpha=0.2, label="ACR bounds")
@@ -52,6 +64,7 @@ def acr_timeline(result: RunResult, path: Path) -> None:
     top.set_ylabel("fraction of groups")
     top.set_title(f"{_plain(result.label)}: advantage collapse rate\nfrom {_plain(report['basis'])}", fontsize=9)
     top.legend(loc="upper right", fontsize=7, ncol=2)
+    _integer_steps(top)  # shared with the bottom axes
     if bottom is None:
         top.set_xlabel("step")
     else:
@@ -65,6 +78,7 @@ def acr_timeline(result: RunResult, path: Path) -> None:
         bottom.legend(loc="best", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return fig
 
 
 def prompt_histogram(result: RunResult, path: Path) -> None:
@@ -91,7 +105,7 @@ def prompt_histogram(result: RunResult, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> None:
+def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> Figure:
     """Each run's ACR, faint per step and solid as a moving average (about 1/50 of the longest run)."""
     fig = Figure(figsize=(10, 4.5))
     axis = fig.subplots()
@@ -105,12 +119,19 @@ def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> 
     if stagnation_acr > 0:
         axis.axhline(stagnation_acr, color="black", linestyle="--", linewidth=1, label="stagnation level")
     axis.set_ylim(0, 1)
+    _integer_steps(axis)
     axis.set_xlabel("step")
     axis.set_ylabel("ACR" + (f" ({window}-step moving average)" if window > 1 else ""))
     axis.set_title("ACR side by side", fontsize=9)
     axis.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return fig
+
+
+def _integer_steps(axes) -> None:
+    """Ticks on whole steps only: a short run would otherwise get steps 1.2, 1.4, ..., which no run has."""
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _moving_average(values: np.ndarray, window: int) -> np.ndarray:

@@ -7,6 +7,7 @@ from typing import Any
 from avspo_plugin.tools.regimes import REGIME_TITLES
 
 from .analysis import RunResult
+from .signals import PAPER_FIT
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -63,7 +64,7 @@ def run_block(result: RunResult) -> str:
         longest = stall["longest_run_steps"]
         lines.append(f"  stagnation signal ({rule}): not fired (longest run above it: {longest} step(s))")
     projected = r["projection"]
-    if projected["value"] is not None:
+    if projected is not None and projected["value"] is not None:
         span = ""
         if projected["low"] is not None and projected["low"] != projected["high"]:
             span = f" (between {projected['low']:.1f} and {projected['high']:.1f})"
@@ -121,15 +122,29 @@ COLUMNS = (
 
 
 def comparison_table(rows: list[dict[str, Any]]) -> str:
-    cells = [[fmt(row[key]) for _, key, fmt in COLUMNS] for row in rows]
-    widths = [max(len(title), *(len(line[i]) for line in cells)) for i, (title, _, _) in enumerate(COLUMNS)]
-    header = "  ".join(title.ljust(width) for (title, _, _), width in zip(COLUMNS, widths))
+    projected = any(row["projected"] is not None for row in rows)
+    columns = [column for column in COLUMNS if projected or column[1] != "projected"]
+    cells = [[fmt(row[key]) for _, key, fmt in columns] for row in rows]
+    widths = [max(len(title), *(len(line[i]) for line in cells)) for i, (title, _, _) in enumerate(columns)]
+    header = "  ".join(title.ljust(width) for (title, _, _), width in zip(columns, widths))
     body = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)) for line in cells]
     return "\n".join(["== side by side", header, *body])
+
+
+# Why no final score is projected by default: the paper's line measures the paper's runs; it forecasts no other.
+NO_PROJECTION = (
+    f"No final score projected: the paper's line (final MATH-500 accuracy = {PAPER_FIT.intercept} - "
+    f"{-PAPER_FIT.slope} * ACR_100, over 245 GRPO configurations of Qwen2.5-Math) is the paper's measurement on "
+    "its models, not a forecast for this run. --paper-fit applies it to a MATH-500 run like the paper's; "
+    "--fit FILE applies a line fitted on runs like this one."
+)
 
 
 def summary(results: list[RunResult], rows: list[dict[str, Any]]) -> str:
     blocks = [run_block(result) for result in results]
     if len(results) > 1:
         blocks.append(comparison_table(rows))
+    if all(result.report["projection"] is None for result in results):
+        blocks.append(NO_PROJECTION)
     return "\n\n".join(blocks)
+
