@@ -171,12 +171,15 @@ def fit_file(points: Sequence[Mapping], prediction: Mapping, settings: LabSettin
         raise ValueError(f"the runs differ in length ({lengths} steps): one early window cannot describe them")
     acr = np.array([p["signals"]["acr"] for p in points])
     gain = np.array([p["final_gain"] for p in points])
-    slope, intercept = (float(v) for v in np.polyfit(acr, gain, 1))
+    # lstsq, not polyfit: with early ACR all equal (a toy budget) the line is flat, not an error.
+    intercept, slope = (float(v) for v in np.linalg.lstsq(np.column_stack([np.ones(acr.size), acr]), gain,
+                                                          rcond=None)[0])
     oos = prediction["alone"]["acr"]["oos_r2"]
     window = early_window(lengths[0])
     bases = len(prediction["bases"])
+    value = "undefined" if oos["value"] is None else f"{oos['value']:.2f}"
     interval = "no interval" if oos["ci95"] is None else f"95% CI {oos['ci95'][0]:.2f} to {oos['ci95'][1]:.2f}"
-    why = (f"leave-one-base-out R^2 of early ACR alone {oos['value']:.2f} ({interval}; bootstrap over {bases} bases)")
+    why = f"leave-one-base-out R^2 of early ACR alone {value} ({interval}; bootstrap over {bases} bases)"
     sign = "-" if slope < 0 else "+"
     return {
         "intercept": intercept,
@@ -224,8 +227,9 @@ def run(args) -> int:
     print(f"avspo lab sweep: {plan['configurations']} GRPO configurations ({plan['bases']} bases x "
           f"{len(design.learning_rates)} learning rates x {len(design.group_sizes)} G x {len(design.mixes)} tier "
           f"mixes) x {len(seeds)} seeds = {plan['runs']} runs of {settings.rollout_budget:,} rollouts; estimated "
-          f"{plan['estimated_cpu_s'] / 3600:.1f} CPU-hours, {plan['estimated_wall_s'] / 3600:.1f} h wall with "
-          f"{jobs} workers", file=sys.stderr)
+          f"{plan['estimated_cpu_s']:,.0f} CPU-seconds ({plan['estimated_cpu_s'] / 3600:.1f} h), "
+          f"{plan['estimated_wall_s']:,.0f} s wall ({plan['estimated_wall_s'] / 3600:.1f} h) with {jobs} workers",
+          file=sys.stderr)
 
     candidates = choose_bases(settings, progress=False, quick=args.quick, named=list(design.bases))
     for c in candidates:

@@ -69,11 +69,13 @@ def stagnation(acr: Sequence[float]) -> dict[str, Any]:
     return {"fired": warning.fired_step is not None, "fired_at_step": warning.fired_step, "longest_streak": longest}
 
 
-def r2_in_sample(features: np.ndarray, target: np.ndarray) -> float:
-    """R^2 of the least-squares fit of target (n,) on an intercept and features (n, k), on the same runs."""
+def r2_in_sample(features: np.ndarray, target: np.ndarray) -> float | None:
+    """R^2 of the least-squares fit of target (n,) on an intercept and features (n, k), on the same runs; None when
+    the target does not vary."""
     design = np.column_stack([np.ones(target.size), features])
     residual = target - design @ np.linalg.lstsq(design, target, rcond=None)[0]
-    return float(1.0 - residual @ residual / np.sum((target - target.mean()) ** 2))
+    ss_tot = float(np.sum((target - target.mean()) ** 2))
+    return float(1.0 - residual @ residual / ss_tot) if ss_tot > 0 else None
 
 
 def base_multiplicities(bases: int, reps: int, seed: int) -> np.ndarray:
@@ -96,11 +98,11 @@ def lobo_predictions(features: np.ndarray, target: np.ndarray, base_index: np.nd
 
 def weighted_r2(target: np.ndarray, predicted: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """1 - SSE / SS_tot for each row of weights (R, n): the weighted squared errors of ``predicted`` over the weighted
-    squares of ``target`` around its weighted mean. Returns (R,)."""
-    total = weights.sum(axis=1)
-    mean = weights @ target / total
-    ss_tot = weights @ target**2 - total * mean**2
-    return 1.0 - weights @ (target - predicted) ** 2 / ss_tot
+    squares of ``target`` around its weighted mean. Returns (R,); NaN where the weighted target does not vary."""
+    mean = weights @ target / weights.sum(axis=1)
+    ss_tot = np.sum(weights * (target - mean[:, None]) ** 2, axis=1)
+    sse = weights @ (target - predicted) ** 2
+    return np.where(ss_tot > 0, 1.0 - sse / np.where(ss_tot > 0, ss_tot, 1.0), np.nan)
 
 
 def percentile_interval(values: np.ndarray) -> list[float] | None:
@@ -146,7 +148,8 @@ def prediction_table(points: Sequence[Mapping], reps: int = BOOTSTRAP_REPS, seed
         return weighted_r2(target, lobo_predictions(_columns(points, signals), target, base_index), weights)
 
     def estimate(values: np.ndarray) -> dict[str, Any]:
-        return {"value": float(values[0]), "ci95": percentile_interval(values[1:])}
+        """The runs' value (None when undefined: the gains do not vary) and the resamples' interval."""
+        return {"value": float(values[0]) if np.isfinite(values[0]) else None, "ci95": percentile_interval(values[1:])}
 
     alone = {name: {"in_sample_r2": r2_in_sample(_columns(points, [name]), target), "oos_r2": estimate(oos([name]))}
              for name in SIGNALS}

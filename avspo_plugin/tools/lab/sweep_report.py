@@ -27,10 +27,14 @@ SIGNAL_TITLES = {
 PANEL_COLUMNS = 4
 
 
+def _number(value: float | None, digits: int = 2) -> str:
+    return "undefined" if value is None else f"{value:.{digits}f}"
+
+
 def _estimate(estimate: Mapping, digits: int = 2) -> str:
     """'0.41 [0.12, 0.60]', or the value alone when there is no interval."""
     interval = estimate["ci95"]
-    value = f"{estimate['value']:.{digits}f}"
+    value = _number(estimate["value"], digits)
     return value if interval is None else f"{value} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
 
 
@@ -64,7 +68,7 @@ def prediction_section(prediction: Mapping) -> list[str]:
         "say which bases happened to be in the sweep, not how the fits vary.",
         "",
     ]
-    rows = [[SIGNAL_TITLES[name], f"{entry['in_sample_r2']:.2f}", _estimate(entry["oos_r2"])]
+    rows = [[SIGNAL_TITLES[name], _number(entry["in_sample_r2"]), _estimate(entry["oos_r2"])]
             for name, entry in prediction["alone"].items()]
     lines += markdown_table(["signal (alone)", "R^2 in sample", "R^2 across bases [95% CI]"], rows)
     baseline = prediction["baseline"]
@@ -73,7 +77,7 @@ def prediction_section(prediction: Mapping) -> list[str]:
         "## What collapse adds to early reward and base accuracy",
         "",
         f"Baseline: {' + '.join(SIGNAL_TITLES[s] for s in BASELINE)}, R^2 across bases "
-        f"{_estimate(baseline['oos_r2'])} (in sample {baseline['in_sample_r2']:.2f}). Each signal below is added "
+        f"{_estimate(baseline['oos_r2'])} (in sample {_number(baseline['in_sample_r2'])}). Each signal below is added "
         "to it alone; the gain is the change in R^2 across bases, its interval over the same resamples (paired).",
         "",
     ]
@@ -182,8 +186,8 @@ def signals_figure(points: Sequence[Mapping], prediction: Mapping) -> Figure:
         for i, base in enumerate(bases):
             ax.scatter(x[base_of == i], gain[base_of == i], s=14, color=colours(i % colours.N), label=base)
         entry = prediction["alone"][name]
-        ax.set_title(f"{SIGNAL_TITLES[name]}\nR² {entry['in_sample_r2']:.2f} in sample, "
-                     f"{entry['oos_r2']['value']:.2f} across bases", fontsize=9)
+        ax.set_title(f"{SIGNAL_TITLES[name]}\nR² {_number(entry['in_sample_r2'])} in sample, "
+                     f"{_number(entry['oos_r2']['value'])} across bases", fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
         ax.yaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
         ax.grid(alpha=0.3)
