@@ -97,6 +97,8 @@ def test_quick_sweep_writes_its_files_and_resumes_from_its_runs(tmp_path, capsys
     points = report["points"]
     assert len(points) == 24 and len(report["configurations"]) == 12
     assert {(p["group_size"], p["prompts"]) for p in points} == {(4, 16), (8, 8)}
+    assert {(tuple(c["mix_weights"]), tuple(c["train_per_tier"])) for c in report["configurations"]} == {
+        ((1, 1, 1, 1), (12, 12, 12, 12)), ((1, 2, 3, 4), (5, 10, 14, 19))}
     for point in points:
         run = json.loads((tmp_path / point["run_file"]).read_text())["result"]
         steps, evals = run["steps"], run["evals"]

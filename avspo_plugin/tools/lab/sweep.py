@@ -60,10 +60,10 @@ class SweepDesign:
     seeds: int
 
 
-# Six bases spanning the regimes as the study's rule and training show them (docs/study/, docs/tuning/ round 7):
-# all-fail dominant (carrydrop35, carrydrop25, carrydrop20, mix16841 on this machine), mixed (carrydrop15) and
-# all-pass dominant (warmup730); the study's learning rate and 4x it (phase 3's largest candidate); the default
-# tier mix and one weighted towards the long tiers.
+# Six bases spanning the regimes and base accuracies 0.14 to 0.62 on the development machine (docs/study/study.md,
+# docs/tuning/ round 7): in GRPO's first half carrydrop25, carrydrop20 and mix16841 train all-fail dominant,
+# carrydrop35 mixed, carrydrop15 and warmup730 all-pass dominant. The study's learning rate and 4x it (phase 3's
+# largest candidate); the default tier mix and one weighted towards the long tiers.
 SWEEP = SweepDesign(
     bases=("carrydrop35", "carrydrop25", "carrydrop20", "carrydrop15", "mix16841", "warmup730"),
     learning_rates=(1.5e-4, 6e-4),
@@ -75,9 +75,9 @@ SWEEP = SweepDesign(
 QUICK_SWEEP = dataclasses.replace(SWEEP, bases=SWEEP.bases[:MIN_BASES], learning_rates=SWEEP.learning_rates[:1])
 SWEEP_TEMPERATURE = 1.0
 SWEEP_SETTINGS = dataclasses.replace(STUDY_SETTINGS, temperature=SWEEP_TEMPERATURE, eval_temperature=SWEEP_TEMPERATURE)
-# The plan's cost estimate: a GRPO run of REFERENCE_BUDGET rollouts at the frozen settings took about this many
-# CPU-seconds on the 2-core development machine (docs/study/: 105-115 s alone, more beside other work), a base's
-# warm-up and description about ESTIMATED_WARMUP_CPU_S.
+# The plan's cost estimate, with a margin: a GRPO run of REFERENCE_BUDGET rollouts at the frozen settings took 105-115
+# CPU-seconds in docs/study/, and 94-95 from carrydrop25 at lr 6e-4 (G = 8 on the hard pool, G = 4 on the default)
+# beside the study's two workers on the 2-core development machine; a base's warm-up and description 25-30.
 REFERENCE_BUDGET = 128_000
 ESTIMATED_RUN_CPU_S = 140.0
 ESTIMATED_WARMUP_CPU_S = 30.0
@@ -139,6 +139,14 @@ def sweep_plan(design: SweepDesign, seeds: int, budget: int, jobs: int) -> dict[
     return {"bases": len(design.bases), "configurations": configurations, "seeds": seeds, "runs": runs,
             "rollouts_per_run": budget, "jobs": jobs, "estimated_cpu_s": run_cpu + warmup_cpu,
             "estimated_wall_s": run_cpu / max(1, min(jobs, runs)) + warmup_cpu}
+
+
+def configuration_record(configuration: SweepConfiguration, seeds: Sequence[int]) -> dict[str, Any]:
+    """What sweep.json keeps of a configuration: its label, base, what the grid set, and its seeds."""
+    settings = configuration.settings
+    return {"label": configuration.label, "base": configuration.base, "lr": settings.lr,
+            "group_size": settings.group_size, "prompts": settings.prompts, "mix": configuration.mix,
+            "mix_weights": list(settings.mix), "train_per_tier": settings.train_per_tier, "seeds": list(seeds)}
 
 
 def sweep_point(configuration: SweepConfiguration, seed: int, run: Mapping, run_file: str) -> dict[str, Any]:
@@ -242,11 +250,13 @@ def run(args) -> int:
 
     cache = out / "runs"
     grpo = PRESETS["grpo"]
-    points, ran, cached = [], 0, 0
+    points, configurations, ran, cached = [], [], 0, 0
     for base in bases:
         digest = state_digest(base["state"])
+        grid = sweep_grid([base], design)
+        configurations += [configuration_record(config, seeds) for config in grid]
         planned = [(config, RunSpec(f"{config.label} seed={seed}", config.settings, grpo, seed))
-                   for config in sweep_grid([base], design) for seed in seeds]
+                   for config in grid for seed in seeds]
         files = {spec.key: f"runs/{run_fingerprint(spec, digest)}.json" for _, spec in planned}
         found = sum((out / name).exists() for name in files.values())
         cached, ran = cached + found, ran + len(planned) - found
@@ -256,7 +266,6 @@ def run(args) -> int:
 
     analysis = analyse(points)
     fit = fit_file(points, analysis["prediction"], settings)
-    configurations = list(dict.fromkeys(p["configuration"] for p in points))
     report = {
         "format": 3,
         "kind": "sweep",

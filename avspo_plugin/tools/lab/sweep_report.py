@@ -180,7 +180,7 @@ def signals_figure(points: Sequence[Mapping], prediction: Mapping) -> Figure:
     colours = matplotlib.colormaps["tab10"]
     rows = math.ceil(len(SIGNALS) / PANEL_COLUMNS)
     fig = Figure(figsize=(4 * PANEL_COLUMNS, 3.4 * rows + 0.6))
-    axes = fig.subplots(rows, PANEL_COLUMNS, squeeze=False).ravel()
+    axes = fig.subplots(rows, PANEL_COLUMNS, squeeze=False, sharey=True).ravel()
     for ax, name in zip(axes, SIGNALS):
         x = np.array([p["signals"][name] for p in points])
         for i, base in enumerate(bases):
