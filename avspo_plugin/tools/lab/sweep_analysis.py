@@ -22,6 +22,7 @@ from avspo_plugin.core.early_warnings import StreakWarning
 
 from .report import EARLY_FRACTION, Z975, window_mean
 
+# The early window is the lab's "early ACR" window: the first EARLY_FRACTION (report.py, 0.2) of a run's steps.
 # Per-step series whose early-window means are signals, then the base's accuracy.
 STEP_SIGNALS = ("acr", "acr_all_fail", "acr_all_pass", "near_collapse_success", "near_collapse_failure", "reward",
                 "entropy")

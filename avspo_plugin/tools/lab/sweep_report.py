@@ -104,16 +104,16 @@ def seeds_section(correlations: Mapping[str, Mapping]) -> list[str]:
 
 def stagnation_section(rule: Mapping) -> list[str]:
     fired = ", ".join(rule["bases_fired"]) or "none"
-    difference = "undefined (no run on one side)" if rule["difference"] is None else \
-        _estimate({"value": rule["difference"], "ci95": rule["ci95"]}, 1)
+    difference = "undefined (no run on one side)" if rule["difference"] is None else (
+        f"{_estimate({'value': rule['difference'], 'ci95': rule['ci95']}, 1)} (interval over {rule['kept']} of "
+        f"{rule['reps']} base resamples with runs on both sides)")
     return [
         "## The paper's stagnation rule",
         "",
         f"ACR above {rule['rule']['acr_above']} for more than {rule['rule']['more_than_steps']} consecutive steps "
         f"(the product's avspo/stagnation warning), over each whole run: it fired on {rule['fired']} of "
         f"{rule['runs']} runs ({rule['share']:.0%}; bases: {fired}). Mean final gain (points) where it fired: "
-        f"{_gain(rule['gain_fired'])}; where it did not: {_gain(rule['gain_not_fired'])}; difference {difference} "
-        f"(interval over {rule['kept']} of {rule['reps']} base resamples with runs on both sides).",
+        f"{_gain(rule['gain_fired'])}; where it did not: {_gain(rule['gain_not_fired'])}; difference {difference}.",
     ]
 
 
