@@ -90,6 +90,9 @@ def test_fit_file_is_read_and_its_window_used(tmp_path):
         ('{"intercept": 1, "slope": -1, "acr_range": [0]}', "'acr_range' must be"),
         ("[1, 2]", "a fit is a JSON object"),
         ('{"intercept": 1,\n "slope": }', ":2: fit file is not valid JSON"),
+        ('{"intercept": 1, "slope": -1, "forecast": "yes"}', "'forecast' must be an object with 'supported'"),
+        ('{"intercept": 1, "slope": -1, "measured_on": "a lab", "forecast": {"supported": false, "why": "R^2 -0.2"}}',
+         r"measured on a lab, does not support a forecast for another run \(R\^2 -0.2\); leave --fit out"),
     ],
 )
 def test_bad_fit_file_is_named(tmp_path, text, message):

@@ -1,14 +1,18 @@
-"""`avspo lab --quick` and a short `avspo lab sweep --quick` end to end (about a minute in all)."""
+"""`avspo lab --quick` and `avspo lab sweep --quick` end to end (about a minute in all)."""
 
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from avspo_plugin.tools.analyze.records import AnalyzeError
 from avspo_plugin.tools.analyze.signals import load_fit
 from avspo_plugin.tools.cli import main
 from avspo_plugin.tools.lab.methods import DEFAULT_METHODS
+from avspo_plugin.tools.lab.sweep import QUICK_SWEEP
+from avspo_plugin.tools.lab.sweep_analysis import SIGNALS
 
 
 def avspo(*args: str) -> subprocess.CompletedProcess:
@@ -80,32 +84,51 @@ def test_same_seeds_give_the_same_series_whatever_the_number_of_workers(quick_re
                            "warmup_cpu_s": one["base"]["warmup_cpu_s"]}
 
 
-def test_quick_sweep_fits_lines_that_analyze_reads(tmp_path):
-    # One seed and 4 steps keep it short (36 runs); fits over several seeds are tested in test_sweep.py.
-    avspo("lab", "sweep", "--quick", "--seeds", "1", "--steps", "4", "--warmup-steps", "50", "--out", str(tmp_path),
-          "--no-progress", "--jobs", "2")
+def test_quick_sweep_writes_its_files_and_resumes_from_its_runs(tmp_path, capsys):
+    """The sweep's pipeline on its toy budget, in this process (the toy bases learn nothing, so the analysis is
+    mostly undefined there; test_sweep.py tests it on synthetic data), then again from the cached runs."""
+    command = ["lab", "sweep", "--quick", "--out", str(tmp_path), "--no-progress", "--jobs", "1"]
+    assert main(command) == 0
+    plan = "12 GRPO configurations (3 bases x 1 learning rates x 2 G x 2 tier mixes) x 2 seeds = 24 runs"
+    assert plan in capsys.readouterr().err
     report = json.loads((tmp_path / "sweep.json").read_text())
-    assert len(report["points"]) == len(report["configurations"]) == 36 and report["seeds"] == [0]
-    for point in report["points"]:
-        run = report["runs"][f"{point['label']} seed=0"]
-        final = point["final_pct"]
-        # Temperature 1.0 is also the runs' evaluation temperature: the extra reading is that evaluation.
-        assert final["temperature_1.0"] == pytest.approx(100 * run["evals"]["accuracy"][-1])
-        assert final["greedy"] == pytest.approx(100 * run["evals"]["greedy"][-1])
-    assert report["base"]["sweep_readings_pct"]["1.0"] == pytest.approx(100 * report["base"]["held_out"]["accuracy"])
-    for by_unit in report["fits"].values():
-        # One seed per configuration: the configuration means are the runs.
-        assert by_unit["configurations"] == by_unit["runs"]
-        assert 0.0 <= by_unit["runs"]["r2"] <= 1.0 and by_unit["runs"]["n"] == 36
-        assert by_unit["runs"]["partial"]["dof"] == 32
-    fit = report["fits"]["temperature_1.0"]["configurations"]
-    loaded = load_fit(tmp_path / "fit.json")
-    assert loaded.intercept == pytest.approx(fit["intercept"]) and loaded.slope == pytest.approx(fit["slope"])
-    assert loaded.early_steps == report["fit"]["early_steps"] == 1
-    assert loaded.acr_range == tuple(fit["acr_range"])
-    assert (tmp_path / "sweep_scatter.png").read_bytes()[:4] == b"\x89PNG"
+    assert report["kind"] == "sweep" and report["design"]["quick"] and report["design"]["temperature"] == 1.0
+    assert list(report["bases"]) == list(QUICK_SWEEP.bases) and all(b["eligible"] for b in report["bases"].values())
+    points = report["points"]
+    assert len(points) == 24 and len(report["configurations"]) == 12
+    assert {(p["group_size"], p["prompts"]) for p in points} == {(4, 16), (8, 8)}
+    assert {(tuple(c["mix_weights"]), tuple(c["train_per_tier"])) for c in report["configurations"]} == {
+        ((1, 1, 1, 1), (12, 12, 12, 12)), ((1, 2, 3, 4), (5, 10, 14, 19))}
+    for point in points:
+        run = json.loads((tmp_path / point["run_file"]).read_text())["result"]
+        steps, evals = run["steps"], run["evals"]
+        window = report["fit"]["early_steps"]
+        assert point["steps"] == len(steps["acr"]) == 6 and window == 2
+        for name, value in point["signals"].items():
+            expected = evals["accuracy"][0] if name == "base_accuracy" else np.mean(steps[name][:window])
+            assert value == pytest.approx(expected), name
+        assert point["final_gain"] == pytest.approx(100 * (evals["accuracy"][-1] - evals["accuracy"][0]))
+        assert point["stagnation"] == {"fired": False, "fired_at_step": None, "longest_streak": 6}
+    analysis = report["analysis"]
+    assert set(analysis["prediction"]["alone"]) == set(SIGNALS) and analysis["stagnation"]["runs"] == 24
+    fit = json.loads((tmp_path / "fit.json").read_text())
+    assert fit == report["fit"] and "measured on the avspo CPU lab" in fit["label"]
+    if fit["forecast"]["supported"]:
+        assert load_fit(tmp_path / "fit.json").slope == pytest.approx(fit["slope"])
+    else:
+        with pytest.raises(AnalyzeError, match="does not support a forecast"):
+            load_fit(tmp_path / "fit.json")
     markdown = (tmp_path / "sweep.md").read_text()
-    assert "R^2 [95% CI]" in markdown and "partial R^2 given lr, G" in markdown
+    for section in ("## Which early signal predicts the final gain", "## What collapse adds to early reward",
+                    "## Across seeds of one configuration", "## The paper's stagnation rule", "--fit fit.json"):
+        assert section in markdown
+    assert (tmp_path / "sweep_signals.png").read_bytes()[:4] == b"\x89PNG"
+    assert report["timing"]["runs_run"] == 24 and report["timing"]["runs_from_cache"] == 0
+
+    assert main(command) == 0
+    again = json.loads((tmp_path / "sweep.json").read_text())
+    assert (again["timing"]["runs_run"], again["timing"]["runs_from_cache"]) == (0, 24)
+    assert again["points"] == points
 
 
 @pytest.mark.parametrize(
@@ -113,7 +136,8 @@ def test_quick_sweep_fits_lines_that_analyze_reads(tmp_path):
     [
         (["lab", "--methods", "ppo", "--quick"], "unknown method 'ppo'"),
         (["lab", "--mix", "1,2", "--quick"], "mix has 2 weights for 4 tiers"),
-        (["lab", "sweep", "--temperature", "0.5"], "the sweep sets --temperature itself"),
+        (["lab", "sweep", "--temperature", "0.5", "--lr", "1e-3"], "the sweep's design fixes --temperature, --lr"),
+        (["lab", "sweep", "--bases", "2"], "--bases applies to `avspo lab study` only"),
     ],
 )
 def test_bad_options_are_named(args, message, capsys):

@@ -1,110 +1,246 @@
-"""The sweep's statistics: Fisher intervals, the partial correlation given lr and G, fits over runs and
-over configuration means (no training here; `avspo lab sweep` end to end is in test_command.py)."""
+"""The sweep's design and analysis without training: leave-one-base-out R^2 and its bootstrap over bases, the
+within-configuration correlation, the stagnation rule, the grid, the fit file analyze reads, the plot. `avspo lab
+sweep --quick` end to end is in test_command.py."""
 
-import itertools
+import json
 
 import numpy as np
 import pytest
 
+from avspo_plugin.config import AVSPOConfig
+from avspo_plugin.tools.analyze.records import AnalyzeError
+from avspo_plugin.tools.analyze.signals import load_fit, projection
+from avspo_plugin.tools.analyze.timeline import Timeline
+from avspo_plugin.tools.lab.settings import LabSettings
+from avspo_plugin.tools.lab.study import BASE_CANDIDATES
 from avspo_plugin.tools.lab.sweep import (
-    READINGS,
-    configuration_means,
-    correlation_interval,
-    fit_line,
-    partial_correlation,
-    r2_interval,
-    sweep_fits,
+    QUICK_SWEEP,
+    SWEEP,
+    SWEEP_SETTINGS,
+    fit_file,
+    sweep_grid,
+    sweep_plan,
+    with_tier_mix,
 )
+from avspo_plugin.tools.lab.sweep_analysis import (
+    ADDED,
+    BASELINE,
+    SIGNALS,
+    STAGNATION_ACR,
+    STAGNATION_STEPS,
+    early_signals,
+    final_gain,
+    lobo_predictions,
+    prediction_table,
+    stagnation,
+    stagnation_comparison,
+    weighted_r2,
+    within_configuration_correlation,
+)
+from avspo_plugin.tools.lab.sweep_report import signals_figure
 
 
-def test_fisher_interval_matches_published_values():
-    # r = 0.5, n = 50: the textbook Fisher interval [0.258, 0.683].
-    assert correlation_interval(0.5, 50) == pytest.approx([0.2575, 0.6833], abs=1e-4)
-    # The one-seed sweep's r = -0.550 over 36 configurations: R^2 in about [0.07, 0.55].
-    assert r2_interval(correlation_interval(-0.5498288, 36)) == pytest.approx([0.0729, 0.5535], abs=1e-4)
-    # k covariates take k degrees of freedom: the interval of n points given k equals that of n - k points.
-    assert correlation_interval(0.3, 20, covariates=2) == pytest.approx(correlation_interval(0.3, 18))
-    assert correlation_interval(0.3, 3) is None and correlation_interval(0.3, 5, covariates=2) is None
-
-
-def test_r2_interval_starts_at_zero_when_the_interval_on_r_contains_zero():
-    assert r2_interval([-0.2, 0.5]) == [0.0, 0.25]
-    assert r2_interval([-0.6, -0.3]) == pytest.approx([0.09, 0.36])
-    assert r2_interval(None) is None
-
-
-def test_partial_correlation_equals_the_precision_matrix_formula():
-    rng = np.random.default_rng(1)
-    covariates = np.column_stack([rng.choice([1e-4, 4e-4], 40), rng.choice([4, 8], 40)])
-    x = 0.02 * covariates[:, 1] + rng.normal(0, 0.1, 40)
-    y = 30 - 2 * covariates[:, 1] + 1e4 * covariates[:, 0] - 10 * x + rng.normal(0, 2, 40)
-    precision = np.linalg.inv(np.cov(np.column_stack([x, y, covariates]).T))
-    expected = -precision[0, 1] / np.sqrt(precision[0, 0] * precision[1, 1])
-    partial = partial_correlation(x, y, covariates)
-    assert partial["r"] == pytest.approx(expected, abs=1e-12)
-    assert (partial["covariates"], partial["dof"]) == (2, 36)
-    assert partial["r_ci95"] == pytest.approx(correlation_interval(expected, 40, covariates=2))
-
-
-def test_partial_correlation_is_zero_when_the_covariates_explain_a_variable():
-    covariates = np.array([[1e-4, 4], [4e-4, 4], [1e-4, 8], [4e-4, 8]] * 3)
-    x = 2.0 + covariates[:, 1] / 10
-    y = np.arange(12.0)
-    assert partial_correlation(x, y, covariates)["r"] == 0.0
-
-
-def test_intervals_cover_the_true_correlation_95_percent_of_the_time():
-    """Coverage over 3000 simulated data sets of 12 points; the partial interval with the plain correlation's
-    degrees of freedom (n - 3) would cover about 92%."""
+def test_leave_one_base_out_predicts_each_base_without_its_own_runs():
     rng = np.random.default_rng(0)
-    n, rho, sims = 12, 0.6, 3000
-    plain = partial = 0
-    for _ in range(sims):
-        covariates = np.column_stack([rng.choice([1e-4, 4e-4], n), rng.choice([4, 8], n)])
-        noise = rng.multivariate_normal([0, 0], [[1, rho], [rho, 1]], n)
-        lo, hi = fit_line(noise[:, 0], noise[:, 1])["r_ci95"]
-        plain += lo <= rho <= hi
-        x = 3 * covariates[:, 1] + 2e3 * covariates[:, 0] + noise[:, 0]
-        y = -covariates[:, 1] + 5e3 * covariates[:, 0] + noise[:, 1]
-        lo, hi = partial_correlation(x, y, covariates)["r_ci95"]
-        partial += lo <= rho <= hi
-    assert 0.935 < plain / sims < 0.965
-    assert 0.935 < partial / sims < 0.965
+    base_index = np.repeat(np.arange(4), 10)
+    features = rng.normal(size=(40, 2))
+    target = 3 * features[:, 0] + rng.normal(size=40)
+    predicted = lobo_predictions(features, target, base_index)
+    held_out = base_index == 2
+    design = np.column_stack([np.ones(30), features[~held_out]])
+    coef = np.linalg.lstsq(design, target[~held_out], rcond=None)[0]
+    assert predicted[held_out] == pytest.approx(np.column_stack([np.ones(10), features[held_out]]) @ coef)
+    # Moving base 2's own targets leaves its predictions where they were and moves every other base's.
+    moved = lobo_predictions(features, np.where(held_out, target + 100, target), base_index)
+    assert moved[held_out] == pytest.approx(predicted[held_out])
+    assert np.all(np.abs(moved[~held_out] - predicted[~held_out]) > 1)
 
 
-def synthetic_points(seeds: int) -> list[dict]:
-    rng = np.random.default_rng(2)
+def test_weighted_r2_counts_a_base_drawn_twice_twice():
+    target, predicted = np.array([1.0, 2.0, 4.0, 7.0]), np.array([1.5, 2.0, 3.0, 7.5])
+    base_index = np.array([0, 0, 1, 2])
+    multiplicity = np.array([[1.0, 1.0, 1.0], [2.0, 0.0, 1.0]])
+    got = weighted_r2(target, predicted, multiplicity[:, base_index])
+    repeated_target, repeated_predicted = np.array([1, 2, 1, 2, 7.0]), np.array([1.5, 2, 1.5, 2, 7.5])
+    plain = 1 - np.sum((target - predicted) ** 2) / np.sum((target - target.mean()) ** 2)
+    repeated = 1 - np.sum((repeated_target - repeated_predicted) ** 2) / np.sum(
+        (repeated_target - repeated_target.mean()) ** 2)
+    assert got == pytest.approx([plain, repeated])
+
+
+def synthetic_points(seed: int, bases: int = 6, runs: int = 16, noise: float = 0.8, base_effect: float = 0.5):
+    """gain = 10 x (acr - 0.3) / 0.1 + base effect + noise, in points: early ACR predicts, every other signal is
+    noise (independent of the gain); two seeds per configuration."""
+    rng = np.random.default_rng(seed)
     points = []
-    for t, g, mix, lr in itertools.product((0.7, 1.0, 1.3), (4, 8), ("easy", "uniform", "hard"), (1e-4, 4e-4)):
-        acr = 0.2 + 0.3 * (mix == "hard") + 0.1 * (g == 4) + 0.1 * (t == 0.7)
-        for seed in range(seeds):
-            early = acr + rng.normal(0, 0.05)
-            points.append({
-                "label": f"T={t} G={g} mix={mix} lr={lr:g}", "seed": seed, "temperature": t, "group_size": g,
-                "mix": mix, "lr": lr, "early_acr": early,
-                "final_pct": {r: 60 - 20 * early + 1e4 * lr + rng.normal(0, 3) for r in READINGS},
-            })
+    for b in range(bases):
+        base_accuracy, shift = rng.uniform(0.1, 0.7), base_effect * rng.normal()
+        for i in range(runs):
+            acr = rng.normal(0.3, 0.1)
+            signals = {name: rng.uniform(0, 1) for name in SIGNALS}
+            signals.update(acr=acr, base_accuracy=base_accuracy)
+            points.append({"base": f"base{b}", "configuration": f"base{b} config{i // 2}", "signals": signals,
+                           "final_gain": 10 * (acr - 0.3) / 0.1 + 10 * shift + 10 * noise * rng.normal(),
+                           "stagnation": {"fired": acr > 0.35}, "steps": 250})
     return points
 
 
-def test_fits_over_configuration_means_and_over_runs():
-    points = synthetic_points(seeds=3)
-    configurations = configuration_means(points)
-    assert len(configurations) == 36 and all(c["seeds"] == [0, 1, 2] for c in configurations)
-    first = [p for p in points if p["label"] == configurations[0]["label"]]
-    assert configurations[0]["early_acr"] == pytest.approx(np.mean([p["early_acr"] for p in first]))
-    assert configurations[0]["final_pct"]["greedy"] == pytest.approx(np.mean([p["final_pct"]["greedy"] for p in first]))
-    fits = sweep_fits(points, configurations)
-    assert set(fits) == set(READINGS)
-    for reading, by_unit in fits.items():
-        means, runs = by_unit["configurations"], by_unit["runs"]
-        assert (means["n"], runs["n"], means["partial"]["dof"], runs["partial"]["dof"]) == (36, 108, 32, 104)
-        assert means["slope"] == pytest.approx(
-            fit_line([c["early_acr"] for c in configurations], [c["final_pct"][reading] for c in configurations])["slope"]
-        )
-        assert means["slope"] < 0 and means["r2_ci95"][0] < means["r2"] < means["r2_ci95"][1]
-        assert means["partial"]["given"] == ["lr", "group_size"]
-        # lr moves final accuracy but not early ACR here: holding it fixed leaves early ACR more to explain.
-        assert means["partial"]["r2"] > means["r2"]
-        # The same spread over three times the points: the (overconfident) interval over runs is narrower.
-        assert np.ptp(runs["r2_ci95"]) < np.ptp(means["r2_ci95"])
+def test_the_signal_that_predicts_gains_out_of_sample_and_noise_does_not():
+    table = prediction_table(synthetic_points(1), reps=400, seed=3)
+    acr, noise = table["alone"]["acr"]["oos_r2"], table["alone"]["entropy"]["oos_r2"]
+    assert acr["value"] > 0.4 and acr["ci95"][0] > 0.2
+    # Fitting noise costs: below 0 out of sample, though above 0 in sample.
+    assert noise["value"] < 0 and noise["ci95"][1] < 0.1 and table["alone"]["entropy"]["in_sample_r2"] > 0
+    # Added to the baseline (reward and base accuracy, noise here), ACR gains and a noise signal does not.
+    assert table["baseline"]["signals"] == list(BASELINE) and set(table["added"]) == set(ADDED)
+    assert table["added"]["acr"]["gain"]["ci95"][0] > 0.2
+    assert table["added"]["near_collapse_failure"]["gain"]["ci95"][1] < 0.05
+
+
+def test_bootstrap_interval_over_bases_covers_the_truth():
+    """Over 60 data sets of 6 bases x 16 runs, the interval on early ACR's out-of-sample R^2 covers its expected
+    value (the mean estimate over the data sets) in most of them: a percentile bootstrap over 6 bases is narrower
+    than nominal (about 85% here), as docs/sweep.md says."""
+    intervals = np.array([[table["value"], *table["ci95"]] for seed in range(60) for table in
+                          [prediction_table(synthetic_points(100 + seed), reps=300, seed=seed)["alone"]["acr"]["oos_r2"]]])
+    truth = intervals[:, 0].mean()
+    covered = (intervals[:, 1] <= truth) & (truth <= intervals[:, 2])
+    assert covered.mean() >= 0.75 and np.mean(intervals[:, 2] - intervals[:, 1]) < 0.5
+
+
+def test_too_few_bases_are_named():
+    points = [p for p in synthetic_points(2) if p["base"] in ("base0", "base1")]
+    with pytest.raises(ValueError, match="at least 3 bases; the runs have 2: base0, base1"):
+        prediction_table(points, reps=10)
+
+
+def test_within_configuration_correlation_takes_the_configurations_out():
+    # Between configurations ACR and gain rise together; across seeds of one configuration they move oppositely.
+    configuration = np.repeat(np.arange(10), 2)
+    means = np.repeat(np.linspace(0.1, 0.6, 10), 2)
+    wiggle = np.tile([0.02, -0.02], 10) * np.repeat(np.linspace(1, 2, 10), 2)
+    acr, gain = means + wiggle, 50 * means - 100 * wiggle
+    assert np.corrcoef(acr, gain)[0, 1] > 0.8
+    result = within_configuration_correlation(acr, gain, configuration)
+    assert result["r"] == pytest.approx(-1.0) and (result["runs"], result["configurations"]) == (20, 10)
+    noisy = gain + np.random.default_rng(0).normal(0, 1, 20)
+    result = within_configuration_correlation(acr, noisy, configuration)
+    deviations = [v - np.repeat(v.reshape(10, 2).mean(axis=1), 2) for v in (acr, noisy)]
+    assert result["r"] == pytest.approx(np.corrcoef(*deviations)[0, 1])
+    assert result["ci95"][0] < result["r"] < result["ci95"][1]
+    assert within_configuration_correlation(acr[::2], gain[::2], np.arange(10))["r"] is None  # one seed each
+
+
+@pytest.mark.parametrize(
+    "acr, fired_at, longest",
+    [
+        ([0.4] * 50, None, 50),  # 50 steps above: not more than 50
+        ([0.4] * 51, 51, 51),
+        ([0.1] * 10 + [0.5] * 60 + [0.1], 61, 60),
+        ([0.4] * 30 + [0.2] + [0.4] * 30, None, 30),  # broken streaks do not add up
+        ([0.35] * 80, None, 0),  # at the level is not above it
+    ],
+)
+def test_stagnation_rule_on_hand_made_series(acr, fired_at, longest):
+    assert stagnation(acr) == {"fired": fired_at is not None, "fired_at_step": fired_at, "longest_streak": longest}
+
+
+def test_stagnation_rule_is_the_products_default():
+    assert (AVSPOConfig().stagnation_acr, AVSPOConfig().stagnation_steps) == (STAGNATION_ACR, STAGNATION_STEPS)
+
+
+def test_stagnation_comparison_of_gains():
+    def point(base, fired, gain):
+        return {"base": base, "stagnation": {"fired": fired}, "final_gain": gain}
+
+    points = [point(b, fired, gain + offset) for b, offset in (("a", 0), ("b", 4), ("c", -2))
+              for fired, gain in ((True, 1.0), (False, 6.0), (False, 8.0))]
+    result = stagnation_comparison(points, reps=200, seed=0)
+    assert (result["fired"], result["runs"], result["share"]) == (3, 9, pytest.approx(1 / 3))
+    assert result["bases_fired"] == ["a", "b", "c"]
+    assert result["gain_fired"] == pytest.approx(1 + 2 / 3) and result["gain_not_fired"] == pytest.approx(7 + 2 / 3)
+    # Every base shows the same -6: every resample does too.
+    assert result["difference"] == pytest.approx(-6) and result["ci95"] == pytest.approx([-6, -6])
+    never = stagnation_comparison([{**p, "stagnation": {"fired": False}} for p in points], reps=20, seed=0)
+    assert never["gain_fired"] is None and never["difference"] is None and never["ci95"] is None
+
+
+def test_early_signals_and_final_gain_of_a_run():
+    steps = {name: list(np.arange(10.0)) for name in SIGNALS[:-1]}
+    signals = early_signals(steps, base_accuracy=0.4)
+    assert signals == {**{name: 0.5 for name in SIGNALS[:-1]}, "base_accuracy": 0.4}  # steps 0 and 1 of 10
+    assert final_gain({"accuracy": [0.30, 0.45, 0.52]}) == pytest.approx(22.0)
+    with pytest.raises(ValueError, match="no per-step near_collapse_success"):
+        early_signals({k: v for k, v in steps.items() if k != "near_collapse_success"}, 0.4)
+
+
+def fake_bases(names):
+    return [{"name": name, "settings": SWEEP_SETTINGS} for name in names]
+
+
+def test_the_grid_crosses_what_users_vary_at_equal_rollouts_and_temperature_one():
+    assert set(SWEEP.bases) <= {c.name for c in BASE_CANDIDATES}
+    grid = sweep_grid(fake_bases(SWEEP.bases), SWEEP)
+    assert len(grid) == 48 and len({c.label for c in grid}) == 48
+    for config in grid:
+        s = config.settings
+        assert (s.temperature, s.eval_temperature, s.prompts * s.group_size, s.rollout_budget) == (1.0, 1.0, 512, 128_000)
+        assert s.rollout_budget // (s.prompts * s.group_size) == 250
+        assert sum(s.train_counts()) == sum(SWEEP_SETTINGS.train_counts())
+    assert {(c.settings.group_size, c.settings.prompts) for c in grid} == {(4, 128), (8, 64)}
+    assert {c.settings.lr for c in grid} == {1.5e-4, 6e-4}
+    hard = [c for c in grid if c.mix == "hard"]
+    assert len(hard) == 24 and all(c.settings.train_counts() == (1600, 3200, 4800, 6400) for c in hard)
+    assert len(sweep_grid(fake_bases(QUICK_SWEEP.bases), QUICK_SWEEP)) == 12
+
+
+def test_tier_mix_without_a_fixed_pool_sets_the_drawing_weights():
+    fresh = with_tier_mix(LabSettings(), (1, 2, 3, 4))
+    assert fresh.mix == (1, 2, 3, 4) and not fresh.fixed_training_set
+
+
+def test_plan_fits_under_three_hours_on_two_workers():
+    plan = sweep_plan(SWEEP, SWEEP.seeds, SWEEP_SETTINGS.rollout_budget, jobs=2)
+    assert (plan["configurations"], plan["runs"]) == (48, 96)
+    assert plan["estimated_cpu_s"] == pytest.approx(96 * 140 + 6 * 30)
+    assert plan["estimated_wall_s"] == pytest.approx(96 * 140 / 2 + 6 * 30) and plan["estimated_wall_s"] < 3 * 3600
+
+
+def write_fit(tmp_path, points):
+    fit = fit_file(points, prediction_table(points, reps=200, seed=0), SWEEP_SETTINGS)
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps(fit))
+    return fit, path
+
+
+def test_analyze_reads_the_relation_the_sweep_writes(tmp_path):
+    points = synthetic_points(4, base_effect=0.1)
+    fit, path = write_fit(tmp_path, points)
+    assert fit["forecast"]["supported"] and fit["oos"]["method"] == "leave-one-base-out"
+    slope, intercept = np.polyfit([p["signals"]["acr"] for p in points], [p["final_gain"] for p in points], 1)
+    loaded = load_fit(path)
+    assert (loaded.intercept, loaded.slope) == (pytest.approx(intercept), pytest.approx(slope))
+    assert loaded.early_steps == 50 and "measured on the avspo CPU lab" in loaded.label
+    assert f"{fit['oos']['r2']:.2f}" in loaded.label and "gain over the base policy" in loaded.target
+    steps = np.arange(1, 101)
+    timeline = Timeline(steps=steps, series={"acr": np.where(steps <= 50, 0.25, 0.9)}, basis="test", exact=True)
+    assert projection(loaded, timeline, 100)["value"] == pytest.approx(intercept + slope * 0.25)
+
+
+def test_analyze_refuses_a_relation_that_does_not_forecast_across_bases(tmp_path):
+    points, rng = synthetic_points(5), np.random.default_rng(7)
+    for p in points:  # the gain now follows the base alone
+        p["final_gain"] = 10 * int(p["base"][-1]) + rng.normal()
+    fit, path = write_fit(tmp_path, points)
+    assert not fit["forecast"]["supported"]
+    with pytest.raises(AnalyzeError, match=r"does not support a forecast for another run \(leave-one-base-out R\^2"):
+        load_fit(path)
+
+
+def test_plot_has_a_panel_per_signal_a_legend_of_the_bases_present_and_whole_gain_ticks():
+    points = [p for p in synthetic_points(6) if p["base"] != "base2"]
+    fig = signals_figure(points, prediction_table(points, reps=50, seed=0))
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == len(SIGNALS)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["base0", "base1", "base3", "base4", "base5"]
+    assert all(float(t).is_integer() for ax in panels for t in ax.get_yticks())

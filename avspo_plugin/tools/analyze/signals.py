@@ -47,7 +47,9 @@ PAPER_FIT = Fit(
 
 def load_fit(path: Path) -> Fit:
     """A fitted line from JSON: {"intercept", "slope"} at least; optional "early_steps" (the window it was
-    fitted on), "target" (what it predicts), "label", and "acr_range" ([low, high] of the fitted ACRs)."""
+    fitted on), "target" (what it predicts), "label", "acr_range" ([low, high] of the fitted ACRs), and "forecast"
+    ({"supported": true/false, "why"}: whether the analysis behind the line supports projecting another run, as
+    ``avspo lab sweep`` writes it; a line that does not is refused, with why)."""
     try:
         data = json.loads(read_text(path))
     except FileNotFoundError:
@@ -56,6 +58,15 @@ def load_fit(path: Path) -> Fit:
         raise AnalyzeError(f"{path}:{err.lineno}: fit file is not valid JSON ({err.msg})") from None
     if not isinstance(data, dict):
         raise AnalyzeError(f"{path}: a fit is a JSON object with 'intercept' and 'slope'")
+    forecast = data.get("forecast")
+    if forecast is not None:
+        if not (isinstance(forecast, dict) and isinstance(forecast.get("supported"), bool)):
+            raise AnalyzeError(f"{path}: fit key 'forecast' must be an object with 'supported': true or false, "
+                               f"found {forecast!r}")
+        if not forecast["supported"]:
+            raise AnalyzeError(f"{path}: this line, measured on {data.get('measured_on', 'another testbed')}, does "
+                               f"not support a forecast for another run ({forecast.get('why', 'no reason given')}); "
+                               "leave --fit out")
     values = {}
     for key in ("intercept", "slope"):
         value = data.get(key)

@@ -2,7 +2,8 @@
 
 ``avspo lab`` (``run``) runs every method over several seeds on the built-in default and writes
 report.json, report.md and the plots; ``--quick`` is a short version of the same. ``avspo
-lab sweep`` runs GRPO over a grid of configurations and fits final accuracy on early ACR. ``avspo lab study``
+lab sweep`` runs GRPO over bases x learning rates x G x tier mixes and tests early ACR as a predictor of the
+final gain (sweep.py). ``avspo lab study``
 is the powered comparison of docs/study.md (study.py); ``avspo lab tune`` one round of tuning GRPO alone on the
 study's bases (tuning.py). The console script imports this module only for ``avspo lab``: verl and the lab load
 for the lab alone.
@@ -12,55 +13,51 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from . import study, tuning
+from . import study, sweep, tuning
 from .experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_keys, run_timing, write_report
 from .methods import DEFAULT_METHODS, PRESETS, STUDY_EXTRA, parse_method
 from .report import lab_markdown, plot_lab, summarize
 from .settings import LabSettings
-from .sweep import (
-    SWEEP_SEEDS,
-    base_accuracy_pct,
-    configuration_means,
-    final_eval_temperatures,
-    fit_file,
-    plot_sweep,
-    sweep_fits,
-    sweep_grid,
-    sweep_markdown,
-    sweep_point,
-)
 
 # The built-in default and the quick check: what they change in LabSettings, and their seeds.
 DEFAULT_SEEDS = 3
 # A toy budget that checks everything runs: a short warm-up, few prompts, a small held-out split.
 QUICK = {"steps": 8, "eval_every": 4, "prompts": 16, "warmup_steps": 300, "held_out_per_tier": 20, "eval_samples": 2}
 QUICK_SEEDS = study.QUICK_SEEDS
-QUICK_SWEEP = {**QUICK, "steps": 10, "eval_every": 10}
+# Options a design fixes (tuning runs on the study's): per action, whose design and what to do instead.
+DESIGN_FIXED = ("steps", "prompts", "group-size", "temperature", "lr", "mix", "warmup-steps", "eval-every",
+                "dapo-max-gen-batches", "task-seed", "train-per-tier")
+DESIGN_ADVICE = {
+    "study": ("study", "leave them out (docs/study.md)"),
+    "tune": ("study", "tune GRPO's settings with --set KEY=VALUE (docs/study.md)"),
+    "sweep": ("sweep", "leave them out: its grid varies base, lr, G and tier mix itself (docs/sweep.md)"),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     default = LabSettings()
     parser.add_argument("action", nargs="?", choices=("run", "sweep", "study", "tune"), default="run",
-                        help="run: compare methods (default); sweep: GRPO grid, final accuracy vs early ACR; "
-                             "study: the powered comparison of docs/study.md (hours of CPU); tune: one round of "
-                             "tuning GRPO on the study's bases (docs/tuning/)")
+                        help="run: compare methods (default); sweep: GRPO over bases x lr x G x tier mix, does early "
+                             "ACR predict the final gain beyond early reward and base accuracy, on bases held out "
+                             "(docs/sweep.md, about 2 hours on 2 cores); study: the powered comparison of "
+                             "docs/study.md (hours of CPU); tune: one round of tuning GRPO on the study's bases "
+                             "(docs/tuning/)")
     parser.add_argument("--quick", action="store_true",
-                        help=f"short check: {QUICK_SEEDS} seeds and {QUICK['steps']} steps "
-                             f"(sweep: {QUICK_SWEEP['steps']} steps per configuration)")
+                        help=f"short check: {QUICK_SEEDS} seeds and {QUICK['steps']} steps (study and sweep: their designs "
+                             "on a toy budget and warm-up, a pipeline check)")
     parser.add_argument("--methods", nargs="+", metavar="METHOD", default=None,
                         help=f"methods to compare (run only): {' '.join(PRESETS)}, the study's "
                              f"{' '.join(STUDY_EXTRA)}, or avspo:key=value,key=value for any algorithm.avspo "
                              f"setting (default: {' '.join(DEFAULT_METHODS)})")
     parser.add_argument("--seeds", type=int, default=None,
                         help=f"number of seeds, 0..N-1 (default {DEFAULT_SEEDS}; --quick {QUICK_SEEDS}; "
-                             f"sweep: {SWEEP_SEEDS} per configuration, --quick too)")
+                             f"sweep: {sweep.SWEEP.seeds} per configuration, --quick too)")
     parser.add_argument("--steps", type=int, default=None, help=f"RL steps per run (default {default.steps})")
     parser.add_argument("--prompts", type=int, default=None,
                         help=f"prompt groups per step, P (default {default.prompts})")
@@ -128,33 +125,25 @@ def _settings(args: argparse.Namespace, preset: dict):
 def run(args: argparse.Namespace) -> int:
     quiet_process()
     try:
-        if args.action in ("study", "tune"):
-            fixed = [f"--{name}" for name in ("steps", "prompts", "group-size", "temperature", "lr", "mix",
-                                              "warmup-steps", "eval-every", "dapo-max-gen-batches", "task-seed",
-                                              "train-per-tier")
-                     if getattr(args, name.replace("-", "_")) is not None]
+        if args.action in DESIGN_ADVICE:
+            fixed = [f"--{name}" for name in DESIGN_FIXED if getattr(args, name.replace("-", "_")) is not None]
             if fixed:
-                how = "tune GRPO's settings with --set KEY=VALUE" if args.action == "tune" else "leave them out"
-                raise ValueError(f"the study's design fixes {', '.join(fixed)}; {how} (docs/study.md)")
-            if args.action == "tune":
-                if args.methods is not None or args.quick or args.bases is not None:
-                    raise ValueError("`avspo lab tune` runs GRPO on the study's bases: no --methods, --quick, --bases")
-                return tuning.run(args)
-            if args.set is not None or args.label is not None or args.candidates is not None:
-                raise ValueError("--set, --label and --candidates apply to `avspo lab tune` only")
+                whose, advice = DESIGN_ADVICE[args.action]
+                raise ValueError(f"the {whose}'s design fixes {', '.join(fixed)}; {advice}")
+        if args.action == "tune":
+            if args.methods is not None or args.quick or args.bases is not None:
+                raise ValueError("`avspo lab tune` runs GRPO on the study's bases: no --methods, --quick, --bases")
+            return tuning.run(args)
+        if args.set is not None or args.label is not None or args.candidates is not None:
+            raise ValueError("--set, --label and --candidates apply to `avspo lab tune` only")
+        if args.action == "study":
             return study.run(args)
         if args.bases is not None:
             raise ValueError("--bases applies to `avspo lab study` only")
-        if args.set is not None or args.label is not None or args.candidates is not None:
-            raise ValueError("--set, --label and --candidates apply to `avspo lab tune` only")
         if args.action == "sweep":
             if args.methods is not None:
                 raise ValueError("--methods applies to `avspo lab` only: the sweep runs GRPO")
-            varied = [f"--{name}" for name in ("temperature", "group-size", "mix", "lr")
-                      if getattr(args, name.replace("-", "_")) is not None]
-            if varied:
-                raise ValueError(f"the sweep sets {', '.join(varied)} itself (its grid); leave them out")
-            return run_sweep(args)
+            return sweep.run(args)
         return run_lab(args)
     except ValueError as err:
         print(f"avspo lab: error: {err}", file=sys.stderr)
@@ -200,57 +189,6 @@ def run_lab(args: argparse.Namespace) -> int:
     write_report(out, "report", report, lab_markdown(report))
     plot_lab(runs, out)
     print(f"avspo lab: wrote {out / 'report.json'}, {out / 'report.md'} and plots in {out}/", file=sys.stderr)
-    return 0
-
-
-def run_sweep(args: argparse.Namespace) -> int:
-    started = time.perf_counter()
-    settings = _settings(args, QUICK_SWEEP if args.quick else {})
-    seeds = list(range(args.seeds if args.seeds is not None else SWEEP_SEEDS))
-    if not seeds:
-        raise ValueError("--seeds must be >= 1")
-    out = args.out or Path("avspo_lab_sweep")
-    out.mkdir(parents=True, exist_ok=True)
-    jobs = args.jobs or default_jobs()
-    grid = sweep_grid(settings)
-    grpo = PRESETS["grpo"]
-    planned = [(config, RunSpec(f"{config.label} seed={seed}", config.settings, grpo, seed,
-                                final_eval_temperatures(config.settings)))
-               for config in grid for seed in seeds]
-    specs = [spec for _, spec in planned]
-
-    print(f"avspo lab sweep: {len(grid)} GRPO configurations x {len(seeds)} seeds, {settings.steps} steps; "
-          f"warming up the base policy", file=sys.stderr)
-    base_state, base = prepare_base(settings)
-    base["sweep_readings_pct"] = base_accuracy_pct(base_state, settings)
-    results = run_all(specs, base_state, jobs, progress=not args.no_progress, initial_eval=base["held_out"])
-
-    points = [
-        {"label": config.label, "seed": spec.seed, "temperature": spec.settings.temperature,
-         "group_size": spec.settings.group_size, "mix": config.mix_name, "lr": spec.settings.lr,
-         **sweep_point(results[spec.key], spec.settings.temperature)}
-        for config, spec in planned
-    ]
-    configurations = configuration_means(points)
-    fits = sweep_fits(points, configurations)
-    fitted = fit_file(fits, settings.steps, len(seeds))
-    report = {
-        "format": 2,
-        "kind": "sweep",
-        "settings": settings.to_dict(),
-        "seeds": seeds,
-        "base": base,
-        "fit": fitted,
-        "fits": fits,
-        "configurations": configurations,
-        "points": points,
-        "runs": {spec.key: results[spec.key] for spec in specs},
-        "timing": run_timing(started, jobs),
-    }
-    (out / "fit.json").write_text(json.dumps(fitted, indent=1) + "\n", encoding="utf-8")
-    write_report(out, "sweep", report, sweep_markdown(report))
-    plot_sweep(report, out / "sweep_scatter.png")
-    print(f"avspo lab sweep: wrote sweep.json, fit.json, sweep.md and sweep_scatter.png in {out}/", file=sys.stderr)
     return 0
 
 
