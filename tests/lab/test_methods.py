@@ -165,3 +165,18 @@ def test_the_arms_that_act_augment_the_groups_they_name_with_their_k(name, num_v
     assert metrics["triggered"] == 1.0 and metrics["num_virtual"] == num_virtual
     assert tuple(effective_collapse(advantages, SCORES, UIDS).values()) == effective
     session().reset()
+
+
+@pytest.mark.parametrize("name", ["avspo", "avspo_opposite", "avspo_all_fail", "avspo_all_pass", "avspo_fixed_k",
+                                  "select_avspo"])
+def test_the_arms_as_in_the_paper_keep_its_adaptive_trigger(name):
+    """At ACR 0.5 (not above tau_0 = 0.5) the paper's trigger stays shut, whatever the default threshold_mode."""
+    from avspo_plugin.tools.lab.methods import STUDY_EXTRA
+
+    session().reset()
+    method = {**PRESETS, **STUDY_EXTRA}[name]
+    advantages = compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS)
+    metrics = pop_metrics()
+    assert (metrics["acr"], metrics["threshold"], metrics["triggered"], metrics["augmented_groups"]) == (0.5, 0.5, 0.0, 0.0)
+    assert effective_collapse(advantages, SCORES, UIDS)["effective_acr"] == 0.5
+    session().reset()

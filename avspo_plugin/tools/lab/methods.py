@@ -88,9 +88,9 @@ PRESETS: dict[str, Method] = {
         Method("dapo", "grpo", "DAPO dynamic sampling: drop zero-variance groups, sample more prompts, GRPO advantages",
                dynamic_sampling=True),
         Method("avspo", "avspo", "AVSPO as in the paper: stratified virtual rewards, K by Eq. 9, adaptive threshold",
-               acts_on="all"),
+               avspo={"threshold_mode": "adaptive"}, acts_on="all"),
         Method("avspo_opposite", "avspo", "AVSPO with the authors' released rule: virtual rewards at the opposite bound",
-               avspo={"strategy": "opposite"}, acts_on="all"),
+               avspo={"threshold_mode": "adaptive", "strategy": "opposite"}, acts_on="all"),
         Method("avspo_always", "avspo", "AVSPO stratified, K by Eq. 9 at the batch ACR, every collapsed group augmented "
                "at every step (threshold_mode=always)", avspo={"threshold_mode": "always"}, acts_on="all"),
     )
@@ -104,14 +104,14 @@ STUDY_EXTRA: dict[str, Method] = {
     m.name: m
     for m in (
         Method("avspo_all_fail", "avspo", "AVSPO as in the paper, augmenting all-fail groups only (apply_to=all_fail)",
-               avspo={"apply_to": "all_fail"}, acts_on="all_fail"),
+               avspo={"threshold_mode": "adaptive", "apply_to": "all_fail"}, acts_on="all_fail"),
         Method("avspo_all_pass", "avspo", "AVSPO as in the paper, augmenting all-pass groups only (apply_to=all_pass)",
-               avspo={"apply_to": "all_pass"}, acts_on="all_pass"),
+               avspo={"threshold_mode": "adaptive", "apply_to": "all_pass"}, acts_on="all_pass"),
         Method("avspo_fixed_threshold", "avspo", "AVSPO with a fixed threshold: augment when ACR_t > 0.5 (tau_0), "
                "no Eq. 12 update", avspo={"threshold_mode": "fixed"}, acts_on="all"),
         Method("avspo_fixed_k", "avspo", "AVSPO with K = 2 virtual samples in every augmented group instead of "
                "Eq. 9's K (2: the fewest with which stratified rewards reach below the maximum)",
-               avspo={"num_virtual": 2}, acts_on="all"),
+               avspo={"threshold_mode": "adaptive", "num_virtual": 2}, acts_on="all"),
         Method("avspo_paper_point", "avspo", f"AVSPO at the paper's operating point: stratified, K = G = {PAPER_K} "
                "virtual samples in every collapsed group at every step (one-prompt steps give ACR_t = 1)",
                avspo={"threshold_mode": "always", "num_virtual": PAPER_K}, acts_on="all"),
@@ -130,7 +130,7 @@ STUDY_EXTRA: dict[str, Method] = {
                "defaults)",
                selection={"enable": True}, acts_on="selection"),
         Method("select_avspo", "avspo", "AVSPO as in the paper with collapse-aware prompt selection (experimental)",
-               selection={"enable": True}, acts_on="selection"),
+               avspo={"threshold_mode": "adaptive"}, selection={"enable": True}, acts_on="selection"),
     )
 }
 
