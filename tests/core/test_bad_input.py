@@ -110,7 +110,7 @@ def test_token_padding_rows_get_zero_advantage():
         ({"stagnation_steps": 10**7}, r"stagnation_steps=10000000 is invalid: allowed an integer >= 0 and <= 1000000"),
         ({"partial": -0.1}, r"partial=-0\.1"),
         ({"decay": 0.0}, r"decay=0\.0"),
-        ({"threshold_init": 0.95}, r"threshold_init=0\.95 is outside \[threshold_min, threshold_max\]"),
+        ({"threshold_mode": "adaptive", "threshold_init": 0.95}, r"threshold_init=0\.95 is outside \[threshold_min, threshold_max\]"),
         ({"norm_by_std": "yes"}, r"norm_by_std='yes'"),
         ({"stagnation_steps": -1}, r"stagnation_steps=-1"),
     ],

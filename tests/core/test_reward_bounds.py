@@ -75,7 +75,7 @@ def test_regimes_under_avspo_are_unchanged_inside_the_bounds():
 
 def test_step_with_keeps_a_host_computation_like_step():
     """A host's own call around the core (TRL's translation) advances the session exactly as step() does."""
-    config = AVSPOConfig(threshold_lr=0.5, threshold_init=0.2)
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, threshold_init=0.2)
     by_step, by_host = AVSPOSession(), AVSPOSession()
     seen = []
 

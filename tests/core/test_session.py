@@ -45,7 +45,7 @@ def run_steps(session, config, batches):
 
 
 def test_threshold_state_is_carried_across_steps():
-    config = AVSPOConfig(threshold_lr=0.5)
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5)
     session = AVSPOSession()
     results = run_steps(session, config, BATCHES)
     expected = by_hand(config, BATCHES)
@@ -58,7 +58,7 @@ def test_threshold_state_is_carried_across_steps():
 
 
 def test_token_steps_share_the_state_with_score_steps():
-    config = AVSPOConfig(threshold_lr=0.5)
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5)
     session = AVSPOSession()
     scores, labels = BATCHES[0]
     session.step(scores, labels, config)
@@ -74,7 +74,7 @@ def test_token_steps_share_the_state_with_score_steps():
 
 
 def test_threshold_restarts_only_when_its_own_settings_change():
-    config = AVSPOConfig(threshold_lr=0.5)
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5)
     session = AVSPOSession()
     run_steps(session, config, BATCHES)
     carried = session.state
@@ -91,7 +91,7 @@ def test_threshold_restarts_only_when_its_own_settings_change():
 
 
 def test_restored_state_is_kept_by_the_first_config():
-    config = AVSPOConfig(threshold_lr=0.5, threshold_init=0.3)
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, threshold_init=0.3)
     saved = ThresholdState(tau=0.7, prev_reward_mean=0.25, step=4)
     session = AVSPOSession()
     session.load_state_dict({"format": 1, "threshold": saved.state_dict(), "monitor": session.monitor.state_dict(),
@@ -104,7 +104,7 @@ def test_calls_of_one_step_are_one_step_of_eq_12():
     # A step split into two calls (verl's parameter_sync_step=2) moves the threshold as one call over
     # the whole step: the same tau for both calls, one update with the step's pooled ACR and reward.
     # (Each call's trigger and K follow its own ACR, the only one known when it runs.)
-    config = AVSPOConfig(threshold_lr=0.5, stagnation_acr=0.0)  # no warnings: the metrics alone
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, stagnation_acr=0.0)  # no warnings: the metrics alone
     split, whole = AVSPOSession(), AVSPOSession()
     steps = [BATCHES[:2], BATCHES[2:], BATCHES[1:]]
     for calls in steps:
@@ -121,7 +121,7 @@ def test_calls_of_one_step_are_one_step_of_eq_12():
 
 
 def test_pending_metrics_are_folded_into_one_step_and_cleared():
-    config = AVSPOConfig(threshold_lr=0.5, stagnation_acr=0.0)  # no warnings: the metrics alone
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, stagnation_acr=0.0)  # no warnings: the metrics alone
     session = AVSPOSession()
     for scores, labels in BATCHES[:2]:
         session.step(scores, labels, config)
@@ -159,7 +159,7 @@ def test_a_step_closed_before_it_is_logged_takes_its_entropy_once(caplog):
 def test_a_restored_tau_outside_a_narrowed_range_is_clipped(caplog):
     saved = ThresholdState(tau=0.8, prev_reward_mean=0.25, step=4)
     session = AVSPOSession(log=logging.getLogger(LOGGER))
-    session.configure(AVSPOConfig(threshold_max=0.6))
+    session.configure(AVSPOConfig(threshold_mode="adaptive", threshold_max=0.6))
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         session.load_state_dict({"format": 1, "threshold": saved.state_dict(), "monitor": session.monitor.state_dict(),
                                  "logged_steps": 4})  # fmt: skip
@@ -213,7 +213,7 @@ def test_entropy_counts_only_in_an_avspo_run():
 
 
 def test_state_round_trips_and_the_resumed_run_continues_alike():
-    config = AVSPOConfig(threshold_lr=0.5, stagnation_acr=0.35, stagnation_steps=2)
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, stagnation_acr=0.35, stagnation_steps=2)
     session = AVSPOSession()
     for scores, labels in BATCHES[:2]:
         session.step(scores, labels, config)

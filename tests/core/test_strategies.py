@@ -36,7 +36,7 @@ def test_each_strategy_matches_explicit_virtual_samples(three_groups, strategy):
 
 
 def test_stratified_pushes_failures_down_and_successes_up(three_groups):
-    result = run(*three_groups)  # defaults: stratified, adaptive from tau 0.5, ACR 2/3 > 0.5
+    result = run(*three_groups, threshold_mode="adaptive")  # default strategy stratified; tau 0.5 < ACR 2/3
     adv = result.advantages
     assert result.metrics["triggered"] == 1
     assert (adv[:4] < 0).all() and (adv[4:8] > 0).all()

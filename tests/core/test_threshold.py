@@ -13,7 +13,7 @@ def test_sign_of_zero_is_zero():
 
 
 def test_scripted_sequence():
-    config = AVSPOConfig(threshold_lr=0.1)
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.1)
     state = ThresholdState.initial(config)
     # (ACR_t, J_t) -> tau_{t+1}: no update on the first step; then up when J rises, none when flat, down when J falls.
     script = [(0.8, 0.2, 0.5), (0.8, 0.3, 0.53), (0.2, 0.3, 0.53), (0.2, 0.1, 0.563)]
@@ -44,7 +44,7 @@ def batch_with(collapsed_groups, mixed_groups, passing):
 
 def test_threshold_through_the_estimator_calls():
     """Each call is one step t: the threshold reported is the one in force, Eq. 12 applies after it."""
-    config = AVSPOConfig(threshold_lr=0.5)
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5)
     state = ThresholdState.initial(config)
     seen = []
     # step 1: ACR 0.75, J = 0.125 (3 all-fail, 1 mixed); step 2: ACR 0.25, J = 0.375; step 3: ACR 0.75, J = 0.875

@@ -262,7 +262,8 @@ DOTTED_SCENARIOS = {
     "shaped_never": (AVSPO + DOTTED_SHAPING + [MODE, "never"], [("graded", 6, 2)], 0.05),
     "shaped_group_norm": (GROUP_NORM + DOTTED_SHAPING, [("graded", 6, 2)], 0.05),
     "shaped_trigger": (AVSPO + DOTTED_SHAPING + [MODE, "always"], [("graded", 6, 2)], 0.05),
-    "adaptive": (AVSPO + ["--algo.advantage.avspo.threshold_init", "0.2"], [("binary", 8, s) for s in (3, 4, 5)], 0.0),
+    "adaptive": (AVSPO + [MODE, "adaptive", "--algo.advantage.avspo.threshold_init", "0.2"],
+                 [("binary", 8, s) for s in (3, 4, 5)], 0.0),
 }
 OPTIONS = AVSPO + DOTTED_BASE + [
     "--algo.advantage.avspo.strategy", "opposite",

@@ -61,7 +61,7 @@ def test_untriggered_group_step_is_openrlhf_group_norm_on_binary_rewards():
 
 
 def test_state_carries_across_steps_and_through_a_checkpoint():
-    args = openrlhf_args(threshold_init=0.2)
+    args = openrlhf_args(threshold_mode="adaptive", threshold_init=0.2)
     assert checkpoint_state() == {}
     for seed in range(3):
         group_advantages(grouped_rewards(seed), args)
@@ -78,7 +78,7 @@ def test_state_carries_across_steps_and_through_a_checkpoint():
 
 def test_inert_avspo_warns_once_naming_its_numbers(caplog):
     """Four prompts, one all-fail: ACR 0.25 never exceeds tau_0 = 0.5, so no group is ever augmented."""
-    args = openrlhf_args(stagnation_steps=2)
+    args = openrlhf_args(threshold_mode="adaptive", stagnation_steps=2)
     rewards = torch.tensor([[0.0] * 4, [1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
     for _ in range(4):
         group_advantages(rewards, args)

@@ -101,7 +101,7 @@ def test_shaped_trigger_changes_only_collapsed_groups(route, host):
 
 def test_adaptive_threshold_state_carries_across_steps(route, host):
     _argv, batches, _ = host.DOTTED_SCENARIOS["adaptive"]
-    config = AVSPOConfig(**HOST_DEFAULTS, threshold_init=0.2)
+    config = AVSPOConfig(**HOST_DEFAULTS, threshold_mode="adaptive", threshold_init=0.2)
     expected = core_steps(host, config, batches)
     steps = route["scenarios"]["adaptive"]
     assert [avspo_metrics(step["stats"]) for step in steps] == [result.metrics for result in expected]

@@ -38,10 +38,12 @@ def test_defaults_give_the_cores_defaults_under_trls_conventions(tmp_path, scale
 
 
 def test_readme_aliases_set_their_keys(tmp_path):
+    default_mode = AVSPOConfig().threshold_mode  # use_avspo=True keeps avspo_threshold_mode
     config = make(tmp_path, use_avspo=True, acr_threshold_init=0.3, virtual_sample_alpha=0.8)
-    assert (config.avspo_threshold_init, config.avspo_alpha, config.avspo_threshold_mode) == (0.3, 0.8, "adaptive")
+    assert (config.avspo_threshold_init, config.avspo_alpha, config.avspo_threshold_mode) == (0.3, 0.8, default_mode)
     core = config.avspo_config()
-    assert (core.threshold_init, core.alpha, core.threshold_mode) == (0.3, 0.8, "adaptive")
+    assert (core.threshold_init, core.alpha, core.threshold_mode) == (0.3, 0.8, default_mode)
+    assert make(tmp_path, use_avspo=True, avspo_threshold_mode="fixed").avspo_config().threshold_mode == "fixed"
     assert make(tmp_path, use_avspo=False).avspo_config().threshold_mode == "never"
     # An alias agreeing with an explicitly set key is fine.
     assert make(tmp_path, acr_threshold_init=0.3, avspo_threshold_init=0.3).avspo_threshold_init == 0.3

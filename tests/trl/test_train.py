@@ -69,7 +69,8 @@ def test_training_logs_avspo_metrics_and_pushes_collapsed_groups(make_trainer, t
         assert (table.loc[table["prompt"].str.startswith("hard"), "task_reward"] == 0).all()
 
 
-SAVING = dict(avspo_threshold_init=0.3, avspo_threshold_lr=0.5, save_strategy="steps", save_steps=2)
+SAVING = dict(avspo_threshold_mode="adaptive", avspo_threshold_init=0.3, avspo_threshold_lr=0.5, save_strategy="steps",
+              save_steps=2)
 
 
 @pytest.fixture

@@ -90,7 +90,7 @@ def test_log_puts_aggregated_avspo_metrics_next_to_trls(kit, make_trainer, gener
 
 def test_evaluation_scores_with_the_current_threshold_without_moving_it(kit, make_trainer, generation_inputs):
     rewards = kit.PresetRewards()
-    trainer = make_trainer(rewards, avspo_threshold_lr=0.5)
+    trainer = make_trainer(rewards, avspo_threshold_mode="adaptive", avspo_threshold_lr=0.5)
     trainer.model.train()
     score(trainer, rewards, continuous_rows(4, (0, 1)), generation_inputs)
     score(trainer, rewards, continuous_rows(5, (0, 1, 2)), generation_inputs)
@@ -130,7 +130,7 @@ def test_early_warnings_fire_once_and_flag_every_later_log(kit, make_trainer, ge
 def test_inert_avspo_warns_once_naming_its_numbers(kit, make_trainer, generation_inputs, caplog):
     """Four groups, one all-fail: ACR 0.25 never exceeds tau_0 = 0.5, so the trigger never opens."""
     rewards = kit.PresetRewards()
-    trainer = make_trainer(rewards, avspo_stagnation_steps=2)
+    trainer = make_trainer(rewards, avspo_threshold_mode="adaptive", avspo_stagnation_steps=2)
     trainer.model.train()
     for _ in range(4):
         score(trainer, rewards, continuous_rows(0, collapsed_groups=(1,)), generation_inputs)

@@ -27,7 +27,8 @@ STEP_SCORES = [
     [0, 1, 0, 1, 0, 0, 0, 0],
 ]
 UIDS = list("aaaabbbb")
-AVSPO = {"strategy": "uniform", "threshold_lr": 0.3, "threshold_init": 0.2, "threshold_min": 0.05}
+AVSPO = {"strategy": "uniform", "threshold_mode": "adaptive", "threshold_lr": 0.3, "threshold_init": 0.2,
+         "threshold_min": 0.05}
 
 
 class WorkerGroup:

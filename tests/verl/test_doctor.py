@@ -44,7 +44,8 @@ def test_healthy_install_and_valid_config(capsys):
 
 
 def test_at_launch_the_doctor_says_what_the_batch_means_for_the_trigger(capsys):
-    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "data.train_batch_size=256"]) == 0
+    adaptive = ["algorithm.adv_estimator=avspo", "+algorithm.avspo.threshold_mode=adaptive"]
+    assert main(["doctor", "--no-ray", *adaptive, "data.train_batch_size=256"]) == 0
     out = capsys.readouterr().out
     assert ("[warn] algorithm.avspo.threshold_mode=adaptive: virtual samples are added only on steps whose ACR exceeds "
             "the threshold (tau_0 = 0.5), that is when more than 50% of the groups of 256 prompts per step "
@@ -112,7 +113,9 @@ def test_swallowed_import_error_is_shown():
 
 
 def test_augmentation_with_dapo_group_filtering_fails_naming_it(capsys):
-    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "algorithm.filter_groups.enable=true"]) == 1
+    overrides = ["algorithm.adv_estimator=avspo", "+algorithm.avspo.threshold_mode=adaptive",
+                 "algorithm.filter_groups.enable=true"]
+    assert main(["doctor", "--no-ray", *overrides]) == 1
     out = capsys.readouterr().out
     assert (
         "[FAIL] algorithm.adv_estimator=avspo with algorithm.avspo.threshold_mode=adaptive cannot run with "

@@ -37,10 +37,10 @@ from avspo_plugin.tools.verl_cpu.main_ppo import avspo_metrics_by_step, run_main
 RUN_TIMEOUT_S = 420
 STEPS = 4
 CHECKPOINT_STEP = 2
-# A large step size moves the adaptive threshold visibly from step 3 on (Eq. 12 first acts after
+# The adaptive threshold with a large step size moves visibly from step 3 on (Eq. 12 first acts after
 # step 2), so a threshold or reward history lost across resume shows in the comparison.
 THRESHOLD_LR = 0.5
-AVSPO_OVERRIDES = (f"algorithm.avspo.threshold_lr={THRESHOLD_LR}",)
+AVSPO_OVERRIDES = ("algorithm.avspo.threshold_mode=adaptive", f"algorithm.avspo.threshold_lr={THRESHOLD_LR}")
 # The demo's seed (model, tokenizer, task). With seed 1 the threshold moves at both steps after the
 # checkpoint (checked below); with seed 0 it stays at threshold_init until step 4.
 DEMO_SEED = 1
@@ -82,7 +82,7 @@ def log_tail(path: Path, lines: int = 60) -> str:
 
 
 def assert_avspo_metrics_at_every_step(steps: dict[int, dict[str, float]], expected_steps: Sequence[int], where: str):
-    config = AVSPOConfig()
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=THRESHOLD_LR)
     assert sorted(steps) == list(expected_steps), f"{where}: logged steps {sorted(steps)}"
     for step in expected_steps:
         metrics = steps[step]
@@ -250,7 +250,7 @@ def test_resumed_v1_run_with_multi_output_sessions_in_mini_batches(demo_run: Dem
 
     # Resume: step 3 runs under the restored tau; step 4 under tau moved once by Eq. 12 from the restored
     # previous reward J_2 and step 3's pooled ACR and reward (a lost J_2 would leave tau where it was).
-    config = AVSPOConfig(threshold_lr=THRESHOLD_LR)
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=THRESHOLD_LR)
     tau3, acr3, reward3 = (resumed[3][f"avspo/{name}"] for name in ("threshold", "acr", "reward_mean"))
     assert tau3 == thresholds[CHECKPOINT_STEP]
     reward2 = uninterrupted[CHECKPOINT_STEP]["avspo/reward_mean"]

@@ -53,7 +53,7 @@ def test_monitor_state_round_trips():
 
 
 def test_inert_trigger_counts_steps_with_collapsed_groups_and_none_augmented():
-    monitor = RunMonitor(AVSPOConfig(stagnation_steps=2))
+    monitor = RunMonitor(AVSPOConfig(threshold_mode="adaptive", stagnation_steps=2))
     observed = [(0.4, 0.0), (0.0, 0.0), (0.4, 0.0), (0.4, 0.2), (0.3, 0.0), (0.3, 0.0), (0.3, 0.0), (0.3, 0.0)]
     fired = [monitor.observe(step, acr=acr, augmented=augmented, threshold=0.5)[1]
              for step, (acr, augmented) in enumerate(observed, 1)]
@@ -87,7 +87,9 @@ def test_inert_avspo_warns_through_verls_compute_advantage_naming_its_numbers(ca
     from avspo_plugin.verl import pop_metrics, session
 
     session().reset()
-    algorithm = OmegaConf.create({"adv_estimator": "avspo", "avspo": {"stagnation_steps": 2}})
+    algorithm = OmegaConf.create(
+        {"adv_estimator": "avspo", "avspo": {"threshold_mode": "adaptive", "stagnation_steps": 2}}
+    )
     one_of_three_collapsed = make_batch([1, 1, 0, 1, 1, 0], ["a", "a", "b", "b", "c", "c"])
     with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
         for _ in range(4):

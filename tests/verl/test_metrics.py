@@ -35,8 +35,12 @@ def verl_compute_advantage():
     return compute_advantage
 
 
+# The runs' threshold: tau_0 = 0.3, moved by Eq. 12 once per step.
+THRESHOLD = {"threshold_mode": "adaptive", "threshold_init": 0.3}
+
+
 def algorithm(**avspo):
-    return OmegaConf.create({**ALGORITHM, "avspo": {"threshold_init": 0.3, "stagnation_steps": 0, **avspo}})
+    return OmegaConf.create({**ALGORITHM, "avspo": {**THRESHOLD, "stagnation_steps": 0, **avspo}})
 
 
 def expected_steps(config):
@@ -90,7 +94,7 @@ def test_every_metric_reaches_console_file_and_tensorboard_at_its_step(
     tracking.log(data={"training/global_step": 4}, step=4)  # a step without estimator calls
     tracking.finish()
 
-    expected = [aggregate_metrics(calls) for calls in expected_steps(AVSPOConfig(threshold_init=0.3, stagnation_steps=0))]
+    expected = [aggregate_metrics(calls) for calls in expected_steps(AVSPOConfig(**THRESHOLD, stagnation_steps=0))]
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [1, 2, 3, 4]
     for line, want in zip(lines, expected):
@@ -120,7 +124,7 @@ def test_calls_within_a_step_fold_by_the_core_rules(make_batch, verl_compute_adv
     received = []
     tracking.logger = {"recorder": Recorder(lambda step, data: received.append((step, data)))}
     run_steps(tracking, verl_compute_advantage, make_batch, algorithm())
-    calls = expected_steps(AVSPOConfig(threshold_init=0.3, stagnation_steps=0))
+    calls = expected_steps(AVSPOConfig(**THRESHOLD, stagnation_steps=0))
     for (_step, data), per_call in zip(received, calls):
         first, second = per_call
         groups = first["groups"] + second["groups"]
