@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             )
     print(
         "\nCollapsed groups (all rewards equal) get advantage 0 under GRPO; AVSPO adds K virtual rewards to their "
-        "mean/std when ACR exceeds the threshold, so all-fail groups are pushed down and all-pass groups up."
+        f"mean/std on the steps it triggers (threshold_mode={avspo.threshold_mode}), so all-fail groups are pushed "
+        "down and all-pass groups up."
     )
     return 0

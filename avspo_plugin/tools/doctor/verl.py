@@ -284,8 +284,11 @@ def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> l
         notes.append(("warn", f"algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n={n}: each prompt has a "
                               "single response, so no group can collapse or be augmented (avspo/groups 0); set "
                               "rollout.n >= 2 for groups"))
+    batch = f"{prompts} prompts per step (data.train_batch_size)" if prompts else "a step's prompts"
+    if avspo.threshold_mode == "always":
+        notes.append(("ok", f"algorithm.avspo.threshold_mode=always: every collapsed group is augmented at every step, "
+                            f"whatever the ACR of {batch} (the paper's operating point)"))
     if avspo.threshold_mode in TRIGGERED_MODES:
-        batch = f"{prompts} prompts per step (data.train_batch_size)" if prompts else "a step's prompts"
         notes.append(("warn", (
             f"algorithm.avspo.threshold_mode={avspo.threshold_mode}: virtual samples are added only on steps whose ACR "
             f"exceeds the threshold (tau_0 = {avspo.threshold_init}), that is when more than "
