@@ -213,5 +213,5 @@ def test_documented_command_parses(runtime_report):
     assert runtime_report["documented_command"] == {
         "estimator": "avspo",
         "n_samples_per_prompt": 8,
-        "threshold_mode": "adaptive",
+        "threshold_mode": "always",
     }
