@@ -113,6 +113,12 @@ def test_avspo_estimate_without_replay_counts_steps_above_the_initial_threshold(
     estimate = signals.avspo_estimate(timeline([0.2, 0.6, 0.7, 0.4]), 0.5)
     assert estimate == {"source": "threshold", "threshold_init": 0.5, "steps_above_threshold": 0.5,
                         "acr": pytest.approx(0.475)}
+    run = {"rollout_shares": {"collapsed": None}, "dapo": {"dropped_groups": 0}, "avspo": estimate,
+           "stagnation": {"fired": False}}
+    assert signals.advice(run) == [
+        "AVSPO with its default (threshold_mode=always) would add virtual rewards to the collapsed groups, 47.5% of "
+        "groups on average, at every step; with the paper's adaptive trigger only on the 50.0% of logged steps whose "
+        "ACR exceeded tau_0 = 0.5 (estimate: the adaptive threshold moves during training)."]
 
 
 def test_a_logged_avspo_run_whose_trigger_seldom_opened_is_told_it_trained_as_grpo():

@@ -341,11 +341,12 @@ def advice(run: dict[str, Any]) -> list[str]:
                 "the run trained as GRPO. A batch of many prompts seldom has ACR above the threshold; "
                 "threshold_mode=always augments every collapsed group at every step (docs/method.md)."
             )
-    elif avspo["steps_above_threshold"] > 0:
+    elif avspo["acr"] > 0:
         lines.append(
-            f"ACR exceeded AVSPO's initial threshold ({avspo['threshold_init']}) on "
-            f"{_pct(avspo['steps_above_threshold'])} of logged steps: AVSPO would have added virtual rewards to the "
-            "collapsed groups there (estimate: its adaptive threshold moves during training)."
+            f"AVSPO with its default (threshold_mode=always) would add virtual rewards to the collapsed groups, "
+            f"{_pct(avspo['acr'])} of groups on average, at every step; with the paper's adaptive trigger only on "
+            f"the {_pct(avspo['steps_above_threshold'])} of logged steps whose ACR exceeded tau_0 = "
+            f"{avspo['threshold_init']} (estimate: the adaptive threshold moves during training)."
         )
     stall = run["stagnation"]
     if stall["fired"]:
