@@ -21,7 +21,7 @@ from collections.abc import Sequence
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "advantages": ("avspo_plugin.tools.synthetic_batches", "GRPO and AVSPO advantages side by side on drawn batches (no training)."),
-    "lab": ("avspo_plugin.tools.lab.command", "CPU RLVR lab on a tiny Qwen2: `lab` (run) GRPO, DAPO and AVSPO; `lab sweep` does early ACR predict the final gain; `lab study` the powered comparison; `lab tune` tuning GRPO."),
+    "lab": ("avspo_plugin.tools.lab.command", "CPU RLVR lab on a tiny Qwen2: `lab` the demo, GRPO, DAPO and AVSPO; `lab sweep` does early ACR predict the final gain; `lab study` the powered comparison; `lab tune` tuning GRPO."),
     "analyze": ("avspo_plugin.tools.analyze.command", "ACR diagnostics of finished GRPO runs from their dumps and logs."),
     "math-prepare": ("avspo_plugin.tools.math_data.prepare", "verl parquet files of MATH, the six eval benchmarks, the Level3-500 selection."),
     "math-eval": ("avspo_plugin.tools.math_data.evaluate", "pass@1 / avg@k per benchmark and overall, from a model (vLLM) or generations."),
@@ -88,7 +88,6 @@ def _add_arguments(sub: argparse.ArgumentParser, command: str) -> str | None:
         if message is None:
             raise
         sub.description = f"{sub.description} This command {message}."
-        sub.add_argument("arguments", nargs=argparse.REMAINDER, help="its arguments, once the extra is installed")
         return message
     module.add_arguments(sub)
     return None
@@ -118,7 +117,10 @@ def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, str | No
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, missing = build_parser(argv)
-    args = parser.parse_args(argv)
+    # A command whose extra is missing has no arguments declared: whatever follows it waits for the extra.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and missing is None:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command in MOVED:
         print(f"note: `avspo {args.command}` is now `avspo {MOVED[args.command]}`", file=sys.stderr)
         args.command = MOVED[args.command]

@@ -14,7 +14,10 @@ Its modules, by concern:
 * ``hooks``: the hook registry, where each hook is placed, its status, and the launcher's and trainers' entry checks;
 * ``estimator``, ``multi_output``, ``monitor``, ``selection`` (with ``sampler``), ``checkpoint``,
   ``metric_routing``: each feature, with the wrappers of verl's functions it needs;
-* ``model_build_fix`` (verl's model build beside trl 1.x), ``hydra_config`` (the packaged configs).
+* ``model_build_fix``: verl's model build beside trl 1.x.
+
+``config/`` holds the packaged hydra configs, which verl reads as YAML; avspo_plugin/tools/verl_hydra_configs.py
+generates them.
 
 Every verl function the plugin touches, and the module of its wrapper (docs/verl.md has the same table;
 a test checks both against the registry of :mod:`avspo_plugin.verl.hooks` and its trl patch):

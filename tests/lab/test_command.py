@@ -11,8 +11,8 @@ from avspo_plugin.tools.analyze.records import AnalyzeError
 from avspo_plugin.tools.analyze.signals import load_fit
 from avspo_plugin.tools.cli import main
 from avspo_plugin.tools.lab.methods import DEFAULT_METHODS
-from avspo_plugin.tools.lab.sweep import QUICK_SWEEP
-from avspo_plugin.tools.lab.sweep_analysis import SIGNALS
+from avspo_plugin.tools.lab.research.sweep import QUICK_SWEEP
+from avspo_plugin.tools.lab.research.sweep_analysis import SIGNALS
 
 
 def avspo(*args: str) -> subprocess.CompletedProcess:
@@ -130,15 +130,3 @@ def test_quick_sweep_writes_its_files_and_resumes_from_its_runs(tmp_path, capsys
     assert (again["timing"]["runs_run"], again["timing"]["runs_from_cache"]) == (0, 24)
     assert again["points"] == points
 
-
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["lab", "--methods", "ppo", "--quick"], "unknown method 'ppo'"),
-        (["lab", "--mix", "1,2", "--quick"], "mix has 2 weights for 4 tiers"),
-        (["lab", "sweep", "--temperature", "0.5", "--lr", "1e-3"], "the sweep's design fixes --temperature, --lr"),
-        (["lab", "sweep", "--bases", "2"], "--bases applies to `avspo lab study` only"),
-    ],
-)
-def test_bad_options_are_named(args, message, capsys):
-    assert main(args) == 2 and message in capsys.readouterr().err

@@ -11,9 +11,8 @@ from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.tools.analyze.records import AnalyzeError
 from avspo_plugin.tools.analyze.signals import load_fit, projection
 from avspo_plugin.tools.analyze.timeline import Timeline
-from avspo_plugin.tools.lab.settings import LabSettings
-from avspo_plugin.tools.lab.study import BASE_CANDIDATES
-from avspo_plugin.tools.lab.sweep import (
+from avspo_plugin.tools.lab.research.study import BASE_CANDIDATES
+from avspo_plugin.tools.lab.research.sweep import (
     QUICK_SWEEP,
     SWEEP,
     SWEEP_SETTINGS,
@@ -22,7 +21,7 @@ from avspo_plugin.tools.lab.sweep import (
     sweep_plan,
     with_tier_mix,
 )
-from avspo_plugin.tools.lab.sweep_analysis import (
+from avspo_plugin.tools.lab.research.sweep_analysis import (
     ADDED,
     BASELINE,
     SIGNALS,
@@ -37,7 +36,8 @@ from avspo_plugin.tools.lab.sweep_analysis import (
     weighted_r2,
     within_configuration_correlation,
 )
-from avspo_plugin.tools.lab.sweep_report import signals_figure
+from avspo_plugin.tools.lab.research.sweep_report import signals_figure
+from avspo_plugin.tools.lab.settings import LabSettings
 
 
 def test_leave_one_base_out_predicts_each_base_without_its_own_runs():

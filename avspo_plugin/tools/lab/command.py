@@ -1,12 +1,9 @@
-"""``avspo lab [run|sweep|study|tune]``: the CPU RLVR lab from the command line.
+"""``avspo lab``: the demo from the command line, and the research actions after it.
 
-``avspo lab`` (``run``) runs every method over several seeds on the built-in default and writes
-report.json, report.md and the plots; ``--quick`` is a short version of the same. ``avspo
-lab sweep`` runs GRPO over bases x learning rates x G x tier mixes and tests early ACR as a predictor of the
-final gain (sweep.py). ``avspo lab study``
-is the powered comparison of docs/study.md (study.py); ``avspo lab tune`` one round of tuning GRPO alone on the
-study's bases (tuning.py). The console script imports this module only for ``avspo lab``: verl and the lab load
-for the lab alone.
+``avspo lab`` runs every method over several seeds on the built-in default and writes report.json, report.md and
+the plots; ``--quick`` is a short version of the same. ``avspo lab study|tune|sweep`` are the research harness, each
+with its own options (research/command.py). The console script imports this module only for ``avspo lab``: verl and
+the lab load for the lab alone.
 """
 
 from __future__ import annotations
@@ -19,83 +16,71 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from . import study, sweep, tuning
 from .experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_keys, run_timing, write_report
 from .methods import DEFAULT_METHODS, PRESETS, STUDY_EXTRA, parse_method
 from .report import lab_markdown, plot_lab, summarize
+from .research.command import RUNS, SHARED_WITH_DEMO, add_parsers
 from .settings import LabSettings
 
 # The built-in default and the quick check: what they change in LabSettings, and their seeds.
 DEFAULT_SEEDS = 3
 # A toy budget that checks everything runs: a short warm-up, few prompts, a small held-out split.
 QUICK = {"steps": 8, "eval_every": 4, "prompts": 16, "warmup_steps": 300, "held_out_per_tier": 20, "eval_samples": 2}
-QUICK_SEEDS = study.QUICK_SEEDS
-# Options a design fixes (tuning runs on the study's): per action, whose design and what to do instead.
-DESIGN_FIXED = ("steps", "prompts", "group-size", "temperature", "lr", "mix", "warmup-steps", "eval-every",
-                "dapo-max-gen-batches", "task-seed", "train-per-tier")
-DESIGN_ADVICE = {
-    "study": ("study", "leave them out (docs/study.md)"),
-    "tune": ("study", "tune GRPO's settings with --set KEY=VALUE (docs/study.md)"),
-    "sweep": ("sweep", "leave them out: its grid varies base, lr, G and tier mix itself (docs/sweep.md)"),
-}
+QUICK_SEEDS = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo's options, then the actions: ``run`` (the demo by name) and the research actions, each with its own."""
+    add_demo_arguments(parser)
+    actions = parser.add_subparsers(
+        dest="action", metavar="ACTION", title="actions",
+        description="each with its own options (avspo lab ACTION --help); without one, `avspo lab` runs the demo")
+    # No defaults under `run` (SUPPRESS): an option given before its name stands, as one given after it.
+    add_demo_arguments(actions.add_parser("run", help="the demo by name: the same as `avspo lab` alone",
+                                          argument_default=argparse.SUPPRESS))
+    add_parsers(actions)
+
+
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo's options: methods, seeds, the settings of LabSettings the command line may change, workers,
+    output directory, progress bar."""
     default = LabSettings()
-    parser.add_argument("action", nargs="?", choices=("run", "sweep", "study", "tune"), default="run",
-                        help="run: compare methods (default); sweep: GRPO over bases x lr x G x tier mix, does early "
-                             "ACR predict the final gain beyond early reward and base accuracy, on bases held out "
-                             "(docs/sweep.md, about 2 hours on 2 cores); study: the powered comparison of "
-                             "docs/study.md (hours of CPU); tune: one round of tuning GRPO on the study's bases "
-                             "(docs/tuning/)")
     parser.add_argument("--quick", action="store_true",
-                        help=f"short check: {QUICK_SEEDS} seeds and {QUICK['steps']} steps (study and sweep: their designs "
-                             "on a toy budget and warm-up, a pipeline check)")
-    parser.add_argument("--methods", nargs="+", metavar="METHOD", default=None,
-                        help=f"methods to compare (run only): {' '.join(PRESETS)}, the study's "
+                        help=f"short check: {QUICK_SEEDS} seeds and {QUICK['steps']} steps on a toy budget")
+    parser.add_argument("--methods", nargs="+", metavar="METHOD",
+                        help=f"methods to compare: {' '.join(PRESETS)}, the study's "
                              f"{' '.join(STUDY_EXTRA)}, or avspo:key=value,key=value for any algorithm.avspo "
                              f"setting (default: {' '.join(DEFAULT_METHODS)})")
-    parser.add_argument("--seeds", type=int, default=None,
-                        help=f"number of seeds, 0..N-1 (default {DEFAULT_SEEDS}; --quick {QUICK_SEEDS}; "
-                             f"sweep: {sweep.SWEEP.seeds} per configuration, --quick too)")
-    parser.add_argument("--steps", type=int, default=None, help=f"RL steps per run (default {default.steps})")
-    parser.add_argument("--prompts", type=int, default=None,
+    parser.add_argument("--seeds", type=int,
+                        help=f"number of seeds, 0..N-1 (default {DEFAULT_SEEDS}; --quick {QUICK_SEEDS})")
+    parser.add_argument("--steps", type=int, help=f"RL steps per run (default {default.steps})")
+    parser.add_argument("--prompts", type=int,
                         help=f"prompt groups per step, P (default {default.prompts})")
-    parser.add_argument("--group-size", type=int, default=None,
+    parser.add_argument("--group-size", type=int,
                         help=f"samples per prompt, G (default {default.group_size})")
-    parser.add_argument("--temperature", type=float, default=None,
+    parser.add_argument("--temperature", type=float,
                         help=f"sampling temperature of the rollouts (default {default.temperature})")
-    parser.add_argument("--lr", type=float, default=None,
+    parser.add_argument("--lr", type=float,
                         help=f"AdamW learning rate of the RL phase (default {default.lr:g})")
-    parser.add_argument("--mix", default=None, metavar="W1,W2,...",
+    parser.add_argument("--mix", metavar="W1,W2,...",
                         help=f"RL tier mix, one weight per tier {default.tiers} "
                              f"(default {','.join(f'{w:g}' for w in default.mix)})")
-    parser.add_argument("--warmup-steps", type=int, default=None,
+    parser.add_argument("--warmup-steps", type=int,
                         help=f"supervised warm-up steps of the base policy (default {default.warmup_steps})")
-    parser.add_argument("--eval-every", type=int, default=None,
+    parser.add_argument("--eval-every", type=int,
                         help=f"held-out evaluation every N steps (default {default.eval_every})")
-    parser.add_argument("--dapo-max-gen-batches", type=int, default=None,
+    parser.add_argument("--dapo-max-gen-batches", type=int,
                         help=f"DAPO: most generation batches per step (default {default.dapo_max_gen_batches})")
-    parser.add_argument("--task-seed", type=int, default=None,
+    parser.add_argument("--task-seed", type=int,
                         help="seed of the held-out split, the base policy's initialisation and warm-up data "
                              f"(default {default.task_seed})")
-    parser.add_argument("--jobs", type=int, default=None,
+    parser.add_argument("--jobs", type=int,
                         help="worker processes (default: the CPUs this process may use); results do not depend on it")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="output directory (default ./avspo_lab, or ./avspo_lab_sweep for sweep)")
-    parser.add_argument("--train-per-tier", type=int, default=None,
+    parser.add_argument("--out", type=Path,
+                        help="output directory (default ./avspo_lab)")
+    parser.add_argument("--train-per-tier", type=int,
                         help="a fixed training set of N problems per tier in shuffled epochs (default: fresh problems "
                              "every step); the select_* methods need one")
-    parser.add_argument("--bases", type=int, default=None,
-                        help="study only: how many accepted base policies (default 3)")
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE", default=None,
-                        help="tune only: change one of GRPO's settings from the study's (lr, group_size, temperature, "
-                             "kl_coef, grad_clip, clip_ratio); repeat for several")
-    parser.add_argument("--label", default=None, help="tune only: what the round tries, for tuning.md")
-    parser.add_argument("--candidates", nargs="+", metavar="NAME", default=None,
-                        help="tune only: run GRPO from these base candidates (study.BASE_CANDIDATES by name, e.g. "
-                             "carrydrop25) instead of the ones the base rule chooses; each is reported with its regime "
-                             "in training")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -125,29 +110,25 @@ def _settings(args: argparse.Namespace, preset: dict):
 def run(args: argparse.Namespace) -> int:
     quiet_process()
     try:
-        if args.action in DESIGN_ADVICE:
-            fixed = [f"--{name}" for name in DESIGN_FIXED if getattr(args, name.replace("-", "_")) is not None]
-            if fixed:
-                whose, advice = DESIGN_ADVICE[args.action]
-                raise ValueError(f"the {whose}'s design fixes {', '.join(fixed)}; {advice}")
-        if args.action == "tune":
-            if args.methods is not None or args.quick or args.bases is not None:
-                raise ValueError("`avspo lab tune` runs GRPO on the study's bases: no --methods, --quick, --bases")
-            return tuning.run(args)
-        if args.set is not None or args.label is not None or args.candidates is not None:
-            raise ValueError("--set, --label and --candidates apply to `avspo lab tune` only")
-        if args.action == "study":
-            return study.run(args)
-        if args.bases is not None:
-            raise ValueError("--bases applies to `avspo lab study` only")
-        if args.action == "sweep":
-            if args.methods is not None:
-                raise ValueError("--methods applies to `avspo lab` only: the sweep runs GRPO")
-            return sweep.run(args)
-        return run_lab(args)
+        if args.action in (None, "run"):
+            return run_lab(args)
+        not_taken = demo_options_not_taken(args)
+        if not_taken:
+            raise ValueError(f"`avspo lab {args.action}` does not take {', '.join(not_taken)}, given before its name: "
+                             f"options of the demo (`avspo lab {args.action} --help` lists its own)")
+        return RUNS[args.action](args)
     except ValueError as err:
         print(f"avspo lab: error: {err}", file=sys.stderr)
         return 2
+
+
+def demo_options_not_taken(args: argparse.Namespace) -> list[str]:
+    """The demo's options given with a research action that the action does not take: before the action's name,
+    the demo's parser reads them, and the action would ignore them."""
+    demo = argparse.ArgumentParser(add_help=False)
+    add_demo_arguments(demo)
+    return [f"--{dest.replace('_', '-')}" for dest, default in vars(demo.parse_args([])).items()
+            if dest not in SHARED_WITH_DEMO[args.action] and getattr(args, dest) != default]
 
 
 def run_lab(args: argparse.Namespace) -> int:

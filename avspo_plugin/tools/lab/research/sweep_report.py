@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .report import markdown_table
+from ..report import markdown_table
 from .sweep_analysis import ADDED, BASELINE, EARLY_FRACTION, SIGNALS, STEP_SIGNALS
 
 SIGNAL_TITLES = {

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from .report import markdown_table, method_colors, smooth
+from ..report import markdown_table, method_colors, smooth
 
 
 def _interval(test: dict) -> str:

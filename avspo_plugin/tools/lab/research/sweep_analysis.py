@@ -20,7 +20,7 @@ import numpy as np
 
 from avspo_plugin.core.early_warnings import StreakWarning
 
-from .report import EARLY_FRACTION, Z975, window_mean
+from ..report import EARLY_FRACTION, Z975, window_mean
 
 # The early window is the lab's "early ACR" window: the first EARLY_FRACTION (report.py, 0.2) of a run's steps.
 # Per-step series whose early-window means are signals, then the base's accuracy.

@@ -47,10 +47,10 @@ import numpy as np
 
 from avspo_plugin.tools.regimes import DOMINANCE, REGIME_TITLES, REGIMES, collapse_regime
 
-from .experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_timing, write_report
+from ..experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_timing, write_report
+from ..methods import Method, parse_method
+from ..settings import LabSettings
 from .gates import GATE_NAMES, failed, first_half, grpo_gates, passed
-from .methods import Method, parse_method
-from .settings import LabSettings
 from .statistics import ALPHA, POWER, holm, mean_interval, paired_test
 from .study_report import plot_study, study_markdown
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from .experiment import default_jobs, quiet_process, run_timing
+from ..experiment import default_jobs, quiet_process, run_timing
+from ..methods import PRESETS
+from ..report import markdown_table
+from ..settings import LabSettings
 from .gates import GATE_NAMES, first_half, grpo_gates
-from .methods import PRESETS
-from .report import markdown_table
-from .settings import LabSettings
 from .statistics import pairs_for_mde
 from .study import MDE_TARGET, STUDY_SETTINGS, choose_bases, run_base, training_regime
 

@@ -1,4 +1,6 @@
-"""The packaged hydra configs, generated from :class:`AVSPOConfig` and :class:`SelectionConfig`.
+"""The verl adapter's packaged hydra configs, generated from :class:`AVSPOConfig`, :class:`SelectionConfig` and
+:class:`MonitorConfig`. ``python -m avspo_plugin.tools.verl_hydra_configs`` (:func:`write_configs`) writes these four
+files of avspo_plugin/verl/config/, and nothing else:
 
 * ``avspo_algorithm.yaml``: ``algorithm.adv_estimator: avspo`` and the full ``algorithm.avspo``
   block, each key with its default and help text (a global-package config that any verl
@@ -16,9 +18,8 @@ Hydra accepts ``hydra.searchpath`` only in a primary config, so a recipe (itself
 composes the block, not the trainer file: ``hydra: {searchpath: [pkg://verl.trainer.config,
 pkg://avspo_plugin.verl.config]}`` and ``defaults: [ppo_trainer, avspo_algorithm, _self_]``.
 
-:func:`write_configs` (``python -m avspo_plugin.verl.hydra_config``) writes the four; a test checks
-that the committed files equal what :func:`render_configs` returns, so the YAML never drifts
-from the dataclass.
+No training process imports this module: verl reads the YAML files. A test checks that the committed files equal
+what :func:`render_configs` returns, so the YAML never drifts from the dataclasses.
 """
 
 from __future__ import annotations
@@ -29,17 +30,18 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ..config import AVSPOConfig, ConfigBlock, MonitorConfig, SelectionConfig, config_sections
+from avspo_plugin.config import AVSPOConfig, ConfigBlock, MonitorConfig, SelectionConfig, config_sections
 
-CONFIG_DIR = Path(__file__).resolve().parent / "config"
+# The configs sit in the verl adapter, where pkg://avspo_plugin.verl.config finds them.
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "verl" / "config"
 TRAINER_CONFIG_NAME = "avspo_trainer"
 ALGORITHM_CONFIG_NAME = "avspo_algorithm"
 SELECTION_CONFIG_NAME = "avspo_selection"
 MONITOR_CONFIG_NAME = "avspo_monitor"
 
 _GENERATED = """\
-# GENERATED from avspo_plugin.config.{source} by avspo_plugin.verl.hydra_config: do not edit by hand;
-# regenerate with `python -m avspo_plugin.verl.hydra_config`.
+# GENERATED from avspo_plugin.config.{source} by avspo_plugin.tools.verl_hydra_configs: do not edit by hand;
+# regenerate with `python -m avspo_plugin.tools.verl_hydra_configs`.
 """
 
 _TRAINER = _GENERATED.format(source="AVSPOConfig, SelectionConfig and MonitorConfig") + f"""\
@@ -151,6 +153,7 @@ def render_configs() -> dict[Path, str]:
 
 
 def write_configs() -> list[Path]:
+    """Writes every file of :func:`render_configs`; returns their paths."""
     written = []
     for path, text in render_configs().items():
         path.write_text(text)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .experiment import (
+from ..experiment import (
     RunSpec,
     default_jobs,
     quiet_process,
@@ -40,9 +40,9 @@ from .experiment import (
     state_digest,
     write_report,
 )
-from .methods import PRESETS
-from .report import EARLY_FRACTION
-from .settings import LabSettings
+from ..methods import PRESETS
+from ..report import EARLY_FRACTION
+from ..settings import LabSettings
 from .study import QUICK as STUDY_QUICK
 from .study import STUDY_SETTINGS, choose_bases
 from .sweep_analysis import MIN_BASES, analyse, early_signals, final_gain, stagnation
