@@ -2,6 +2,7 @@
 statistics (checked against scipy's own tests and the noncentral t distribution)."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -268,7 +269,7 @@ def test_a_regime_no_base_shows_in_training_gets_the_candidate_tuning_found_for_
     from avspo_plugin.tools.lab.research import study
 
     warmed = []
-    monkeypatch.setattr(study, "choose_bases", lambda settings, progress, named: warmed.append(named) or
+    monkeypatch.setattr(study, "choose_bases", lambda settings, progress, named, cache: warmed.append(named) or
                         [{"name": name, "chosen": True} for name in named])
     mixed = {0: {"steps": {"acr_all_fail": [0.2, 0.2], "acr_all_pass": [0.15, 0.15]}}}
     all_fail = {0: {"steps": {"acr_all_fail": [0.3, 0.3], "acr_all_pass": [0.1, 0.1]}}}
@@ -287,6 +288,21 @@ def test_tuning_can_name_the_candidates_it_runs_and_refuses_unknown_ones():
 
     with pytest.raises(ValueError, match=r"unknown base candidate\(s\) carrydrop99; the candidates: carrydrop35, "):
         choose_bases(DEFAULT, progress=False, named=["carrydrop25", "carrydrop99"])
+
+
+def test_a_warmed_up_base_is_kept_and_read_back_not_warmed_up_again(tmp_path, monkeypatch):
+    from avspo_plugin.tools.lab import experiment
+    from avspo_plugin.tools.lab.research.study import QUICK, QUICK_WARMUP, STUDY_SETTINGS
+
+    settings = dataclasses.replace(STUDY_SETTINGS, **QUICK, **QUICK_WARMUP)
+    state, description = experiment.prepare_base(settings, tmp_path)
+    monkeypatch.setattr(experiment, "warm_up", lambda settings: pytest.fail("warmed up again"))
+    again, described = experiment.prepare_base(settings, tmp_path)
+    assert described == json.loads(json.dumps(description))
+    assert again.keys() == state.keys() and all(torch.equal(again[k], state[k]) for k in state)
+    # Other settings are another base.
+    with pytest.raises(pytest.fail.Exception, match="warmed up again"):
+        experiment.prepare_base(dataclasses.replace(settings, warmup_steps=settings.warmup_steps + 1), tmp_path)
 
 
 def test_a_damaged_cached_run_is_named_not_read_as_a_result(tmp_path):

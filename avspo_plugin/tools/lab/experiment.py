@@ -57,8 +57,16 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def prepare_base(settings: LabSettings) -> tuple[dict[str, torch.Tensor], dict]:
-    """Warm up the base policy and describe it: held-out accuracy and per-tier pass rates at the temperature."""
+def prepare_base(settings: LabSettings, cache: Path | None = None) -> tuple[dict[str, torch.Tensor], dict]:
+    """Warm up the base policy and describe it: held-out accuracy and per-tier pass rates at the temperature.
+
+    cache: a folder where each warmed-up base is kept under a fingerprint of its settings (its parameters and its
+    description); a base found there is read back instead of warmed up again (deterministic on one machine, as
+    the runs of :func:`run_all`)."""
+    fingerprint = hashlib.sha256(json.dumps(settings.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:32]
+    if cache is not None and (cache / f"{fingerprint}.json").exists():
+        description = read_json(str(cache / f"{fingerprint}.json"), "Delete it to warm that base up again.")
+        return torch.load(cache / f"{fingerprint}.pt", weights_only=True), description
     quiet_process()
     started, cpu_started = time.perf_counter(), time.process_time()
     base_state = warm_up(settings)
@@ -71,6 +79,11 @@ def prepare_base(settings: LabSettings) -> tuple[dict[str, torch.Tensor], dict]:
         "warmup_wall_s": time.perf_counter() - started,
         "warmup_cpu_s": time.process_time() - cpu_started,
     }
+    if cache is not None:  # the parameters first: a description on disk means its parameters are there
+        cache.mkdir(parents=True, exist_ok=True)
+        torch.save(base_state, cache / f"{fingerprint}.pt.tmp")
+        os.replace(cache / f"{fingerprint}.pt.tmp", cache / f"{fingerprint}.pt")
+        write_json(str(cache / f"{fingerprint}.json"), description)
     return base_state, description
 
 

@@ -170,11 +170,12 @@ def regime_of(sampled_by_tier: Mapping[str, Mapping], held_out: Mapping, setting
 
 
 def choose_bases(settings: LabSettings, progress: bool, quick: bool = False,
-                 named: Sequence[str] | None = None) -> list[dict]:
+                 named: Sequence[str] | None = None, cache: Path | None = None) -> list[dict]:
     """Every candidate of BASE_CANDIDATES in order, warmed up and judged by :func:`regime_of`; the first eligible
     one of each regime is marked ``chosen`` (candidates after all regimes are filled are not warmed up).
     quick: only the first candidate, chosen whatever the rule says (a pipeline check on a toy warm-up).
-    named: only these candidates, in the order given, each chosen when eligible (tuning's search for bases)."""
+    named: only these candidates, in the order given, each chosen when eligible (tuning's search for bases).
+    cache: where warmed-up bases are kept and read back (:func:`prepare_base`)."""
     known = {c.name: c for c in BASE_CANDIDATES}
     unknown = [name for name in named or () if name not in known]
     if unknown:
@@ -185,7 +186,7 @@ def choose_bases(settings: LabSettings, progress: bool, quick: bool = False,
         if filled == set(REGIMES) and not named:
             break
         base_settings = dataclasses.replace(settings, **{**candidate.warmup, **(QUICK_WARMUP if quick else {})})
-        state, description = prepare_base(base_settings)
+        state, description = prepare_base(base_settings, cache)
         regime, why = regime_of(description["sampled_by_tier"], description["held_out"], base_settings)
         if quick:
             regime, why = regime or "not eligible", f"{why} (quick: chosen without the rule)"
@@ -209,13 +210,13 @@ def run_base(base: dict, methods: Sequence, seeds: Sequence[int], jobs: int, pro
 
 
 def bases_for_missing_regimes(settings: LabSettings, bases: Sequence[dict], grpo_runs: Mapping[str, Mapping[int, dict]],
-                              progress: bool) -> list[dict]:
+                              progress: bool, cache: Path | None = None) -> list[dict]:
     """The candidates of TRAINING_REGIME_BASES for the regimes that none of ``bases`` shows in training (GRPO's
     runs, :func:`training_regime`), warmed up and judged as in :func:`choose_bases`; each marked ``added_for``."""
     shown = {training_regime(list(grpo_runs[b["name"]].values()))["regime"] for b in bases}
     have = {b["name"] for b in bases}
     missing = {regime: name for regime, name in TRAINING_REGIME_BASES.items() if regime not in shown and name not in have}
-    added = choose_bases(settings, progress, named=list(missing.values())) if missing else []
+    added = choose_bases(settings, progress, named=list(missing.values()), cache=cache) if missing else []
     for candidate, regime in zip(added, missing):
         candidate["added_for"] = regime
     return added
@@ -399,12 +400,15 @@ def tune_learning_rate(bases: Sequence[dict], tuning_seeds: Sequence[int], jobs:
     """Phase 3's choice (design point 6): GRPO alone at each of LR_CANDIDATES on tuning seeds from every base;
     ``best``: the learning rate with the highest mean final held-out accuracy over bases and seeds."""
     grpo = parse_method(BASELINE)
-    final: dict[str, dict[str, list[float]]] = {}
-    for lr in LR_CANDIDATES:
-        for b in bases:
-            at_lr = {**b, "settings": dataclasses.replace(b["settings"], lr=lr)}
-            by_seed = run_base(at_lr, [grpo], list(tuning_seeds), jobs, progress, cache)[BASELINE]
-            final.setdefault(repr(lr), {})[b["name"]] = [r["evals"]["accuracy"][-1] for r in by_seed.values()]
+    final: dict[str, dict[str, list[float]]] = {repr(lr): {} for lr in LR_CANDIDATES}
+    for b in bases:  # every learning rate of a base in one pool of workers, not one run at a time
+        specs = [RunSpec(f"{BASELINE}/{b['name']}/lr{lr!r}/seed{s}", dataclasses.replace(b["settings"], lr=lr), grpo, s)
+                 for lr in LR_CANDIDATES for s in tuning_seeds]
+        results = run_all(specs, b["state"], jobs, progress=progress, initial_eval=b["description"]["held_out"],
+                          cache=cache)
+        for lr in LR_CANDIDATES:
+            final[repr(lr)][b["name"]] = [results[f"{BASELINE}/{b['name']}/lr{lr!r}/seed{s}"]["evals"]["accuracy"][-1]
+                                          for s in tuning_seeds]
     means = {lr: float(np.mean([a for accs in by_base.values() for a in accs])) for lr, by_base in final.items()}
     best = max(LR_CANDIDATES, key=lambda lr: means[repr(lr)])
     if progress:
@@ -455,7 +459,8 @@ def run(args) -> int:
     # enforced.
     enforce_gates = not args.quick
 
-    candidates = choose_bases(settings, progress, quick=args.quick)
+    # Every warmed-up base and every finished run is kept: a stopped study resumes where it stopped.
+    candidates = choose_bases(settings, progress, quick=args.quick, cache=out / "bases")
     bases = [c for c in candidates if c["chosen"]][: args.bases or len(REGIMES)]
     if not bases:
         raise ValueError("no candidate base is eligible (docs/study.md, design point 1)")
@@ -463,7 +468,7 @@ def run(args) -> int:
     cache = out / "runs"  # every finished run: a stopped study resumes where it stopped
     grpo_runs = {b["name"]: run_base(b, [grpo], seeds[BASELINE], jobs, progress, cache)[BASELINE] for b in bases}
     if not args.quick and not args.bases:  # the quick study's toy warm-up shows no regime worth another base
-        added = bases_for_missing_regimes(settings, bases, grpo_runs, progress)
+        added = bases_for_missing_regimes(settings, bases, grpo_runs, progress, out / "bases")
         candidates += added
         bases += [c for c in added if c["chosen"]]
         grpo_runs.update({b["name"]: run_base(b, [grpo], seeds[BASELINE], jobs, progress, cache)[BASELINE]
