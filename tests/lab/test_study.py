@@ -303,6 +303,14 @@ def test_a_warmed_up_base_is_kept_and_read_back_not_warmed_up_again(tmp_path, mo
     # Other settings are another base.
     with pytest.raises(pytest.fail.Exception, match="warmed up again"):
         experiment.prepare_base(dataclasses.replace(settings, warmup_steps=settings.warmup_steps + 1), tmp_path)
+    # Damaged parameters are named, with what to do, never read as a base.
+    from avspo_plugin.state_files import StateFileError
+
+    (parameters,) = tmp_path.glob("*.pt")
+    parameters.write_bytes(parameters.read_bytes()[:100])
+    with pytest.raises(StateFileError, match=rf"{parameters.name}: the parameters of a warmed-up base cannot be read"
+                                             r" .*Delete it"):
+        experiment.prepare_base(settings, tmp_path)
 
 
 def test_a_damaged_cached_run_is_named_not_read_as_a_result(tmp_path):

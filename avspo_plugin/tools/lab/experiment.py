@@ -13,6 +13,7 @@ import json
 import logging
 import multiprocessing
 import os
+import pickle
 import resource
 import sys
 import time
@@ -24,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from avspo_plugin.state_files import read_json, write_json
+from avspo_plugin.state_files import StateFileError, read_json, write_json
 
 from .methods import Method
 from .policy import build_policy
@@ -63,10 +64,15 @@ def prepare_base(settings: LabSettings, cache: Path | None = None) -> tuple[dict
     cache: a folder where each warmed-up base is kept under a fingerprint of its settings (its parameters and its
     description); a base found there is read back instead of warmed up again (deterministic on one machine, as
     the runs of :func:`run_all`)."""
-    fingerprint = hashlib.sha256(json.dumps(settings.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:32]
+    fingerprint = content_fingerprint(settings.to_dict())
     if cache is not None and (cache / f"{fingerprint}.json").exists():
         description = read_json(str(cache / f"{fingerprint}.json"), "Delete it to warm that base up again.")
-        return torch.load(cache / f"{fingerprint}.pt", weights_only=True), description
+        parameters = cache / f"{fingerprint}.pt"
+        try:
+            return torch.load(parameters, weights_only=True), description
+        except (OSError, RuntimeError, pickle.UnpicklingError) as err:
+            raise StateFileError(f"{parameters}: the parameters of a warmed-up base cannot be read ({err}). Delete it "
+                                 f"and {fingerprint}.json beside it to warm that base up again.") from None
     quiet_process()
     started, cpu_started = time.perf_counter(), time.process_time()
     base_state = warm_up(settings)
@@ -178,6 +184,11 @@ def run_fingerprint(spec: RunSpec, base_digest: str) -> str:
     """What a run's result depends on: settings, method, seed, extra evaluations and the base policy."""
     what = {"settings": spec.settings.to_dict(), "method": dataclasses.asdict(spec.method), "seed": spec.seed,
             "extra_final_evals": list(spec.extra_final_evals), "base": base_digest}
+    return content_fingerprint(what)
+
+
+def content_fingerprint(what: dict) -> str:
+    """The first 32 hex digits of the SHA-256 of ``what`` as canonical JSON (sorted keys)."""
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
