@@ -25,10 +25,13 @@ APPLY_TO = ("all", "all_fail", "all_pass")
 STD_KINDS = ("unbiased", "population")
 
 
-# Sections of the keys, in order, as TRL's GRPOConfig groups its fields; docs/config.md follows them.
+# Sections of the keys, as TRL's GRPOConfig groups its fields; each block lists its own in order (SECTIONS), and
+# docs/config.md and the packaged YAML follow them.
+# The reward range and the collapse tolerance: shared by AVSPO, the monitor and prompt selection.
+REWARDS_AND_COLLAPSE = "Rewards and collapse"
 VIRTUAL_SAMPLES = "Virtual samples"
 THRESHOLD = "Threshold"
-COLLAPSE_AND_STATISTICS = "Collapse and statistics"
+STATISTICS = "Group statistics"
 EARLY_WARNINGS = "Early warnings"
 # Sections of the prompt-selection keys (docs/selection.md).
 PREDICTION = "Prediction"
@@ -171,19 +174,37 @@ class ConfigError(ValueError):
 
 class ConfigBlock:
     """What every config dataclass here shares: its keys checked against their declared values, built
-    from a host's key/value block with errors naming the key, copied with changes, written as a dict."""
+    from a host's key/value block with errors naming the key, copied with changes, written as a dict.
+
+    A block's keys are listed section by section, in the order of its ``SECTIONS`` (keys declared once in a
+    shared base class, such as :class:`CollapseSettings`, take their place in their section).
+    """
+
+    SECTIONS: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        self.check_keys()
+        self.check_rules()
 
     def check_keys(self) -> None:
-        """Each key against its declared values, in declaration order (the rules that join keys follow it)."""
-        for f in dataclasses.fields(self):
+        """Each key against its declared values, in order (the rules that join keys follow them)."""
+        for f in self.ordered_fields():
             value = getattr(self, f.name)
             allowed = f.metadata["allowed"].problem(value)
             if allowed is not None:
                 raise ConfigError(_bad(f.name, value, allowed))
 
+    def check_rules(self) -> None:
+        """The rules that join keys (none here; a block with such rules extends this)."""
+
+    @classmethod
+    def ordered_fields(cls) -> list[dataclasses.Field]:
+        """The fields section by section in the order of SECTIONS, in declaration order within a section."""
+        return sorted(dataclasses.fields(cls), key=lambda f: cls.SECTIONS.index(f.metadata["section"]))
+
     @classmethod
     def keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+        return tuple(f.name for f in cls.ordered_fields())
 
     @classmethod
     def from_mapping(cls: type[Block], values: Mapping[str, Any] | None, where: str | None = None) -> Block:
@@ -211,11 +232,74 @@ Block = TypeVar("Block", bound=ConfigBlock)
 
 
 @dataclass(frozen=True)
-class AVSPOConfig(ConfigBlock):
+class CollapseSettings(ConfigBlock):
+    """The reward range and the collapse tolerance, declared once: AVSPO, the monitor and prompt selection
+    each take them as their own keys (``algorithm.avspo.reward_low``, ``algorithm.avspo_monitor.reward_low``,
+    ...), with one default, one range and one help text."""
+
+    reward_low: float = _key(
+        0.0, REWARDS_AND_COLLAPSE, "Lowest achievable sequence reward (the all-fail value for binary rewards).",
+        Number(-REWARD_LIMIT, REWARD_LIMIT),
+        "so that the reward range, the virtual rewards and their std stay finite in float32",
+    )
+    reward_high: float = _key(
+        1.0, REWARDS_AND_COLLAPSE, "Highest achievable sequence reward (the all-pass value); must exceed reward_low.",
+        Number(-REWARD_LIMIT, REWARD_LIMIT),
+        "so that the reward range, the virtual rewards and their std stay finite in float32",
+    )
+    collapse_tol: float = _key(
+        1e-6, REWARDS_AND_COLLAPSE,
+        "A group of >= 2 samples is collapsed when its reward std is below this (tau of Eq. 4).",
+        Number(0.0, REWARD_LIMIT, low_open=True),
+        "a std is >= 0, so 0 would find no collapse at all; the upper limit is the one of reward_low and "
+        "reward_high",
+    )
+
+    def check_rules(self) -> None:
+        super().check_rules()
+        if not self.reward_low < self.reward_high:
+            raise ConfigError(
+                f"reward_low={self.reward_low!r} is not below reward_high={self.reward_high!r}: "
+                "need reward_low < reward_high"
+            )
+
+
+@dataclass(frozen=True)
+class EarlyWarningSettings(ConfigBlock):
+    """The early warnings (stagnation, entropy collapse), declared once for AVSPO and the monitor: logged,
+    never acted on."""
+
+    stagnation_acr: float = _key(
+        0.35, EARLY_WARNINGS,
+        "Stagnation warning: ACR above this for more than stagnation_steps consecutive steps; 0 disables.",
+        Number(0.0, 1.0), "ACR is a fraction of groups",
+    )
+    stagnation_steps: int = _key(
+        50, EARLY_WARNINGS, "Consecutive steps for the stagnation and entropy-collapse warnings, and for the "
+        "inert-trigger warning (threshold_mode adaptive or fixed: no group augmented on this many steps with "
+        "collapsed groups); 0 disables all three.",
+        Integer(0, MAX_STEPS), "a million steps is longer than any RL run",
+    )
+    entropy_floor: float = _key(
+        0.5, EARLY_WARNINGS,
+        "Entropy-collapse warning: mean token entropy (nats) below this for more than stagnation_steps steps; "
+        "0 disables.",
+        Number(0.0, 20.0),
+        "an entropy above 20 nats needs a vocabulary of more than e**20 = 485 million tokens: a higher floor "
+        "would fire on every run",
+    )
+
+
+
+@dataclass(frozen=True)
+class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     """AVSPO and ACR settings. Equation numbers refer to the AVSPO paper (see docs/method.md)."""
 
     # The block's name in error messages when the host gives none.
     BLOCK: ClassVar[str] = "avspo"
+    SECTIONS: ClassVar[tuple[str, ...]] = (
+        REWARDS_AND_COLLAPSE, VIRTUAL_SAMPLES, THRESHOLD, STATISTICS, EARLY_WARNINGS
+    )
 
     # Virtual samples: how many, and where their rewards sit (Eqs. 9-10).
     strategy: str = _key(
@@ -241,16 +325,6 @@ class AVSPOConfig(ConfigBlock):
         0.5, VIRTUAL_SAMPLES, "Exponent of ACR in Eq. 9.", Number(0.0, 1.0, low_open=True),
         "the paper's range: 0 would make ACR**alpha = 1, K = G_j whatever the collapse",
     )
-    reward_low: float = _key(
-        0.0, VIRTUAL_SAMPLES, "Lowest achievable sequence reward (the all-fail value for binary rewards).",
-        Number(-REWARD_LIMIT, REWARD_LIMIT),
-        "so that the reward range, the virtual rewards and their std stay finite in float32",
-    )
-    reward_high: float = _key(
-        1.0, VIRTUAL_SAMPLES, "Highest achievable sequence reward (the all-pass value); must exceed reward_low.",
-        Number(-REWARD_LIMIT, REWARD_LIMIT),
-        "so that the reward range, the virtual rewards and their std stay finite in float32",
-    )
     partial: float = _key(
         0.5, VIRTUAL_SAMPLES, "fixed_partial: fraction of the reward range at which virtual rewards sit.",
         Number(0.0, 1.0), "a fraction of the range: virtual rewards stay between reward_low and reward_high",
@@ -264,6 +338,12 @@ class AVSPOConfig(ConfigBlock):
         "uniform: seed of the generator; step t draws from a generator seeded with (seed, t) (the k-th call "
         "of a step the host splits into several: (seed, t, k)).",
         Integer(0, MAX_SEED), "the seeds np.random.seed takes, with which verl, TRL and OpenRLHF seed their runs",
+    )
+    apply_to: str = _key(
+        "all", VIRTUAL_SAMPLES,
+        "Which collapsed groups get virtual samples: all, all_fail (value within 1e-6 of reward_low) "
+        "or all_pass (value within 1e-6 of reward_high).",
+        OneOf(APPLY_TO),
     )
     # Threshold: when virtual samples are added (Eqs. 11-12).
     threshold_mode: str = _key(
@@ -292,22 +372,9 @@ class AVSPOConfig(ConfigBlock):
         0.9, THRESHOLD, "Upper clamp of the adaptive threshold; at least threshold_min.", Number(0.0, 1.0),
         "ACR is a fraction of groups",
     )
-    # Collapse and statistics: which groups are collapsed, and the group statistics (Eqs. 4, 13-14).
-    collapse_tol: float = _key(
-        1e-6, COLLAPSE_AND_STATISTICS,
-        "A group of >= 2 samples is collapsed when its reward std is below this (tau of Eq. 4).",
-        Number(0.0, REWARD_LIMIT, low_open=True),
-        "a std is >= 0, so 0 would find no collapse at all; the upper limit is the one of reward_low and "
-        "reward_high",
-    )
-    apply_to: str = _key(
-        "all", COLLAPSE_AND_STATISTICS,
-        "Which collapsed groups get virtual samples: all, all_fail (value within 1e-6 of reward_low) "
-        "or all_pass (value within 1e-6 of reward_high).",
-        OneOf(APPLY_TO),
-    )
+    # Group statistics (Eqs. 13-14).
     epsilon: float = _key(
-        1e-6, COLLAPSE_AND_STATISTICS, "Added to the std in the advantage denominator (Eq. 14).",
+        1e-6, STATISTICS, "Added to the std in the advantage denominator (Eq. 14).",
         Number(MIN_EPSILON, 1.0),
         "a collapsed group that is not augmented has std 0: epsilon = 0 gives it 0/0 = NaN advantages, and a "
         "tiny one turns the rounding of its float32 mean into huge ones; 1e-9 is OpenRLHF's, the smallest of "
@@ -315,40 +382,19 @@ class AVSPOConfig(ConfigBlock):
         "(at most about 0.7)",
     )
     std: str = _key(
-        "unbiased", COLLAPSE_AND_STATISTICS,
+        "unbiased", STATISTICS,
         "Std of the group statistics: unbiased (divide by n - 1, as verl's GRPO) or population (divide by n, "
         "as the paper's formulas).",
         OneOf(STD_KINDS),
     )
     norm_by_std: bool = _key(
-        True, COLLAPSE_AND_STATISTICS,
+        True, STATISTICS,
         "Divide by the group std. false gives Dr. GRPO advantages (virtual samples still move the mean). "
         "In verl, algorithm.norm_adv_by_std_in_grpo=false also sets it.",
         Boolean(),
     )
-    # Early warnings: stagnation and entropy collapse, logged, never acted on.
-    stagnation_acr: float = _key(
-        0.35, EARLY_WARNINGS,
-        "Stagnation warning: ACR above this for more than stagnation_steps consecutive steps; 0 disables.",
-        Number(0.0, 1.0), "ACR is a fraction of groups",
-    )
-    stagnation_steps: int = _key(
-        50, EARLY_WARNINGS, "Consecutive steps for the stagnation and entropy-collapse warnings, and for the "
-        "inert-trigger warning (threshold_mode adaptive or fixed: no group augmented on this many steps with "
-        "collapsed groups); 0 disables all three.",
-        Integer(0, MAX_STEPS), "a million steps is longer than any RL run",
-    )
-    entropy_floor: float = _key(
-        0.5, EARLY_WARNINGS,
-        "Entropy-collapse warning: mean token entropy (nats) below this for more than stagnation_steps steps; "
-        "0 disables.",
-        Number(0.0, 20.0),
-        "an entropy above 20 nats needs a vocabulary of more than e**20 = 485 million tokens: a higher floor "
-        "would fire on every run",
-    )
-
-    def __post_init__(self) -> None:
-        self.check_keys()
+    def check_rules(self) -> None:
+        super().check_rules()
         if self.threshold_min > self.threshold_max:
             raise ConfigError(
                 f"threshold_min={self.threshold_min!r} is above threshold_max={self.threshold_max!r}: "
@@ -359,11 +405,6 @@ class AVSPOConfig(ConfigBlock):
                 f"threshold_init={self.threshold_init!r} is outside [threshold_min, threshold_max] = "
                 f"[{self.threshold_min!r}, {self.threshold_max!r}], where the adaptive threshold lives"
             )
-        if not self.reward_low < self.reward_high:
-            raise ConfigError(
-                f"reward_low={self.reward_low!r} is not below reward_high={self.reward_high!r}: "
-                "need reward_low < reward_high"
-            )
 
     @property
     def bounded(self) -> bool:
@@ -371,14 +412,8 @@ class AVSPOConfig(ConfigBlock):
         return self.strategy in BOUNDED_STRATEGIES
 
 
-def _same_as_avspo(name: str, section: str | None = None) -> Any:
-    """A field of another block (monitor, selection) with AVSPOConfig's default, allowed values and help for ``name`` (in ``section`` if given)."""
-    shared = AVSPOConfig.__dataclass_fields__[name]
-    return field(default=shared.default, metadata={**shared.metadata, "section": section or shared.metadata["section"]})
-
-
 @dataclass(frozen=True)
-class SelectionConfig(ConfigBlock):
+class SelectionConfig(CollapseSettings):
     """Collapse-aware prompt selection: skip, before generation, prompts predicted to collapse again.
 
     A prompt is predicted to collapse when its last ``min_collapsed_visits`` visits all collapsed (in a
@@ -388,6 +423,7 @@ class SelectionConfig(ConfigBlock):
     """
 
     BLOCK: ClassVar[str] = "avspo_selection"
+    SECTIONS: ClassVar[tuple[str, ...]] = (PREDICTION, REWARDS_AND_COLLAPSE, EXPLORATION, RESUMING)
 
     enable: bool = _key(
         False, PREDICTION, "Experimental (not shown to help: in the lab's study +0.0029 [-0.0030, +0.0088] held-out "
@@ -413,10 +449,6 @@ class SelectionConfig(ConfigBlock):
         "(every response at reward_high); a collapse in another regime ends the streak.",
         OneOf(APPLY_TO),
     )
-    # The shared collapse settings: AVSPOConfig's keys, declared there once (default, allowed values, help).
-    collapse_tol: float = _same_as_avspo("collapse_tol", PREDICTION)
-    reward_low: float = _same_as_avspo("reward_low", PREDICTION)
-    reward_high: float = _same_as_avspo("reward_high", PREDICTION)
     explore: float = _key(
         0.5, EXPLORATION,
         "Probability that a prompt predicted to collapse after exactly min_collapsed_visits collapses is generated "
@@ -449,23 +481,13 @@ class SelectionConfig(ConfigBlock):
         OneOf(ON_DATASET_CHANGE),
     )
 
-    def __post_init__(self) -> None:
-        self.check_keys()
-        if not self.reward_low < self.reward_high:
-            raise ConfigError(
-                f"reward_low={self.reward_low!r} is not below reward_high={self.reward_high!r}: "
-                "need reward_low < reward_high"
-            )
-
 
 # Sections of the monitor's keys.
 MONITOR = "Monitor"
-# The AVSPOConfig keys a monitor reads (collapse, its regimes, the early warnings): the same meaning and default.
-MONITOR_SHARED_KEYS = ("collapse_tol", "reward_low", "reward_high", "stagnation_acr", "stagnation_steps", "entropy_floor")
 
 
 @dataclass(frozen=True)
-class MonitorConfig(ConfigBlock):
+class MonitorConfig(CollapseSettings, EarlyWarningSettings):
     """ACR beside any advantage estimator: the collapse metrics and early warnings, advantages untouched.
 
     Its keys other than ``enable`` are AVSPOConfig's, with the same defaults and meaning; the monitor
@@ -473,6 +495,7 @@ class MonitorConfig(ConfigBlock):
     """
 
     BLOCK: ClassVar[str] = "avspo_monitor"
+    SECTIONS: ClassVar[tuple[str, ...]] = (MONITOR, REWARDS_AND_COLLAPSE, EARLY_WARNINGS)
 
     enable: bool = _key(
         False, MONITOR,
@@ -481,21 +504,12 @@ class MonitorConfig(ConfigBlock):
         "logs them itself). Off by default.",
         Boolean(),
     )
-    collapse_tol: float = _same_as_avspo("collapse_tol")
-    # Here they only say which collapsed groups are all-fail and which all-pass.
-    reward_low: float = _same_as_avspo("reward_low", COLLAPSE_AND_STATISTICS)
-    reward_high: float = _same_as_avspo("reward_high", COLLAPSE_AND_STATISTICS)
-    stagnation_acr: float = _same_as_avspo("stagnation_acr")
-    stagnation_steps: int = _same_as_avspo("stagnation_steps")
-    entropy_floor: float = _same_as_avspo("entropy_floor")
-
-    def __post_init__(self) -> None:
-        self.check_keys()
-        self.avspo_config()  # the rules that join keys (reward_low < reward_high) are AVSPOConfig's
 
     def avspo_config(self) -> AVSPOConfig:
-        """The AVSPO settings the monitor measures with: its keys, ``threshold_mode=never`` (no virtual sample)."""
-        return AVSPOConfig(threshold_mode="never", **{key: getattr(self, key) for key in MONITOR_SHARED_KEYS})
+        """The AVSPO settings the monitor measures with: its shared keys, ``threshold_mode=never`` (no virtual
+        sample, plain GRPO statistics)."""
+        shared = {key: getattr(self, key) for key in self.keys() if key != "enable"}
+        return AVSPOConfig(threshold_mode="never", **shared)
 
 
 def _bad(name: str, value: Any, allowed: str) -> str:
@@ -504,11 +518,13 @@ def _bad(name: str, value: Any, allowed: str) -> str:
 
 def config_help(config_class: type[ConfigBlock] = AVSPOConfig) -> list[tuple[str, Any, str]]:
     """(key, default, help) for every key, in declaration order: the source of the docs and the YAML."""
-    return [(f.name, f.default, f.metadata["help"]) for f in dataclasses.fields(config_class)]
+    return [(f.name, f.default, f.metadata["help"]) for f in config_class.ordered_fields()]
 
 
 def config_sections(config_class: type[ConfigBlock] = AVSPOConfig) -> list[tuple[str, list[tuple[str, Any, str]]]]:
     """(section, its keys as :func:`config_help` gives them) for each section of the class, in order."""
     by_key = {f.name: f.metadata["section"] for f in dataclasses.fields(config_class)}
-    sections = dict.fromkeys(by_key.values())
-    return [(section, [row for row in config_help(config_class) if by_key[row[0]] == section]) for section in sections]
+    return [
+        (section, [row for row in config_help(config_class) if by_key[row[0]] == section])
+        for section in config_class.SECTIONS
+    ]

@@ -125,7 +125,7 @@ def test_fixed_mode_accepts_a_threshold_outside_the_adaptive_clamp():
 
 
 def test_unknown_keys_are_named_with_the_valid_keys():
-    with pytest.raises(ConfigError, match=r"unknown key\(s\) algorithm\.avspo\.alpah; valid keys: strategy, num_virtual"):
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) algorithm\.avspo\.alpah; valid keys: reward_low, reward_high, collapse_tol, strategy"):
         AVSPOConfig.from_mapping({"alpah": 0.5}, where="algorithm.avspo")
     with pytest.raises(ConfigError, match=r"^algorithm\.avspo: alpha=2"):
         AVSPOConfig.from_mapping({"alpha": 2}, where="algorithm.avspo")

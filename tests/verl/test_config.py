@@ -74,7 +74,7 @@ def test_bad_value_from_verl_names_key_value_and_range(make_batch, verl_compute_
 
 
 def test_block_that_is_not_a_mapping_is_an_error():
-    with pytest.raises(ConfigError, match=r"algorithm.avspo must be a block of keys \(strategy, "):
+    with pytest.raises(ConfigError, match=r"algorithm.avspo must be a block of keys \(reward_low, reward_high, collapse_tol, strategy, "):
         avspo_config_from_algorithm(OmegaConf.create({"avspo": 3}))
 
 

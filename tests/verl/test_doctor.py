@@ -69,7 +69,7 @@ def test_avspo_with_one_response_per_prompt_is_a_warning(capsys):
 def test_invalid_config_fails_naming_the_key(capsys):
     assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "+algorithm.avspo.alpah=0.3"]) == 1
     out = capsys.readouterr().out
-    assert "[FAIL] unknown key(s) algorithm.avspo.alpah; valid keys: strategy," in out
+    assert "[FAIL] unknown key(s) algorithm.avspo.alpah; valid keys: reward_low," in out
 
 
 def test_stock_ppo_trainer_config_without_avspo_is_flagged(capsys):

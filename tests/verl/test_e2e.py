@@ -2,14 +2,14 @@
 
 Every run goes through verl's real trainer, workers, rollout and tracker, with the package's
 opt-in CPU support (``avspo_plugin.tools.verl_cpu``). One ``avspo verl-demo`` run (verl's default
-trainer, ``algorithm.adv_estimator=avspo``, 4 steps, a checkpoint at step 2) is made once and shared:
-its step-2 checkpoint is resumed with a multi-output agent loop and two mini-batch updates per step.
+trainer, ``algorithm.adv_estimator=avspo``, 2 steps, a checkpoint at the last) is made once and shared:
+its checkpoint is resumed for steps 3 and 4 with a multi-output agent loop and two mini-batch updates per step.
 A second ``avspo verl-demo`` run takes the legacy trainer with verl's ``grpo``, the ACR monitor and
 prompt selection on, over a 4-prompt dataset so that step 2 revisits step 1's prompts (the avspo
 estimator in the legacy trainer is checked at the trainer-method level, tests/verl/test_checkpoint.py).
 Metrics are read from the tracker's own output: the file backend's JSONL and the console backend's lines.
 
-Cost on 2 cores: three main_ppo launches of about 1 to 1.5 minutes each.
+Cost on 2 cores: three main_ppo launches of about 1.5 to 2 minutes each, most of it verl's start-up.
 """
 
 from __future__ import annotations
@@ -35,14 +35,15 @@ from avspo_plugin.tools.verl_cpu.main_ppo import avspo_metrics_by_step, run_main
 
 # One main_ppo launch needs well under this on 2 cores; a hung run fails instead of stalling CI.
 RUN_TIMEOUT_S = 420
-STEPS = 4
+# The demo runs CHECKPOINT_STEP steps and saves there; the resumed run goes on to STEPS.
 CHECKPOINT_STEP = 2
+STEPS = 4
 # The adaptive threshold with a large step size moves visibly from step 3 on (Eq. 12 first acts after
 # step 2), so a threshold or reward history lost across resume shows in the comparison.
 THRESHOLD_LR = 0.5
 AVSPO_OVERRIDES = ("algorithm.avspo.threshold_mode=adaptive", f"algorithm.avspo.threshold_lr={THRESHOLD_LR}")
-# The demo's seed (model, tokenizer, task). With seed 1 the threshold moves at both steps after the
-# checkpoint (checked below); with seed 0 it stays at threshold_init until step 4.
+# The demo's seed (model, tokenizer, task). With seed 1 the threshold moves after step 2 and after step 3
+# (checked below); with seed 0 it stays at threshold_init until step 4.
 DEMO_SEED = 1
 CONSOLE_STEP = re.compile(r"(?:^|\s)step:(\d+) - ")
 CONSOLE_AVSPO_METRIC = re.compile(r"(?:^|\s)(avspo/\w+):(\S+)")
@@ -94,6 +95,12 @@ def assert_avspo_metrics_at_every_step(steps: dict[int, dict[str, float]], expec
         assert config.threshold_min <= threshold <= config.threshold_max, f"{where}: threshold {threshold}"
 
 
+def eq12(config: AVSPOConfig, tau: float, acr: float, reward: float, previous_reward: float) -> float:
+    """Eq. 12 written out: tau + eta * sign(J_t - J_{t-1}) * (ACR_t - tau), clamped (unmoved when J is unchanged)."""
+    moved = tau + config.threshold_lr * math.copysign(1.0, reward - previous_reward) * (acr - tau)
+    return min(config.threshold_max, max(config.threshold_min, moved if reward != previous_reward else tau))
+
+
 def run_demo(out: Path, steps: int, *arguments: str) -> DemoRun:
     """``avspo verl-demo`` as a user runs it, with the console logger, a checkpoint every CHECKPOINT_STEP."""
     command = [
@@ -108,8 +115,8 @@ def run_demo(out: Path, steps: int, *arguments: str) -> DemoRun:
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    """``avspo verl-demo``: verl's default trainer, the avspo estimator, STEPS steps."""
-    return run_demo(tmp_path_factory.mktemp("verl_demo"), STEPS, *AVSPO_OVERRIDES)
+    """``avspo verl-demo``: verl's default trainer, the avspo estimator, CHECKPOINT_STEP steps, saved at the last."""
+    return run_demo(tmp_path_factory.mktemp("verl_demo"), CHECKPOINT_STEP, *AVSPO_OVERRIDES)
 
 
 # Prompt selection in the legacy run: 4 prompts (one batch), so step 2 draws step 1's prompts again; a
@@ -135,7 +142,7 @@ def legacy_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
 
 
 def test_demo_trains_with_the_default_trainer_and_logs_avspo_metrics_at_every_step(demo_run: DemoRun):
-    steps = list(range(1, STEPS + 1))
+    steps = list(range(1, CHECKPOINT_STEP + 1))
     assert_avspo_metrics_at_every_step(avspo_metrics_by_step(demo_run.metrics_file), steps, "file backend")
     assert_avspo_metrics_at_every_step(console_avspo_metrics(demo_run.log_file), steps, "console backend")
     # The demo tells the user what it does and prints each step's metrics.
@@ -201,14 +208,19 @@ def test_resumed_v1_run_with_multi_output_sessions_in_mini_batches(demo_run: Dem
     """The demo's step-2 checkpoint resumed by verl's default trainer with an agent loop that returns two
     outputs per session, each step split into two mini-batch updates (parameter_sync_step=2). A probe in
     the trainer process compares every advantage step with verl's own GRPO route on the same rows."""
-    uninterrupted = avspo_metrics_by_step(demo_run.metrics_file)
-    thresholds = [uninterrupted[step]["avspo/threshold"] for step in range(1, STEPS + 1)]
-    # The restored tau is what step 3 logs: it must differ from threshold_init for a lost state to show.
-    assert thresholds[CHECKPOINT_STEP] != thresholds[0], f"thresholds {thresholds}: pick another DEMO_SEED"
-
-    # The run as if stopped after step 2: only the step-2 checkpoint, recorded as the latest.
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=THRESHOLD_LR)
+    before = avspo_metrics_by_step(demo_run.metrics_file)
     saved = demo_run.out / "checkpoints" / f"global_step_{CHECKPOINT_STEP}"
     assert saved.is_dir(), f"no checkpoint at step {CHECKPOINT_STEP} in {saved.parent}"
+    # The checkpoint holds tau as Eq. 12 moved it after step 2 (from J_1, J_2 and ACR_2: the first move),
+    # and J_2; step 3 must run under that tau, which differs from threshold_init so that a lost state shows.
+    saved_threshold = json.loads((saved / STATE_FILE).read_text())["threshold"]
+    tau2, acr2, reward2 = (before[2][f"avspo/{name}"] for name in ("threshold", "acr", "reward_mean"))
+    assert saved_threshold["tau"] == pytest.approx(eq12(config, tau2, acr2, reward2, before[1]["avspo/reward_mean"]))
+    assert saved_threshold["prev_reward_mean"] == pytest.approx(reward2)
+    assert saved_threshold["tau"] != config.threshold_init, f"{saved_threshold}: pick another DEMO_SEED"
+
+    # The run as if stopped after step 2: the step-2 checkpoint, recorded as the latest.
     checkpoints = tmp_path / "checkpoints"
     shutil.copytree(saved, checkpoints / saved.name)
     (checkpoints / "latest_checkpointed_iteration.txt").write_text(str(CHECKPOINT_STEP))
@@ -250,11 +262,8 @@ def test_resumed_v1_run_with_multi_output_sessions_in_mini_batches(demo_run: Dem
 
     # Resume: step 3 runs under the restored tau; step 4 under tau moved once by Eq. 12 from the restored
     # previous reward J_2 and step 3's pooled ACR and reward (a lost J_2 would leave tau where it was).
-    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=THRESHOLD_LR)
     tau3, acr3, reward3 = (resumed[3][f"avspo/{name}"] for name in ("threshold", "acr", "reward_mean"))
-    assert tau3 == thresholds[CHECKPOINT_STEP]
-    reward2 = uninterrupted[CHECKPOINT_STEP]["avspo/reward_mean"]
-    moved = tau3 + THRESHOLD_LR * math.copysign(1.0, reward3 - reward2) * (acr3 - tau3) if reward3 != reward2 else tau3
-    expected_tau4 = min(config.threshold_max, max(config.threshold_min, moved))
+    assert tau3 == saved_threshold["tau"]
+    expected_tau4 = eq12(config, tau3, acr3, reward3, reward2)
     assert resumed[4]["avspo/threshold"] == pytest.approx(expected_tau4, abs=1e-12)
     assert expected_tau4 != tau3, "step 3 left tau unmoved: the check cannot tell a lost J_2; pick another DEMO_SEED"

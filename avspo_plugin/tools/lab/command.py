@@ -25,7 +25,7 @@ from .settings import LabSettings
 # The built-in default and the quick check: what they change in LabSettings, and their seeds.
 DEFAULT_SEEDS = 3
 # A toy budget that checks everything runs: a short warm-up, few prompts, a small held-out split.
-QUICK = {"steps": 8, "eval_every": 4, "prompts": 16, "warmup_steps": 300, "held_out_per_tier": 20, "eval_samples": 2}
+QUICK = {"steps": 8, "eval_every": 4, "prompts": 16, "warmup_steps": 60, "held_out_per_tier": 20, "eval_samples": 2}
 QUICK_SEEDS = 2
 
 
