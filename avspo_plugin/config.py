@@ -3,7 +3,7 @@
 Hosts read it from their own config systems (verl: ``algorithm.avspo.<key>``;
 TRL: fields of the trainer config; OpenRLHF: ``--avspo.<key>`` flags) and build
 it with :meth:`AVSPOConfig.from_mapping`, which rejects unknown keys. The
-packaged verl YAML and docs/config.md are generated from these fields.
+packaged verl YAML and docs/using/config.md are generated from these fields.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ STD_KINDS = ("unbiased", "population")
 
 
 # Sections of the keys, as TRL's GRPOConfig groups its fields; each block lists its own in order (SECTIONS), and
-# docs/config.md and the packaged YAML follow them.
+# docs/using/config.md and the packaged YAML follow them.
 # The reward range and the collapse tolerance: shared by AVSPO, the monitor and prompt selection.
 REWARDS_AND_COLLAPSE = "Rewards and collapse"
 VIRTUAL_SAMPLES = "Virtual samples"
 THRESHOLD = "Threshold"
 STATISTICS = "Group statistics"
 EARLY_WARNINGS = "Early warnings"
-# Sections of the prompt-selection keys (docs/selection.md).
+# Sections of the prompt-selection keys (docs/using/selection.md).
 PREDICTION = "Prediction"
 EXPLORATION = "Exploration"
 RESUMING = "Resuming"
@@ -293,7 +293,7 @@ class EarlyWarningSettings(ConfigBlock):
 
 @dataclass(frozen=True)
 class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
-    """AVSPO and ACR settings. Equation numbers refer to the AVSPO paper (see docs/method.md)."""
+    """AVSPO and ACR settings. Equation numbers refer to the AVSPO paper (see docs/method/method.md)."""
 
     # The block's name in error messages when the host gives none.
     BLOCK: ClassVar[str] = "avspo"
@@ -352,7 +352,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         "prompt per step, in a batch of any size); adaptive: ACR_t > tau_t, tau updated by Eq. 12 after each step "
         "(the paper's equations: the faithful mode); fixed: ACR_t > threshold_init; never: monitor only (plain GRPO "
         "advantages, all metrics). The default is always because in a batch of many prompts ACR_t seldom exceeds "
-        "tau_t, so the adaptive trigger leaves the run plain GRPO: in the lab's study (docs/results.md) adaptive did "
+        "tau_t, so the adaptive trigger leaves the run plain GRPO: in the lab's study (docs/evidence/results.md) adaptive did "
         "not act at 128 prompts per step, and always gained +0.0104 [+0.0075, +0.0133] held-out accuracy over GRPO, "
         "+0.032 [+0.010, +0.054] over GRPO at its own best learning rate.",
         OneOf(THRESHOLD_MODES),
@@ -419,7 +419,7 @@ class SelectionConfig(CollapseSettings):
     A prompt is predicted to collapse when its last ``min_collapsed_visits`` visits all collapsed (in a
     regime of ``apply_to``); such a prompt is still retried with the probability of
     :func:`avspo_plugin.core.selection.retry_probability`, and at most ``max_skip_fraction`` of the
-    candidates of one choice are skipped (docs/selection.md).
+    candidates of one choice are skipped (docs/using/selection.md).
     """
 
     BLOCK: ClassVar[str] = "avspo_selection"
@@ -427,7 +427,7 @@ class SelectionConfig(CollapseSettings):
 
     enable: bool = _key(
         False, PREDICTION, "Experimental (not shown to help: in the lab's study +0.0029 [-0.0030, +0.0088] held-out "
-        "accuracy vs GRPO, docs/results.md): skip prompts predicted to collapse before generating their responses. "
+        "accuracy vs GRPO, docs/evidence/results.md): skip prompts predicted to collapse before generating their responses. "
         "Off by default.",
         Boolean(),
     )

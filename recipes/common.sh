@@ -46,7 +46,7 @@ require_files() {
   for file in "$@"; do
     if [[ ! -f "$file" ]]; then
       die "$variable: no such file: $file
-  Write the data with avspo_plugin.tools.math_data.prepare (see docs/recipes.md), e.g.
+  Write the data with avspo_plugin.tools.math_data.prepare (see docs/using/recipes.md), e.g.
     $PYTHON -m avspo_plugin.tools.math_data.prepare eval --out-dir $DATA_DIR/eval
   or point $variable (or DATA_DIR) at your copy."
     fi
@@ -154,7 +154,7 @@ verl_command() {
   if [[ "${NNODES:-1}" -gt 1 ]] && ! has_override '\+*data\.train_batch_size=' "$@"; then
     echo "note: NNODES=$NNODES with the recipe's prompts per step: more nodes split the same sequences over more
   GPUs, so each does less per step; scale data.train_batch_size and actor_rollout_ref.actor.ppo_mini_batch_size
-  with the nodes (docs/recipes.md, \"Sizing\")" >&2
+  with the nodes (docs/using/recipes.md, \"Sizing\")" >&2
   fi
   VERL_CMD=(
     "$PYTHON" -m verl.trainer.main_ppo

@@ -3,7 +3,7 @@
 # parallel 4 x pipeline parallel 2, vLLM rollout tensor parallel 4. On two nodes (the head node of a
 # running two-node Ray cluster, or run_slurm.sh / submit_ray_job.sh with RECIPE=avspo_megatron_14b),
 # double the prompts per step so that every GPU keeps its work: NNODES=2 ... data.train_batch_size=2
-# actor_rollout_ref.actor.ppo_mini_batch_size=2 (docs/recipes.md, "Sizing").
+# actor_rollout_ref.actor.ppo_mini_batch_size=2 (docs/using/recipes.md, "Sizing").
 # Usage: [MODEL_PATH=...] [DATA_DIR=...] bash recipes/run_avspo_megatron_14b.sh [hydra overrides]
 # Settings (MODEL_PATH, DATA_DIR, TRAIN_FILES, VAL_FILES, N_GPUS_PER_NODE, NNODES, ...): recipes/common.sh.
 set -euo pipefail

@@ -6,7 +6,7 @@
 # One prompt per step, as the paper trained: ACR is 0 or 1, so every collapsed group is augmented with K = G virtual
 # samples whatever algorithm.avspo.threshold_mode says (the paper's operating point). With more prompts per step
 # (data.train_batch_size > 1) the default threshold_mode=always keeps that operating point; the paper's adaptive
-# trigger (algorithm.avspo.threshold_mode=adaptive) then seldom opens: in the lab's study (docs/results.md) it never
+# trigger (algorithm.avspo.threshold_mode=adaptive) then seldom opens: in the lab's study (docs/evidence/results.md) it never
 # did at 128 prompts per step, while AVSPO acting on every collapsed group beat GRPO.
 set -euo pipefail
 

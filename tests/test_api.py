@@ -1,4 +1,4 @@
-"""docs/api.md: every name it lists imports from the module it names, and the top level's __all__ is its first table."""
+"""docs/using/api.md: every name it lists imports from the module it names, and the top level's __all__ is its first table."""
 
 import importlib
 import re
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import avspo_plugin
 
-API = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+API = (Path(__file__).resolve().parents[1] / "docs" / "using" / "api.md").read_text()
 
 
 def listed_names() -> dict[str, list[str]]:
@@ -27,7 +27,7 @@ def test_every_listed_name_imports():
     for module_name, names in listed.items():
         module = importlib.import_module(module_name)
         missing = [name for name in names if not hasattr(module, name)]
-        assert not missing, f"docs/api.md lists {missing} under {module_name}, which has no such name"
+        assert not missing, f"docs/using/api.md lists {missing} under {module_name}, which has no such name"
 
 
 def test_top_level_all_is_the_documented_list():

@@ -1,4 +1,4 @@
-"""Every ```python example of README.md and docs/trl.md runs as written, so a page that drifts from the code fails.
+"""Every ```python example of README.md and docs/using/trl.md runs as written, so a page that drifts from the code fails.
 
 The examples name a hub model and a hub dataset on lines of their own, ``MODEL = "..."`` and ``DATASET = "..."``.
 The tests run without hub access, so those two assignments, and nothing else, are replaced: ``MODEL`` by a tiny
@@ -21,7 +21,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("README.md", "docs/trl.md")
+PAGES = ("README.md", "docs/using/trl.md")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 # The two assignments a page's example may name hub data with; the test replaces each by a local stand-in.
 STAND_INS = ("MODEL", "DATASET")
@@ -38,9 +38,9 @@ PYTHON_EXAMPLES = [block for page in PAGES for block in blocks(page) if block[2]
 
 
 def test_the_pages_hold_the_examples_this_test_runs():
-    """docs/trl.md's two TRL examples are found, so that the test below cannot pass by finding none."""
+    """docs/using/trl.md's two TRL examples are found, so that the test below cannot pass by finding none."""
     found = [(page, code.count("AVSPOGRPOTrainer(")) for page, _, _, code in PYTHON_EXAMPLES]
-    assert sum(count for page, count in found if page == "docs/trl.md") == 2, found
+    assert sum(count for page, count in found if page == "docs/using/trl.md") == 2, found
 
 
 # Printable ASCII and a newline: every character of the chat template and of the stand-in prompt has a token.

@@ -8,7 +8,7 @@ from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS
 from avspo_plugin.tools.docs_pages import PAGES
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "using"
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))

@@ -152,5 +152,5 @@ def inert_trigger_message(warning: StreakWarning, config: AVSPOConfig, step: int
         f"threshold{tau} (threshold_mode={config.threshold_mode}, threshold_init={config.threshold_init}), so the "
         f"run has been GRPO on those steps. A batch of many prompts seldom has ACR above tau: the paper trained on "
         f"one prompt per step, where every collapsed group was augmented. threshold_mode=always augments every "
-        f"collapsed group at every step (docs/method.md, the paper's operating point)."
+        f"collapsed group at every step (docs/method/method.md, the paper's operating point)."
     )

@@ -42,7 +42,7 @@ MONITOR_METRICS = (
     "wasted_rollouts", "reward_mean",
 )  # fmt: skip
 
-# How each reduction reads in docs/metrics.md.
+# How each reduction reads in docs/using/metrics.md.
 REDUCTION_HELP = {
     "per_group": "pooled over the step's groups",
     "per_sample": "pooled over the step's samples",

@@ -9,7 +9,7 @@ One step of Eq. 12 is one host step (one logged step, one weight sync), however 
 calls it takes: every call of a step compares its own ACR with the same tau_t, and the step's
 close advances tau once, with the ACR and mean reward pooled over all of the step's calls. A host
 that splits a step into mini-batches (verl's ``parameter_sync_step``) thus moves the threshold
-exactly as one call over the whole step would (docs/method.md, decision 8).
+exactly as one call over the whole step would (docs/method/method.md, decision 8).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         if args.openrlhf_args in (["--help"], ["-h"]):  # train_ppo_ray's help needs OpenRLHF: say what is missing
             print("usage: avspo openrlhf ARGS\n\nRun OpenRLHF's train_ppo_ray with the avspo estimator; ARGS are "
                   "train_ppo_ray's own, with --algo.advantage.estimator avspo and --algo.advantage.avspo.<key> "
-                  "options (docs/openrlhf.md). This command needs the 'openrlhf' extra: pip install "
+                  "options (docs/using/openrlhf.md). This command needs the 'openrlhf' extra: pip install "
                   "'avspo-plugin[openrlhf]' (OpenRLHF is not installed here).")
             return 0
         raise ModuleNotFoundError(

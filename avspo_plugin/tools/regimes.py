@@ -1,6 +1,6 @@
 """Collapse regimes: which kind of collapsed group dominates. One rule for the lab's study, which names its base
 policies by it, and for ``avspo analyze``, which names a user's run by it and points to the study's row for that
-regime in docs/results.md.
+regime in docs/evidence/results.md.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ REGIME_TITLES = {"all_fail": "all-fail dominant", "mixed": "mixed", "all_pass": 
 DOMINANCE = 2.0  # a kind of collapse dominates when its share is at least this many times the other's
 # Below this share of collapsed groups (or rollouts) collapse is too rare to have a regime that matters.
 MIN_COLLAPSED = 0.05
-DECISION_TABLE = "docs/results.md#decision-table"
+DECISION_TABLE = "docs/evidence/results.md#decision-table"
 
 
 def collapse_regime(all_fail: float, all_pass: float) -> str:

@@ -81,7 +81,7 @@ algorithm:
 
 _SELECTION_HEADER = _GENERATED.format(source="SelectionConfig") + f"""\
 #
-# Collapse-aware prompt selection (docs/selection.md): every key of algorithm.avspo_selection with its
+# Collapse-aware prompt selection (docs/using/selection.md): every key of algorithm.avspo_selection with its
 # default (a missing block means these: off). It sets no estimator, so it composes on grpo runs as well:
 #   hydra: {{searchpath: [pkg://verl.trainer.config, pkg://avspo_plugin.verl.config]}}
 #   defaults: [ppo_trainer, {SELECTION_CONFIG_NAME}, _self_]
@@ -94,7 +94,7 @@ algorithm:
 
 _MONITOR_HEADER = _GENERATED.format(source="MonitorConfig") + f"""\
 #
-# The ACR monitor (docs/verl.md): every key of algorithm.avspo_monitor with its default (a missing block
+# The ACR monitor (docs/using/verl.md): every key of algorithm.avspo_monitor with its default (a missing block
 # means these: off). It sets no estimator and changes no advantage, so it composes on any run:
 #   hydra: {{searchpath: [pkg://verl.trainer.config, pkg://avspo_plugin.verl.config]}}
 #   defaults: [ppo_trainer, {MONITOR_CONFIG_NAME}, _self_]

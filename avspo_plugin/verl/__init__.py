@@ -4,7 +4,7 @@ verl loads this module in every process that imports verl, through the ``verl.pl
 point (verl >= 0.9) or ``VERL_USE_EXTERNAL_MODULES=avspo_plugin.verl`` (verl 0.6.1 - 0.8.x).
 Importing it registers the estimator and installs the hooks of :mod:`avspo_plugin.verl.hooks`
 (config check before the first rollout, ``avspo/*`` metrics in verl's tracker, state in verl's
-checkpoints, the ACR monitor beside other estimators, prompt selection). See docs/verl.md.
+checkpoints, the ACR monitor beside other estimators, prompt selection). See docs/using/verl.md.
 
 Its modules, by concern:
 
@@ -19,7 +19,7 @@ Its modules, by concern:
 ``config/`` holds the packaged hydra configs, which verl reads as YAML; avspo_plugin/tools/verl_hydra_configs.py
 generates them.
 
-Every verl function the plugin touches, and the module of its wrapper (docs/verl.md has the same table;
+Every verl function the plugin touches, and the module of its wrapper (docs/using/verl.md has the same table;
 a test checks both against the registry of :mod:`avspo_plugin.verl.hooks` and its trl patch):
 
 | verl function | when it runs | needed by | wrapper in | why verl 0.9 offers no extension point |

@@ -106,7 +106,7 @@ def refuse_with_group_filtering(config: Any) -> None:
         raise ConfigError(problem)
 
 
-# verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/compatibility.md).
+# verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/method/compatibility.md).
 KNOWN_GOOD_VERL = VERL.tested
 
 

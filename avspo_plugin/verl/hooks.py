@@ -4,7 +4,7 @@ verl gives a registered estimator no way to log metrics, to check its config bef
 rollout, to keep state across a resume, or to see agent-loop sessions; it has no way to choose
 prompts before generation, and no place for a monitor beside another estimator. Loading the plugin
 therefore wraps, in memory (verl's files stay as installed), the functions of :data:`HOOKS`; the
-package's docstring and docs/verl.md list them with when each runs in a step, the module of its
+package's docstring and docs/using/verl.md list them with when each runs in a step, the module of its
 wrapper (each beside the feature it serves) and why verl offers no extension point. The wrappers of
 the launcher's ``validate_config`` and the trainers' ``__init__`` are here: they run the launch-time
 guards (:mod:`~avspo_plugin.verl.guards`) and check, and place, the hooks a run needs.

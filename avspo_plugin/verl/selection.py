@@ -1,4 +1,4 @@
-"""Collapse-aware prompt selection in verl's trainers (``algorithm.avspo_selection.*``, docs/selection.md).
+"""Collapse-aware prompt selection in verl's trainers (``algorithm.avspo_selection.*``, docs/using/selection.md).
 
 verl 0.9.1 draws the prompts of each step from a ``StatefulDataLoader`` over the sampler of
 ``verl.trainer.ppo.utils.create_rl_sampler`` (a random or sequential one; no custom prompt

@@ -72,7 +72,7 @@ def test_final_score_is_projected_only_when_asked(tmp_path, analyze):
     assert "projected final" not in out and "  projected  " not in out  # no line per run, no table column
     why = ("No final score projected: the paper's line (final MATH-500 accuracy = 51.4 - 29.6 * ACR_100, over 245 "
            "GRPO configurations of Qwen2.5-Math) is the paper's measurement on its models, not a forecast for this run.")
-    assert out.count(why) == 1 and why in (Path(__file__).parents[2] / "docs" / "analyze.md").read_text()
+    assert out.count(why) == 1 and why in (Path(__file__).parents[2] / "docs" / "using" / "analyze.md").read_text()
 
     code, document, out, _ = analyze(stalled, healthy, "--paper-fit", out=tmp_path / "paper")
     assert code == 0 and "the paper's line" in document["settings"]["fit"]
@@ -125,7 +125,7 @@ def test_each_run_is_named_by_its_regime_and_pointed_to_the_decision_table(tmp_p
     assert second["regime"]["name"] == "mixed"
     assert [row["regime"] for row in document["comparison"]] == ["all_fail", "mixed"]
     assert "Regime: all-fail dominant (the prompts are mostly too hard for the policy). The row 'all-fail " \
-           "dominant' of the decision table (docs/results.md#decision-table)" in out
+           "dominant' of the decision table (docs/evidence/results.md#decision-table)" in out
     assert "Regime: mixed. The row 'mixed'" in out
 
 

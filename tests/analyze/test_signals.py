@@ -164,4 +164,4 @@ def test_a_run_with_too_little_collapse_or_no_split_has_no_regime():
     assert signals.regime({"all_fail": 0.02, "all_pass": 0.01, "collapsed": 0.03}) is None
     assert signals.regime({"all_fail": None, "all_pass": None, "collapsed": 0.5}) is None
     named = signals.regime({"all_fail": 0.05, "all_pass": 0.30, "collapsed": 0.35})
-    assert named["name"] == "all_pass" and named["decision_table"] == "docs/results.md#decision-table"
+    assert named["name"] == "all_pass" and named["decision_table"] == "docs/evidence/results.md#decision-table"

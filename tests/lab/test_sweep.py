@@ -100,7 +100,7 @@ def test_the_signal_that_predicts_gains_out_of_sample_and_noise_does_not():
 def test_bootstrap_interval_over_bases_covers_the_truth():
     """Over 60 data sets of 6 bases x 16 runs, the interval on early ACR's out-of-sample R^2 covers its expected
     value (the mean estimate over the data sets) in most of them: a percentile bootstrap over 6 bases is narrower
-    than nominal (about 85% here), as docs/sweep.md says."""
+    than nominal (about 85% here), as docs/evidence/sweep.md says."""
     intervals = np.array([[table["value"], *table["ci95"]] for seed in range(60) for table in
                           [prediction_table(synthetic_points(100 + seed), reps=300, seed=seed)["alone"]["acr"]["oos_r2"]]])
     truth = intervals[:, 0].mean()

@@ -98,7 +98,7 @@ def runtime_report(release_source, flat_release_source, openrlhf_root) -> dict:
         "runtime",
         str(release_source),
         str(flat_release_source),
-        str(REPO / "docs" / "openrlhf.md"),
+        str(REPO / "docs" / "using" / "openrlhf.md"),
         str(openrlhf_root / "runtime.pt"),
         str(openrlhf_root / "tb-runtime"),
     )

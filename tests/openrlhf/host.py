@@ -344,7 +344,7 @@ def flat_report(release: SimpleNamespace) -> dict:
 
 
 def documented_command(doc: str) -> list[str]:
-    """The arguments of the ``avspo openrlhf`` command shown in docs/openrlhf.md."""
+    """The arguments of the ``avspo openrlhf`` command shown in docs/using/openrlhf.md."""
     block = re.search(r"```bash\n(avspo openrlhf .*?)```", Path(doc).read_text(), flags=re.S)
     return shlex.split(block.group(1).replace("\\\n", " "))[2:]
 

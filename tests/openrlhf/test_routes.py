@@ -209,7 +209,7 @@ def test_flat_flag_release_runtime_route(runtime_report, host):
 
 
 def test_documented_command_parses(runtime_report):
-    """The ``avspo openrlhf`` command of docs/openrlhf.md passes OpenRLHF's own argument checks."""
+    """The ``avspo openrlhf`` command of docs/using/openrlhf.md passes OpenRLHF's own argument checks."""
     assert runtime_report["documented_command"] == {
         "estimator": "avspo",
         "n_samples_per_prompt": 8,

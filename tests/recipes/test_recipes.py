@@ -41,7 +41,7 @@ def script_env(**overrides):
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    """DATA_DIR laid out as docs/recipes.md writes it, from the fixtures."""
+    """DATA_DIR laid out as docs/using/recipes.md writes it, from the fixtures."""
     data = tmp_path_factory.mktemp("avspo_data")
     assert prepare.main(["math", "--local", str(FIXTURES / "math_train.jsonl"), "--out", str(data / "math.parquet")]) == 0
     level3 = ["level3-500", "--train", str(data / "math.parquet"), "--out", str(data / "level3_500.parquet")]
@@ -256,7 +256,7 @@ def test_megatron_recipes(composed, recipe, model, tp, pp, rollout_tp, nodes):
 
 
 def sizing(config):
-    """What each GPU gets per step (docs/recipes.md, "Sizing"): the Megatron layout and the work per rank."""
+    """What each GPU gets per step (docs/using/recipes.md, "Sizing"): the Megatron layout and the work per rank."""
     actor, rollout = config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
     gpus = config.trainer.nnodes * config.trainer.n_gpus_per_node
     model_parallel = actor.megatron.tensor_model_parallel_size * actor.megatron.pipeline_model_parallel_size
@@ -282,7 +282,7 @@ TWO_NODE_14B = ["trainer.nnodes=2", "data.train_batch_size=2", "actor_rollout_re
 
 
 def test_megatron_sizing(composed, data_dir):
-    """The arithmetic of docs/recipes.md: with one prompt (8 sequences) per step the 14B recipe fills one
+    """The arithmetic of docs/using/recipes.md: with one prompt (8 sequences) per step the 14B recipe fills one
     node (every GPU in the one TP 4 x PP 2 replica, 8 micro-batches, 2 vLLM replicas of 4 sequences);
     its two-node form doubles the prompts so each GPU keeps that work; two nodes with one prompt would
     halve it."""

@@ -1,6 +1,6 @@
 """The math reward against hand-given labels and against verl's own math scorers (imported from the
 installed verl), on tests/recipes/fixtures/reward_pairs.yaml: every verdict of this package's two
-answer rules equals the label except the misses the file lists, and the table in docs/recipes.md
+answer rules equals the label except the misses the file lists, and the table in docs/using/recipes.md
 is the one computed here."""
 
 from pathlib import Path
@@ -11,7 +11,7 @@ from avspo_plugin.tools.math_data import agreement
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS_FILE = Path(__file__).parent / "fixtures" / "reward_pairs.yaml"
-DOCS = ROOT / "docs" / "recipes.md"
+DOCS = ROOT / "docs" / "using" / "recipes.md"
 ISSUE_CATEGORIES = {
     "fractions and decimals", "symbolic", "intervals", "tuples", "units", "currency", "percent",
     "several parts", "no answer", "garbage", "very long output",
@@ -55,8 +55,8 @@ def test_docs_table_is_the_computed_one(pairs, results):
     table = agreement.agreement_table(pairs, results)
     text = DOCS.read_text(encoding="utf-8")
     assert agreement.TABLE_START + "\n" + table + agreement.TABLE_END in text, (
-        "docs/recipes.md's agreement table is stale: run "
-        "python -m avspo_plugin.tools.math_data.agreement tests/recipes/fixtures/reward_pairs.yaml --write-docs docs/recipes.md\n"
+        "docs/using/recipes.md's agreement table is stale: run "
+        "python -m avspo_plugin.tools.math_data.agreement tests/recipes/fixtures/reward_pairs.yaml --write-docs docs/using/recipes.md\n"
         + table
     )
     timing = text.split(agreement.TIMING_START + "\n", 1)[1].split(agreement.TIMING_END, 1)[0]

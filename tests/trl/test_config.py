@@ -11,7 +11,7 @@ from avspo_plugin.tools.trl_options_table import TABLE_BEGIN, TABLE_END, options
 from avspo_plugin.trl import AVSPOGRPOConfig
 from avspo_plugin.trl.config import FIELD_PREFIX, HOST_KEYS
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "trl.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "using" / "trl.md"
 CPU = dict(use_cpu=True, bf16=False, report_to=[])
 
 
@@ -101,5 +101,5 @@ def test_docs_option_table_is_the_generated_one():
     text = DOC.read_text()
     committed = text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0].strip()
     assert committed == options_table(), (
-        "docs/trl.md options are stale: run `python -m avspo_plugin.tools.trl_options_table docs/trl.md`"
+        "docs/using/trl.md options are stale: run `python -m avspo_plugin.tools.trl_options_table docs/using/trl.md`"
     )

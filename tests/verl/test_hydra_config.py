@@ -60,7 +60,7 @@ def test_main_ppo_cfg_job_prints_avspo_estimator_and_block(tmp_path):
 
 
 def test_a_recipe_composes_on_the_packaged_config(tmp_path):
-    """The recipe form docs/verl.md shows: both searchpaths, defaults [ppo_trainer, avspo_algorithm, _self_]."""
+    """The recipe form docs/using/verl.md shows: both searchpaths, defaults [ppo_trainer, avspo_algorithm, _self_]."""
     from hydra import compose, initialize_config_dir
 
     (tmp_path / "my_recipe.yaml").write_text(
@@ -91,7 +91,7 @@ def test_a_recipe_composes_on_the_packaged_config(tmp_path):
     ],
 )
 def test_which_override_prefix_each_config_takes(config_name, override, outcome):
-    """The table in docs/verl.md: when algorithm.avspo.* needs +, ++ or nothing."""
+    """The table in docs/using/verl.md: when algorithm.avspo.* needs +, ++ or nothing."""
     from hydra import compose, initialize_config_module
     from hydra.errors import ConfigCompositionException
 

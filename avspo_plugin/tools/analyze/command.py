@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"a group is collapsed when its reward std is below this (default {DEFAULTS.collapse_tol})")
     parser.add_argument(
         "--selection", action="append", default=[], metavar="KEY=VALUE",
-        help="a key of the prompt selection replayed on rollout dumps (docs/selection.md), e.g. explore=0.25; "
+        help="a key of the prompt selection replayed on rollout dumps (docs/using/selection.md), e.g. explore=0.25; "
              "repeat for several; reward_low, reward_high and collapse_tol follow the options above",
     )
     parser.add_argument("--top", type=positive_int, default=10, help="prompts listed as the biggest wasters (default 10)")

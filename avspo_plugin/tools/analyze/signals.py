@@ -339,7 +339,7 @@ def advice(run: dict[str, Any]) -> list[str]:
             lines.append(
                 f"AVSPO hardly acted: on the {_pct(1 - avspo['triggered_steps'])} of steps its trigger stayed shut "
                 "the run trained as GRPO. A batch of many prompts seldom has ACR above the threshold; "
-                "threshold_mode=always augments every collapsed group at every step (docs/method.md)."
+                "threshold_mode=always augments every collapsed group at every step (docs/method/method.md)."
             )
     elif avspo["acr"] > 0:
         lines.append(

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", choices=HOSTS, default="verl",
         help="the framework to check (default: verl). trl and openrlhf: installed versions, supported or not, "
-        "whether the adapter applies; exit 0 applies, 1 does not, 2 not installed (docs/trl.md, docs/openrlhf.md)",
+        "whether the adapter applies; exit 0 applies, 1 does not, 2 not installed (docs/using/trl.md, docs/using/openrlhf.md)",
     )
     verl.add_arguments(parser)
 

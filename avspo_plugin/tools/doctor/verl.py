@@ -296,7 +296,7 @@ def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> l
             "0.28-0.45, so this run may train as GRPO on most steps (avspo/triggered says which; a warning comes after "
             f"stagnation_steps={avspo.stagnation_steps} such steps). The paper trained one prompt per step, where every "
             "collapsed group was augmented: algorithm.avspo.threshold_mode=always does that in any batch "
-            "(docs/method.md)"
+            "(docs/method/method.md)"
         )))
     return notes
 

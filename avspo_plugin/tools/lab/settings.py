@@ -32,7 +32,7 @@ class LabSettings:
     mix: tuple[float, ...] = (1, 1, 1, 1)  # RL prompt weights per tier (normalised)
     warmup_mix: tuple[float, ...] = (4, 3, 2, 1)  # warm-up weights per tier
     # 750 steps stop the warm-up while it is learning the carry rule: greedy decoding is nearly always right (0.97)
-    # but a sampled answer less often (0.78 at temperature 1), a coverage gap for RL to close (docs/lab.md).
+    # but a sampled answer less often (0.78 at temperature 1), a coverage gap for RL to close (docs/evidence/lab.md).
     warmup_steps: int = 750
     warmup_batch: int = 64
     warmup_lr: float = 3e-3
@@ -52,7 +52,7 @@ class LabSettings:
     # is evaluated at these fractions of the budget (the first step at which its rollouts reach each).
     rollout_budget: int = 0
     eval_fractions: tuple[float, ...] = (0.35, 0.7, 1.0)
-    # GRPO's settings, frozen from tuning round 5 (docs/tuning/tuning.md), where plain GRPO passed every gate on
+    # GRPO's settings, frozen from tuning round 5 (docs/evidence/tuning/tuning.md), where plain GRPO passed every gate on
     # an all-fail-dominant, a mixed and an all-pass-dominant base: 128 prompts x G = 4 per step, lr 1.5e-4 (1/20 of
     # the warm-up's: at 2e-4 and 3e-4 the mixed base's all-fail groups vanished too early for gate G3), a gradient
     # clip of 10 that bound on no update (5 bound on 12% of them at lr 3e-4, round 3).

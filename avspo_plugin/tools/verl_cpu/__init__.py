@@ -12,7 +12,7 @@ verl imports it on ``import verl``) does three things; ``VERL_PLATFORM=cpu`` the
 It also selects verl's FSDP engine for the CPU (``VERL_ENGINE_DEVICE=cuda``,
 ``VERL_ENGINE_VENDOR=nvidia``, verl's own override; the engine runs on whatever device
 the platform names) unless those are set already. The package's ``verl.plugins`` entry
-point never imports this module. docs/verl-cpu.md lists the overrides a CPU run needs.
+point never imports this module. docs/using/verl-cpu.md lists the overrides a CPU run needs.
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ def build_demo_files(out: Path, train_prompts: int = 256, test_prompts: int = 16
 
 
 def cpu_overrides(files: DemoFiles) -> list[str]:
-    """Hydra overrides for a CPU run of main_ppo on the demo files; docs/verl-cpu.md says why each is there."""
+    """Hydra overrides for a CPU run of main_ppo on the demo files; docs/using/verl-cpu.md says why each is there."""
     mini = GROUP_SIZE * PROMPTS_PER_STEP
     return [
         f"data.train_files={files.train_file}",

@@ -1,8 +1,8 @@
 """``avspo lab study``, ``avspo lab tune``, ``avspo lab sweep``: the research actions, each with its own options.
 
-``study`` is the powered comparison of docs/study.md (study.py), ``tune`` one round of tuning GRPO alone on the
-study's bases (tuning.py, docs/tuning/), ``sweep`` GRPO over bases x learning rates x G x tier mixes, testing early
-ACR as a predictor of the final gain (sweep.py, docs/sweep.md).
+``study`` is the powered comparison of docs/evidence/study.md (study.py), ``tune`` one round of tuning GRPO alone on the
+study's bases (tuning.py, docs/evidence/tuning/), ``sweep`` GRPO over bases x learning rates x G x tier mixes, testing early
+ACR as a predictor of the final gain (sweep.py, docs/evidence/sweep.md).
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ SHARED_WITH_DEMO = {
     "tune": ("seeds", "jobs", "out", "no_progress"),
     "sweep": ("quick", "seeds", "jobs", "out", "no_progress"),
 }
-STUDY_HELP = "the powered comparison of docs/study.md: gates, then every method on the bases that pass (hours of CPU)"
-TUNE_HELP = "one round of tuning GRPO alone on the study's bases, on seeds the study does not use (docs/tuning/)"
+STUDY_HELP = "the powered comparison of docs/evidence/study.md: gates, then every method on the bases that pass (hours of CPU)"
+TUNE_HELP = "one round of tuning GRPO alone on the study's bases, on seeds the study does not use (docs/evidence/tuning/)"
 SWEEP_HELP = ("GRPO over bases x lr x G x tier mix: does early ACR predict the final gain beyond early reward and base "
-              "accuracy, on bases held out (docs/sweep.md, about 2 hours on 2 cores)")
+              "accuracy, on bases held out (docs/evidence/sweep.md, about 2 hours on 2 cores)")
 
 
 def add_parsers(actions: argparse._SubParsersAction) -> None:
     """A parser for each action of RUNS, with its options, among the actions of ``avspo lab``."""
     study_parser = actions.add_parser(
         "study", help=STUDY_HELP,
-        description=f"{STUDY_HELP}. Its design fixes the training settings (docs/study.md): the demo's --steps, --lr, "
+        description=f"{STUDY_HELP}. Its design fixes the training settings (docs/evidence/study.md): the demo's --steps, --lr, "
                     "... are not options here.")
     study_parser.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
                               help=f"the study's design on a toy budget and warm-up, {study.QUICK_SEEDS} seeds: a "
@@ -49,7 +49,7 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
 
     tune_parser = actions.add_parser(
         "tune", help=TUNE_HELP,
-        description=f"{TUNE_HELP}. It runs the study's settings with the changes given by --set (docs/study.md).")
+        description=f"{TUNE_HELP}. It runs the study's settings with the changes given by --set (docs/evidence/study.md).")
     tune_parser.add_argument("--set", action="append", metavar="KEY=VALUE", default=None,
                              help=f"change one of GRPO's settings from the study's ({', '.join(tuning.TUNABLE)}); "
                                   "repeat for several")
@@ -58,12 +58,12 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
                              help="run GRPO from these base candidates (study.BASE_CANDIDATES by name, e.g. "
                                   "carrydrop25) instead of the ones the base rule chooses; each is reported with its "
                                   "regime in training")
-    _add_run_options(tune_parser, out="docs/tuning",
+    _add_run_options(tune_parser, out="docs/evidence/tuning",
                      seeds=f"tuning seeds per base, from {tuning.TUNING_SEEDS[0]} on (default 2)")
 
     sweep_parser = actions.add_parser(
         "sweep", help=SWEEP_HELP,
-        description=f"{SWEEP_HELP}. Its grid varies base, lr, G and tier mix itself and fixes the rest (docs/sweep.md): "
+        description=f"{SWEEP_HELP}. Its grid varies base, lr, G and tier mix itself and fixes the rest (docs/evidence/sweep.md): "
                     "the demo's --steps, --lr, ... are not options here.")
     sweep_parser.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
                               help=f"the sweep's pipeline on a toy budget and warm-up: {len(sweep.QUICK_SWEEP.bases)} "

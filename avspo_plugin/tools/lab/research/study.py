@@ -1,6 +1,6 @@
 """``avspo lab study``: does AVSPO help a GRPO run where it acts, where, and why?
 
-The design is fixed here in code before any method is compared (docs/study.md states it in words):
+The design is fixed here in code before any method is compared (docs/evidence/study.md states it in words):
 
 1. Bases by a rule on base-policy statistics only (:func:`regime_of`): each candidate warm-up of
    BASE_CANDIDATES, in order, is warmed up and sampled (G samples per held-out prompt at the RL temperature);
@@ -10,7 +10,7 @@ The design is fixed here in code before any method is compared (docs/study.md st
    ``avspo analyze`` applies to a user's logs, on GRPO's first half of training); the decision table's rows are
    those regimes. A regime that none of these bases shows in training gets the candidate of
    TRAINING_REGIME_BASES, found on tuning seeds to show it, as one more base (:func:`bases_for_missing_regimes`).
-2. GRPO's settings are frozen by tuning on seeds the study does not use (``avspo lab tune``, docs/tuning/):
+2. GRPO's settings are frozen by tuning on seeds the study does not use (``avspo lab tune``, docs/evidence/tuning/):
    STUDY_SETTINGS holds them, every method runs with them plus its own defaults.
 3. Phase 1: GRPO on every base with the study's seeds; the gates of gates.py on each base. A base that fails
    any gate is reported, and no method is compared on it.
@@ -30,7 +30,7 @@ The design is fixed here in code before any method is compared (docs/study.md st
    accuracy, each as a difference to GRPO paired by base and seed, pooled over bases and per base, with
    Holm's correction over the methods; rollouts each method needs to reach GRPO's final accuracy; wall time.
 
-Arms of the earlier study (docs/study-2026-11-26/) not run here are in NOT_RERUN, each with why.
+Arms of the earlier study (docs/evidence/study-history/study-2026-11-26/) not run here are in NOT_RERUN, each with why.
 """
 
 from __future__ import annotations
@@ -58,14 +58,14 @@ STUDY_METHODS = ("grpo", "avspo", "avspo_always", "avspo_paper_point", "avspo_pa
                  "avspo_paper_point_all_pass", "avspo_released", "ngrpo", "random_variance")
 BASELINE = "grpo"
 PRIMARY = STUDY_METHODS
-# The arms of the earlier study (docs/study-2026-11-26/, same settings, bases and seeds) that this one does not run.
+# The arms of the earlier study (docs/evidence/study-history/study-2026-11-26/, same settings, bases and seeds) that this one does not run.
 NOT_RERUN = {
     "drgrpo": "answers whether dropping the std division helps, a question AVSPO's trigger does not touch; "
-              "its runs stand in docs/study-2026-11-26/",
+              "its runs stand in docs/evidence/study-history/study-2026-11-26/",
     "dapo": "DAPO at equal rollouts answers a question AVSPO's trigger does not touch; its runs stand in "
-            "docs/study-2026-11-26/",
-    "rlzvp": "a peer method whose result AVSPO's trigger does not touch; its runs stand in docs/study-2026-11-26/",
-    "select_grpo": "prompt selection, a separate question (docs/selection.md); its runs stand in docs/study-2026-11-26/",
+            "docs/evidence/study-history/study-2026-11-26/",
+    "rlzvp": "a peer method whose result AVSPO's trigger does not touch; its runs stand in docs/evidence/study-history/study-2026-11-26/",
+    "select_grpo": "prompt selection, a separate question (docs/using/selection.md); its runs stand in docs/evidence/study-history/study-2026-11-26/",
     "select_avspo": "prompt selection with the adaptive AVSPO, which did not act there; replaced by nothing until "
                     "selection is studied again",
     "avspo_all_fail": "the adaptive trigger restricted to all-fail groups did not act (trigger rate 0-12%); "
@@ -79,7 +79,7 @@ NOT_RERUN = {
                       "authors' rule as released: every collapsed group, K = 1)",
 }
 MDE_TARGET = 0.015
-# Seeds per base, from the tuning runs' variance (docs/tuning/tuning.md): rounds 3-6 put the pairs an MDE of
+# Seeds per base, from the tuning runs' variance (docs/evidence/tuning/tuning.md): rounds 3-6 put the pairs an MDE of
 # MDE_TARGET needs at 3 to 5 per base. Methods outside PRIMARY (named with --methods): 2, MDE stated.
 PRIMARY_SEEDS = 4
 ABLATION_SEEDS = 2
@@ -97,7 +97,7 @@ ACTING_AVSPO = "avspo_always"
 # The gates that say GRPO learns; both_regimes and acr_first_half keep both kinds of collapse alive for phase 2's
 # question and are reported, not enforced, at GRPO's best learning rate.
 LEARNING_GATES = tuple(g for g in GATE_NAMES if g not in ("both_regimes", "acr_first_half"))
-# Design point 1, for regimes as training shows them: docs/tuning/ round 7 found, on tuning seed 1000, that
+# Design point 1, for regimes as training shows them: docs/evidence/tuning/ round 7 found, on tuning seed 1000, that
 # carrydrop20 stays all-fail dominant through GRPO's first half (all-fail 0.184, all-pass 0.084) and passes every
 # gate, where the rule's all-fail base (carrydrop35) trained as mixed.
 TRAINING_REGIME_BASES = {"all_fail": "carrydrop20"}
@@ -105,7 +105,7 @@ MAX_BASE_ACCURACY = 0.8  # room for the gates' +0.10: a base above this is not e
 MIN_BASE_GREEDY = 0.5  # a base below this has not learned the carry rule yet: not eligible
 BUDGET_STEPS = 250
 
-# GRPO's frozen settings are the lab's defaults (settings.py), found by tuning: docs/tuning/ has every round.
+# GRPO's frozen settings are the lab's defaults (settings.py), found by tuning: docs/evidence/tuning/ has every round.
 _DEFAULT = LabSettings()
 FROZEN_GRPO = {key: getattr(_DEFAULT, key)
                for key in ("lr", "group_size", "prompts", "temperature", "kl_coef", "grad_clip", "clip_ratio")}
@@ -134,13 +134,13 @@ class BaseCandidate:
 
 # First, warm-ups of the default length on traces whose carries are dropped at a falling rate: the base learns to
 # forget carries at about that rate, so greedy decoding is mostly right while most sampled groups fail (no warm-up
-# on correct traces is all-fail dominant with greedy accuracy >= MIN_BASE_GREEDY: docs/tuning/, rounds 1-2).
+# on correct traces is all-fail dominant with greedy accuracy >= MIN_BASE_GREEDY: docs/evidence/tuning/, rounds 1-2).
 # Then a warm-up that under-trains the long tiers (tier weights 16:8:4:1 instead of 4:3:2:1): all-pass dominant with
 # all-fail groups on tiers 4-5 above the REGIME_FLOOR of gate G3, which GRPO leaves nearly in place on an all-pass
 # base; the correct-trace warm-ups below have fewer (round 3's warmup740: 0.03), weights 8:4:2:1 had them at the floor
-# (round 4's mix8421: 0.0499 in the first half). docs/tuning/ has every round.
+# (round 4's mix8421: 0.0499 in the first half). docs/evidence/tuning/ has every round.
 # Then warm-ups on correct traces of different lengths: the base is caught at different points of learning to add
-# (docs/lab.md: the lab's warm-up learns the carry rule within a few dozen steps around step 750).
+# (docs/evidence/lab.md: the lab's warm-up learns the carry rule within a few dozen steps around step 750).
 BASE_CANDIDATES = (
     *(BaseCandidate(f"carrydrop{round(100 * rate)}", {"warmup_carry_drop": rate}) for rate in (0.35, 0.3, 0.25, 0.2, 0.15)),
     BaseCandidate("mix16841", {"warmup_mix": (16, 8, 4, 1)}),
@@ -463,7 +463,7 @@ def run(args) -> int:
     candidates = choose_bases(settings, progress, quick=args.quick, cache=out / "bases")
     bases = [c for c in candidates if c["chosen"]][: args.bases or len(REGIMES)]
     if not bases:
-        raise ValueError("no candidate base is eligible (docs/study.md, design point 1)")
+        raise ValueError("no candidate base is eligible (docs/evidence/study.md, design point 1)")
     grpo = next(m for m in methods if m.name == BASELINE)
     cache = out / "runs"  # every finished run: a stopped study resumes where it stopped
     grpo_runs = {b["name"]: run_base(b, [grpo], seeds[BASELINE], jobs, progress, cache)[BASELINE] for b in bases}

@@ -64,11 +64,11 @@ def study_markdown(report: dict) -> str:
         f"{', '.join(f'{f:.1%}' for f in settings['eval_fractions'])} of that budget: avg@{settings['eval_samples']} "
         f"at temperature {settings['eval_temperature']} on {settings['held_out_per_tier']} held-out problems per "
         f"tier, and greedy. GRPO's settings frozen by tuning: `{design['frozen_grpo']}`. Seeds per base: "
-        + ", ".join(f"{len(v)} for {m}" for m, v in seeds.items()) + ". The design is fixed in code: docs/study.md.",
+        + ", ".join(f"{len(v)} for {m}" for m, v in seeds.items()) + ". The design is fixed in code: docs/evidence/study.md.",
         "",
         "## Gates",
         "",
-        "GRPO must clearly learn on a base before any method is compared there (docs/study.md). "
+        "GRPO must clearly learn on a base before any method is compared there (docs/evidence/study.md). "
         + ("A base that fails a gate is not used." if design["gates_enforced"] else
            "**Gates not enforced: a quick run checks the pipeline on a toy budget, it compares nothing.**"),
         "",

@@ -1,6 +1,6 @@
 """``avspo lab sweep``: does early ACR predict how a GRPO run ends, on the testbed where GRPO learns?
 
-The design is fixed here in code before the sweep runs (docs/sweep.md states it in words):
+The design is fixed here in code before the sweep runs (docs/evidence/sweep.md states it in words):
 
 1. GRPO at the study's frozen settings (study.STUDY_SETTINGS: every run to the same rollout budget, a fixed training
    pool), temperature fixed at SWEEP_TEMPERATURE so that it cannot drive both early ACR and the final score.
@@ -60,8 +60,8 @@ class SweepDesign:
     seeds: int
 
 
-# Six bases spanning the regimes and base accuracies 0.14 to 0.62 on the development machine (docs/study/study.md,
-# docs/tuning/ round 7): in GRPO's first half carrydrop25, carrydrop20 and mix16841 train all-fail dominant,
+# Six bases spanning the regimes and base accuracies 0.14 to 0.62 on the development machine (docs/evidence/study/study.md,
+# docs/evidence/tuning/ round 7): in GRPO's first half carrydrop25, carrydrop20 and mix16841 train all-fail dominant,
 # carrydrop35 mixed, carrydrop15 and warmup730 all-pass dominant. The study's learning rate and 4x it (phase 3's
 # largest candidate); the default tier mix and one weighted towards the long tiers.
 SWEEP = SweepDesign(
@@ -76,7 +76,7 @@ QUICK_SWEEP = dataclasses.replace(SWEEP, bases=SWEEP.bases[:MIN_BASES], learning
 SWEEP_TEMPERATURE = 1.0
 SWEEP_SETTINGS = dataclasses.replace(STUDY_SETTINGS, temperature=SWEEP_TEMPERATURE, eval_temperature=SWEEP_TEMPERATURE)
 # The plan's cost estimate, with a margin: a GRPO run of REFERENCE_BUDGET rollouts at the frozen settings took 105-115
-# CPU-seconds in docs/study/, and 94-95 from carrydrop25 at lr 6e-4 (G = 8 on the hard pool, G = 4 on the default)
+# CPU-seconds in docs/evidence/study/, and 94-95 from carrydrop25 at lr 6e-4 (G = 8 on the hard pool, G = 4 on the default)
 # beside the study's two workers on the 2-core development machine; a base's warm-up and description 25-30.
 REFERENCE_BUDGET = 128_000
 ESTIMATED_RUN_CPU_S = 140.0

@@ -143,7 +143,7 @@ def sweep_markdown(report: Mapping) -> str:
         f"rollouts per step ({', '.join(map(str, design['group_sizes']))}), tier mix of the training pool ({mixes}); "
         "the rest at the study's frozen GRPO settings. Target: final held-out accuracy minus the base's, in points "
         f"(avg@{settings['eval_samples']} at temperature {settings['eval_temperature']}). Signals: means over the "
-        f"first {design['early_fraction']:.0%} of steps. The design is fixed in code before the runs (docs/sweep.md)."
+        f"first {design['early_fraction']:.0%} of steps. The design is fixed in code before the runs (docs/evidence/sweep.md)."
         + (" **Quick: a toy budget that checks the pipeline; its numbers mean nothing.**" if design["quick"] else ""),
         "",
         "## Bases",

@@ -140,7 +140,7 @@ def run(args) -> int:
     settings = dataclasses.replace(STUDY_SETTINGS, **changes)
     count = args.seeds if args.seeds is not None else 2
     seeds = list(TUNING_SEEDS[:count])
-    out = args.out or Path("docs/tuning")
+    out = args.out or Path("docs/evidence/tuning")
     out.mkdir(parents=True, exist_ok=True)
     jobs = args.jobs or default_jobs()
     progress = not args.no_progress
