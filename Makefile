@@ -18,7 +18,8 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 
 # Two workers, one test file each at a time (a file's fixtures and Ray clusters stay in one process), the slowest
 # files first (tests/conftest.py orders them).
-PYTEST := $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
 	$(PYTEST)

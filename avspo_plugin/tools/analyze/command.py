@@ -12,7 +12,7 @@ from typing import Any
 from avspo_plugin.config import AVSPOConfig, SelectionConfig
 from avspo_plugin.tools.cli import positive_int
 
-from . import analysis, plots, report, signals
+from . import analysis, lab_evidence, plots, report, signals
 from .records import AnalyzeError
 from .report import printable
 
@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         group_size=args.group_size,
         top=args.top,
     )
+    evidence = lab_evidence.load_lab_evidence(lab_evidence.LAB_SWEEP_FIT)
     runs = [_split_label(spec) for spec in args.paths]
     labels = analysis.unique_labels(_default_labels(runs))
     vals = _pair_validation(labels, [_split_label(spec) for spec in args.val])
@@ -123,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
         },
         "runs": [result.report for result in results],
         "comparison": rows,
+        # What the lab's sweep measured of early ACR as a predictor: the same for every run, stated beside them.
+        "acr_predictive_value_in_the_lab": evidence.to_dict(),
     }
     if len(results) > 1 and not args.no_plots:
         plots.compare_acr(results, out / "acr_compare.png", args.stagnation_acr)
@@ -131,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         (out / "analysis.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     except ValueError as err:  # a NaN or inf slipped into the report
         raise AnalyzeError(f"analysis.json: {err}") from None
-    print(report.summary(results, rows))
+    print(report.summary(results, rows, evidence))
     print(f"\nWrote {out / 'analysis.json'}" + ("" if args.no_plots else " and plots"))
     return 0
 

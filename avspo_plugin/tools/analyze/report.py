@@ -7,6 +7,7 @@ from typing import Any
 from avspo_plugin.tools.regimes import REGIME_TITLES
 
 from .analysis import RunResult
+from .lab_evidence import LabEvidence, evidence_lines
 from .signals import PAPER_FIT
 
 
@@ -140,11 +141,12 @@ NO_PROJECTION = (
 )
 
 
-def summary(results: list[RunResult], rows: list[dict[str, Any]]) -> str:
+def summary(results: list[RunResult], rows: list[dict[str, Any]], evidence: LabEvidence) -> str:
     blocks = [run_block(result) for result in results]
     if len(results) > 1:
         blocks.append(comparison_table(rows))
     if all(result.report["projection"] is None for result in results):
         blocks.append(NO_PROJECTION)
+    blocks.append("\n".join(evidence_lines(evidence)))
     return "\n\n".join(blocks)
 

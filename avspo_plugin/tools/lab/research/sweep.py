@@ -205,7 +205,10 @@ def fit_file(points: Sequence[Mapping], prediction: Mapping, settings: LabSettin
         "oos": {"method": "leave-one-base-out", "r2": oos["value"], "ci95": oos["ci95"], "bases": bases,
                 "runs": len(points), "bootstrap": prediction["bootstrap"],
                 "gain_over_baseline": {"baseline": prediction["baseline"]["signals"],
-                                       **prediction["added"]["acr"]["gain"]}},
+                                       **prediction["added"]["acr"]["gain"]},
+                # What ACR and each of its parts add to the baseline (early reward + base accuracy), for analyze.
+                "baseline_r2": prediction["baseline"]["oos_r2"],
+                "added": {name: added["gain"] for name, added in prediction["added"].items()}},
         "forecast": {"supported": oos["ci95"] is not None and oos["ci95"][0] > 0, "rule": FORECAST_RULE, "why": why},
     }
 
