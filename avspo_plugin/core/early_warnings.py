@@ -129,8 +129,10 @@ def stagnation_message(warning: StreakWarning, step: int, acr: float) -> str:
     return (
         f"AVSPO stagnation at step {step}: ACR (fraction of groups whose rewards are all equal) has been above "
         f"stagnation_acr={warning.limit} for {warning.streak} consecutive steps (more than "
-        f"stagnation_steps={warning.patience}); now {acr:.3f}. Most prompts give no learning signal: the data may "
-        f"be too easy or too hard for the policy. The stagnation flag is 1 from this step on."
+        f"stagnation_steps={warning.patience}); now {acr:.3f}. Most prompts give no learning signal, so most "
+        f"rollouts are wasted: the data may be too easy or too hard for the policy. This says nothing of how the run "
+        f"will end (in the lab's sweep, runs where it fired ended no worse: docs/evidence/sweep.md). The stagnation "
+        f"flag is 1 from this step on."
     )
 
 

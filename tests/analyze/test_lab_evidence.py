@@ -44,7 +44,7 @@ def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monk
     code, document, out, _ = analyze(run, out=tmp_path / "edited")
     assert code == 0
     assert "(7 GRPO runs from 3 base policies" in out and "early ACR alone: out-of-sample R^2 +0.61 (95% CI +0.20" in out
-    assert "its all-fail share +0.25 (95% CI +0.05 to +0.40)" in out
+    assert "its all-fail share +0.250 (95% CI +0.050 to +0.400)" in out
     assert "so: its all-fail share added to what early reward and base accuracy predict there" in out
     assert "acr_all_fail" in document["acr_predictive_value_in_the_lab"]["adds_to_mean_reward"]
 

@@ -38,9 +38,10 @@ class Estimate:
     def above_zero(self) -> bool:
         return self.ci95 is not None and self.ci95[0] > 0
 
-    def text(self) -> str:
-        value = "undefined" if self.value is None else f"{self.value:+.2f}"
-        return value + ("" if self.ci95 is None else f" (95% CI {self.ci95[0]:+.2f} to {self.ci95[1]:+.2f})")
+    def text(self, digits: int = 2) -> str:
+        value = "undefined" if self.value is None else f"{self.value:+.{digits}f}"
+        interval = "" if self.ci95 is None else f" (95% CI {self.ci95[0]:+.{digits}f} to {self.ci95[1]:+.{digits}f})"
+        return value + interval
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ def load_lab_evidence(path: Path = LAB_SWEEP_FIT) -> LabEvidence:
 
 def evidence_lines(evidence: LabEvidence) -> list[str]:
     """What the sweep supports, in a few lines: early ACR alone, what it and its parts add to mean reward, the verdict."""
-    added = "; ".join(f"{ADDED_TITLES[name]} {estimate.text()}" for name, estimate in evidence.added.items())
+    # A change in R^2 is small beside an R^2: one more digit.
+    added = "; ".join(f"{ADDED_TITLES[name]} {estimate.text(3)}" for name, estimate in evidence.added.items())
     adding = [name for name, estimate in evidence.added.items() if estimate.above_zero]
     if adding:
         verdict = (f"{', '.join(ADDED_TITLES[name] for name in adding)} added to what early reward and base accuracy "
