@@ -10,10 +10,15 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
+# --no-compile: pip would byte-compile every module of torch, transformers, verl, ... (about a minute on 2 cores);
+# instead each module is compiled once, the first time anything imports it, and kept (so this Makefile lets Python
+# write bytecode even where the environment sets PYTHONDONTWRITEBYTECODE).
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
-	$(PIP) install torch==2.13.0
-	$(PIP) install -c constraints.txt -e '.[$(EXTRAS)]'
+	$(PIP) install --no-compile torch==2.13.0
+	$(PIP) install --no-compile -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 # Two workers, one test file each at a time (a file's fixtures and Ray clusters stay in one process), the slowest
