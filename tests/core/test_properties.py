@@ -1,4 +1,5 @@
-"""Properties over thousands of random batches and configurations."""
+"""Properties over random batches and configurations: 300 derandomized examples per property (each draws up to 16
+groups), so that a run is the same everywhere and the four properties take a few seconds."""
 
 import numpy as np
 import torch
@@ -8,7 +9,7 @@ from hypothesis import strategies as st
 from avspo_plugin import AVSPOConfig, ThresholdState, compute_group_advantages
 from avspo_plugin.config import APPLY_TO, STRATEGIES
 
-PROPERTY = settings(max_examples=1000, deadline=None, derandomize=True)
+PROPERTY = settings(max_examples=300, deadline=None, derandomize=True)
 
 
 @st.composite

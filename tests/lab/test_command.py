@@ -1,8 +1,8 @@
-"""`avspo lab --quick` and `avspo lab sweep --quick` end to end (about a minute in all)."""
+"""`avspo lab --quick` and `avspo lab sweep --quick` end to end, in this process (about a minute in all)."""
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,12 +15,13 @@ from avspo_plugin.tools.lab.research.sweep import QUICK_SWEEP
 from avspo_plugin.tools.lab.research.sweep_analysis import SIGNALS
 
 
-def avspo(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "avspo_plugin.tools.cli", *args], capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+def avspo(*args: str) -> str:
+    """``avspo ARGS`` in this process (as the sweep test below runs it): what it printed on stdout."""
+    printed, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
+        returncode = main(list(args))
+    assert returncode == 0, errors.getvalue()[-3000:]
+    return printed.getvalue()
 
 
 def series(report: dict) -> dict:
@@ -34,7 +35,7 @@ def quick_reports(tmp_path_factory):
     shown = avspo("lab", "--quick", "--out", str(first), "--no-progress", "--jobs", "2")
     # The same seeds in one process, for the method with virtual samples: series must not depend on the workers.
     avspo("lab", "--quick", "--out", str(second), "--no-progress", "--jobs", "1", "--methods", "avspo")
-    return first, second, shown.stdout
+    return first, second, shown
 
 
 def test_quick_lab_writes_every_output(quick_reports):

@@ -14,22 +14,24 @@ Cost on 2 cores: three main_ppo launches of about 1.5 to 2 minutes each, most of
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from transformers.utils import logging as transformers_logging
 
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core.metrics import MONITOR_METRICS
 from avspo_plugin.names import MONITOR_STATE_FILE, SELECTION_STATE_FILE, STATE_FILE
+from avspo_plugin.tools.cli import main
 from avspo_plugin.tools.verl_cpu.demo import GROUP_SIZE, DemoFiles, main_ppo_command
 from avspo_plugin.tools.verl_cpu.main_ppo import avspo_metrics_by_step, run_main_ppo
 
@@ -102,15 +104,21 @@ def eq12(config: AVSPOConfig, tau: float, acr: float, reward: float, previous_re
 
 
 def run_demo(out: Path, steps: int, *arguments: str) -> DemoRun:
-    """``avspo verl-demo`` as a user runs it, with the console logger, a checkpoint every CHECKPOINT_STEP."""
-    command = [
-        sys.executable, "-m", "avspo_plugin.tools.cli", "verl-demo", "--out", str(out), "--steps", str(steps),
-        "--seed", str(DEMO_SEED), "--logger", "console", "--timeout", str(RUN_TIMEOUT_S),
-        *arguments, f"trainer.save_freq={CHECKPOINT_STEP}",
+    """``avspo verl-demo`` as a user runs it, with the console logger, a checkpoint every CHECKPOINT_STEP; its
+    command runs in this process (main_ppo, as always, in its own), which has torch and transformers loaded."""
+    argv = [
+        "verl-demo", "--out", str(out), "--steps", str(steps), "--seed", str(DEMO_SEED), "--logger", "console",
+        "--timeout", str(RUN_TIMEOUT_S), *arguments, f"trainer.save_freq={CHECKPOINT_STEP}",
     ]  # fmt: skip
-    completed = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert completed.returncode == 0, f"avspo verl-demo failed:\n{completed.stdout[-5000:]}"
-    return DemoRun(out, completed.stdout)
+    printed = io.StringIO()
+    progress_bars = transformers_logging.is_progress_bar_enabled()  # the demo turns them off for its model save
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            returncode = main(argv)
+    finally:
+        (transformers_logging.enable_progress_bar if progress_bars else transformers_logging.disable_progress_bar)()
+    assert returncode == 0, f"avspo verl-demo failed:\n{printed.getvalue()[-5000:]}"
+    return DemoRun(out, printed.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -168,11 +176,10 @@ def test_the_monitor_beside_grpo_in_the_legacy_trainer_logs_collapse_at_every_st
         assert re.search(rf"^  step {step}: .*\bacr=", legacy_run.stdout, re.MULTILINE), legacy_run.stdout
     # `avspo analyze` reads what the monitor logged, as it reads the estimator's.
     report = legacy_run.out / "analysis"
-    analyzed = subprocess.run(
-        [sys.executable, "-m", "avspo_plugin.tools.cli", "analyze", f"grpo={legacy_run.metrics_file}", "--out",
-         str(report), "--no-plots"], capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert analyzed.returncode == 0, analyzed.stdout + analyzed.stderr
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        analyzed = main(["analyze", f"grpo={legacy_run.metrics_file}", "--out", str(report), "--no-plots"])
+    assert analyzed == 0, printed.getvalue()
     (run,) = json.loads((report / "analysis.json").read_text())["runs"]
     logged = avspo_metrics_by_step(legacy_run.metrics_file)
     assert run["exact"] and run["steps"]["count"] == CHECKPOINT_STEP, run

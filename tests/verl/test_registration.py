@@ -22,24 +22,33 @@ from avspo_plugin.verl.hooks import PLACEABLE
 PROBE = """
 import json, sys
 import verl
+from verl.plugin.platform import PlatformRegistry
 from verl.trainer.ppo import core_algos
+from verl.workers.rollout import base
+from verl.workers.rollout.replica import RolloutReplicaRegistry
 fn = core_algos.ADV_ESTIMATOR_REGISTRY.get("avspo")
 print(json.dumps({
     "registered": bool(getattr(fn, "avspo_estimator", False)),
     "function": None if fn is None else fn.__module__ + "." + fn.__qualname__,
     "cpu_support_loaded": "avspo_plugin.tools.verl_cpu" in sys.modules,
+    "cpu_support_registered": ["cpu" in PlatformRegistry.registered_names(), "hf" in RolloutReplicaRegistry._registry,
+                               ("hf", "async") in base._ROLLOUT_REGISTRY],
 }))
 """
 
 
 def test_plain_import_verl_in_a_fresh_process_registers_avspo():
-    run = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("VERL_")}
+    run = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result == {
         "registered": True,
         "function": "avspo_plugin.verl.estimator.compute_avspo_outcome_advantage",
-        "cpu_support_loaded": False,  # the plain entry point never loads the opt-in CPU support
+        # The plain entry point never loads the opt-in CPU support: no CPU platform, hf replica or hf rollout
+        # (tests/verl/test_e2e_cpu_support.py checks that VERL_USE_EXTERNAL_MODULES loads them).
+        "cpu_support_loaded": False,
+        "cpu_support_registered": [False, False, False],
     }
 
 
