@@ -19,7 +19,6 @@ E2E_FILES = {
     "verl/test_e2e_cpu_support.py",  # verl's workers on the CPU platform
     "verl/test_metrics_patch.py",  # applies a patch to verl's released source and runs its tests
     "verl/test_prompt_sampler_patch.py",  # likewise
-    "verl/test_hydra_config.py",  # main_ppo --cfg job in a subprocess
     "lab/test_command.py",  # the quick lab and sweep
     "recipes/test_recipes.py",  # recipes through verl's validation, shellcheck, a local Ray cluster
     "openrlhf/test_routes.py",  # OpenRLHF's releases run in processes of their own

@@ -8,11 +8,11 @@ import os
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
+from main_ppo_config import composed_job
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig
@@ -53,19 +53,16 @@ def data_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def composed(data_dir):
-    """recipe -> composed config, each from its run script with `--cfg job` (two at a time)."""
-
-    def compose(item):
-        recipe, script = item
-        run = subprocess.run(
-            ["bash", str(RECIPES / script), "--cfg", "job"],
-            env=script_env(DATA_DIR=str(data_dir)), capture_output=True, text=True, timeout=600,
-        )
+    """recipe -> composed config: each run script's dry run prints its main_ppo command, and verl's main_ppo entry
+    point composes that command's config (``--cfg job``) in this process (tests/main_ppo_config.py)."""
+    configs = {}
+    for recipe, script in RUN_SCRIPTS.items():
+        run = dry_run(script, data_dir)
         assert run.returncode == 0, f"{script}: {run.stderr[-3000:]}"
-        return recipe, OmegaConf.create(run.stdout)
-
-    with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(compose, RUN_SCRIPTS.items()))
+        ((_python, flag, module, *arguments),) = commands(run.stdout)
+        assert (flag, module) == ("-m", "verl.trainer.main_ppo"), commands(run.stdout)
+        configs[recipe] = OmegaConf.create(composed_job(arguments))
+    return configs
 
 
 def flat(config):

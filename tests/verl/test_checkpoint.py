@@ -8,8 +8,6 @@ trainer resume runs in tests/verl/test_e2e*.py.
 import json
 import logging
 import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -285,7 +283,9 @@ def test_legacy_checkpoint_holds_the_step_before_the_marker_and_its_entropy_afte
     assert logged["monitor"]["entropy_collapse"]["streak"] == 1 and logged["threshold"] == saved["threshold"]
 
 
-def test_restored_state_is_reported_at_verls_default_level(tmp_path, trainers, base_config, make_batch, caplog):
+def test_restored_state_is_reported_at_verls_default_level(
+    tmp_path, trainers, base_config, make_batch, caplog, plain_verl_import
+):
     from verl.trainer.ppo.ray_trainer import compute_advantage
 
     trainer = trainer_for(base_config, tmp_path / "ckpt", global_steps=1)
@@ -294,10 +294,7 @@ def test_restored_state_is_reported_at_verls_default_level(tmp_path, trainers, b
     session().reset()
     # verl's modules log at VERL_LOGGING_LEVEL (INFO by default) through the root handler verl sets up;
     # the adapter's logger does too, as a trainer process imports it (other tests here may silence it).
-    env = {key: value for key, value in os.environ.items() if key != "VERL_LOGGING_LEVEL"}
-    probe = "import logging, avspo_plugin.verl; print(logging.getLogger('avspo_plugin.verl').getEffectiveLevel())"
-    level = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
-    assert level.stdout.strip() == str(logging.INFO), level.stderr[-2000:]
+    assert plain_verl_import["adapter_log_level"] == logging.INFO
     with caplog.at_level(logging.INFO, logger="avspo_plugin.verl"):
         trainers["v1"]._load_checkpoint(trainer_for(base_config, tmp_path / "ckpt"))
     restored = [r.getMessage() for r in caplog.records if r.getMessage().startswith("AVSPO state restored from")]

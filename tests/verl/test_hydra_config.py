@@ -1,11 +1,8 @@
 """The packaged hydra config: generated from AVSPOConfig, composed by verl's own entry point."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import yaml
+from main_ppo_config import composed_job
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig, config_help
@@ -39,18 +36,12 @@ def test_yaml_scalar_round_trips_through_yaml_and_omegaconf(value):
     assert OmegaConf.create(f"x: {text}").x == value
 
 
-def test_main_ppo_cfg_job_prints_avspo_estimator_and_block(tmp_path):
-    env = {**os.environ, "HYDRA_FULL_ERROR": "1"}
-    composed = subprocess.run(
-        [
-            sys.executable, "-m", "verl.trainer.main_ppo",
-            "--config-path", "pkg://avspo_plugin.verl.config", "--config-name", "avspo_trainer",
-            "--cfg", "job", "algorithm.avspo.alpha=0.25", "algorithm.avspo.threshold_mode=fixed",
-        ],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
-    )
-    assert composed.returncode == 0, composed.stderr[-3000:]
-    config = yaml.safe_load(composed.stdout)
+def test_main_ppo_cfg_job_prints_avspo_estimator_and_block():
+    composed = composed_job([
+        "--config-path", "pkg://avspo_plugin.verl.config", "--config-name", "avspo_trainer",
+        "algorithm.avspo.alpha=0.25", "algorithm.avspo.threshold_mode=fixed",
+    ])  # fmt: skip
+    config = yaml.safe_load(composed)
     assert config["algorithm"]["adv_estimator"] == "avspo"
     expected = {**AVSPOConfig().to_dict(), "alpha": 0.25, "threshold_mode": "fixed"}
     assert config["algorithm"]["avspo"] == expected

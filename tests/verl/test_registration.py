@@ -19,37 +19,16 @@ from avspo_plugin.verl import pop_metrics, session
 from avspo_plugin.verl.estimator import RegistrationError, register_estimator
 from avspo_plugin.verl.hooks import PLACEABLE
 
-PROBE = """
-import json, sys
-import verl
-from verl.plugin.platform import PlatformRegistry
-from verl.trainer.ppo import core_algos
-from verl.workers.rollout import base
-from verl.workers.rollout.replica import RolloutReplicaRegistry
-fn = core_algos.ADV_ESTIMATOR_REGISTRY.get("avspo")
-print(json.dumps({
-    "registered": bool(getattr(fn, "avspo_estimator", False)),
-    "function": None if fn is None else fn.__module__ + "." + fn.__qualname__,
-    "cpu_support_loaded": "avspo_plugin.tools.verl_cpu" in sys.modules,
-    "cpu_support_registered": ["cpu" in PlatformRegistry.registered_names(), "hf" in RolloutReplicaRegistry._registry,
-                               ("hf", "async") in base._ROLLOUT_REGISTRY],
-}))
-"""
 
-
-def test_plain_import_verl_in_a_fresh_process_registers_avspo():
-    env = {key: value for key, value in os.environ.items() if not key.startswith("VERL_")}
-    run = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert result == {
+def test_plain_import_verl_in_a_fresh_process_registers_avspo(plain_verl_import):
+    assert {key: plain_verl_import[key] for key in ("registered", "function")} == {
         "registered": True,
         "function": "avspo_plugin.verl.estimator.compute_avspo_outcome_advantage",
-        # The plain entry point never loads the opt-in CPU support: no CPU platform, hf replica or hf rollout
-        # (tests/verl/test_e2e_cpu_support.py checks that VERL_USE_EXTERNAL_MODULES loads them).
-        "cpu_support_loaded": False,
-        "cpu_support_registered": [False, False, False],
     }
+    # The plain entry point never loads the opt-in CPU support: no CPU platform, hf replica or hf rollout
+    # (tests/verl/test_e2e_cpu_support.py checks that VERL_USE_EXTERNAL_MODULES loads them).
+    assert not plain_verl_import["cpu_support_loaded"]
+    assert plain_verl_import["cpu_support_registered"] == [False, False, False]
 
 
 # verl's own run_ppo, entry points off everywhere: the launcher has the plugin, and the trainer
