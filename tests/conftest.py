@@ -40,15 +40,15 @@ E2E_TESTS = {
 }
 
 
-# The slowest files, slowest first (`pytest -n 2 --dist loadfile --durations=0`, 2026-11-26 afternoon: 325, 79, 75,
-# 74, 36 and 28 s of the suite's 893 test-seconds) start first, so that the two xdist workers finish together. The
-# Makefile passes `--no-loadscope-reorder`: xdist's default order, by number of tests, starts these few-test files last.
+# The slowest files, slowest first (`make test` with `--durations`, fresh clone, 2026-11-27 01:50: 265, 65, 45, 34, 30
+# and 25 s), start first, so that the two xdist workers finish together. The Makefile passes
+# `--no-loadscope-reorder`: xdist's default order, by number of tests, starts these few-test files last.
 SLOWEST_FILES = (
     "verl/test_e2e.py",
-    "lab/test_command.py",
     "verl/test_registration.py",
-    "recipes/test_recipes.py",
+    "lab/test_command.py",
     "openrlhf/test_routes.py",
+    "recipes/test_recipes.py",
     "openrlhf/test_preflight.py",
 )
 

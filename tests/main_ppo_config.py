@@ -2,28 +2,35 @@
 
 ``verl.trainer.main_ppo.main`` is the hydra application the command runs; with ``--cfg job`` hydra composes the
 config, prints it and returns without training. Called here, it saves a fresh interpreter per config (about
-9 CPU-seconds of imports each on 2 cores); a test that needs a fresh interpreter for another reason runs one.
+8 CPU-seconds of imports each on 2 cores, where composing takes about 1); a test that needs a fresh interpreter
+for another reason runs one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+import pytest
+from hydra.core.singleton import Singleton
 from verl.trainer import main_ppo
 
 
 def composed_job(arguments: Sequence[str]) -> str:
     """main_ppo's arguments (no interpreter, no ``-m``) -> the YAML that ``--cfg job`` prints."""
-    printed, saved_argv, saved_cwd = io.StringIO(), sys.argv, os.getcwd()
-    sys.argv = [main_ppo.__file__, *arguments, "--cfg", "job"]
+    # hydra.main leaves its singletons set (HydraConfig holds the composed config, JobRuntime the job's name):
+    # restored, so that later tests find hydra as it was.
+    state = Singleton.get_state()
+    printed = io.StringIO()
     try:
-        with contextlib.redirect_stdout(printed):
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+            patch.setattr(sys, "argv", [main_ppo.__file__, *arguments, "--cfg", "job"])  # as `python -m` sets it
+            patch.setenv("HYDRA_FULL_ERROR", "1")  # an error raises, with its traceback, instead of sys.exit(1)
+            patch.chdir(Path.cwd())  # back here afterwards, whatever hydra does
             main_ppo.main()
     finally:
-        sys.argv = saved_argv
-        os.chdir(saved_cwd)
+        Singleton.set_state(state)
     return printed.getvalue()
