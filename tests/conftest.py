@@ -33,7 +33,7 @@ E2E_FILES = {
 # Single end-to-end tests in files of unit tests.
 E2E_TESTS = {
     "verl/test_registration.py::test_plain_import_verl_in_a_fresh_process_registers_avspo",
-    "verl/test_registration.py::test_registered_in_ray_actors_by_entry_point_and_by_the_env_var_route",
+    "verl/test_registration.py::test_registered_in_ray_actors_by_the_env_var_route_and_not_without_a_route",
     "verl/test_registration.py::test_run_ppo_gives_the_trainer_process_the_plugin_through_rays_runtime_env",
     "verl/test_registration.py::test_doctor_beside_a_running_cluster_checks_in_that_cluster",
     "test_doc_examples.py::test_example_runs_as_written",  # TRL trains a tiny model per example of the docs

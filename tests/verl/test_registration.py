@@ -14,7 +14,7 @@ import torch
 
 import avspo_plugin
 from avspo_plugin.import_patching import is_patched
-from avspo_plugin.tools.doctor.verl import ProbeActor, probe_in_ray_actor
+from avspo_plugin.tools.doctor.verl import ProbeActor
 from avspo_plugin.verl import pop_metrics, session
 from avspo_plugin.verl.estimator import RegistrationError, register_estimator
 from avspo_plugin.verl.hooks import PLACEABLE
@@ -78,7 +78,9 @@ def ray_session():
     ray.shutdown()
 
 
-def test_registered_in_ray_actors_by_entry_point_and_by_the_env_var_route(ray_session):
+def test_registered_in_ray_actors_by_the_env_var_route_and_not_without_a_route(ray_session):
+    """Entry points off in both actors: the env var alone registers avspo. (The entry-point route in an actor of a
+    running cluster, with the hooks it places, is the doctor's check: test_doctor_beside_a_running_cluster below.)"""
     ray = ray_session
     routes = {
         "env var": {"env_vars": {"VERL_USE_EXTERNAL_PLUGINS": "none", "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl"}},
@@ -86,25 +88,20 @@ def test_registered_in_ray_actors_by_entry_point_and_by_the_env_var_route(ray_se
     }
     remote_probe = ray.remote(num_cpus=0)(ProbeActor)
     actors = {name: remote_probe.options(runtime_env=env).remote() for name, env in routes.items()}
-    pending = {name: actor.probe.remote() for name, actor in actors.items()}
-    # The doctor's own check (an actor in the running session) runs the entry-point route meanwhile.
-    reports = {"entry point": probe_in_ray_actor()}
-    reports.update(zip(pending, ray.get(list(pending.values()), timeout=600)))
+    reports = dict(zip(actors, ray.get([actor.probe.remote() for actor in actors.values()], timeout=600)))
     for actor in actors.values():
         ray.kill(actor)
     assert ray.is_initialized()
 
-    assert reports["entry point"]["registered"] and reports["entry point"]["hooks"]
-    # A fresh process places only the launcher's checks; the rest wait for a run's trainer to place them.
-    assert set(reports["entry point"]["hooks"].values()) <= set(PLACEABLE) | {
-        state for state in reports["entry point"]["hooks"].values() if state.startswith("not needed")
-    }
-    # With entry points off, only the env var can have registered it.
     assert reports["env var"]["registered"]
     assert reports["env var"]["env"]["VERL_USE_EXTERNAL_PLUGINS"] == "none"
+    # A fresh process places only the launcher's checks; the rest wait for a run's trainer to place them.
+    assert set(reports["env var"]["hooks"].values()) <= set(PLACEABLE) | {
+        state for state in reports["env var"]["hooks"].values() if state.startswith("not needed")
+    }
     assert not reports["neither"]["registered"]
     assert "VERL_USE_EXTERNAL_PLUGINS=none" in reports["neither"]["why_not"][0]
-    assert len({report["pid"] for report in reports.values()}) == 3
+    assert len({report["pid"] for report in reports.values()}) == 2
 
 
 def load_package_copy(name):
