@@ -1,11 +1,10 @@
 """`avspo lab --quick` and `avspo lab sweep --quick` end to end, in this process (about a minute in all)."""
 
-import contextlib
-import io
 import json
 
 import numpy as np
 import pytest
+from cli_in_process import avspo
 
 from avspo_plugin.tools.analyze.records import AnalyzeError
 from avspo_plugin.tools.analyze.signals import load_fit
@@ -15,13 +14,11 @@ from avspo_plugin.tools.lab.research.sweep import QUICK_SWEEP
 from avspo_plugin.tools.lab.research.sweep_analysis import SIGNALS
 
 
-def avspo(*args: str) -> str:
-    """``avspo ARGS`` in this process (as the sweep test below runs it): what it printed on stdout."""
-    printed, errors = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
-        returncode = main(list(args))
-    assert returncode == 0, errors.getvalue()[-3000:]
-    return printed.getvalue()
+def avspo_ok(*args: str) -> str:
+    """``avspo ARGS`` in this process (as the sweep test below runs it); what it printed on stdout."""
+    run = avspo(*args)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
 
 
 def series(report: dict) -> dict:
@@ -32,9 +29,9 @@ def series(report: dict) -> dict:
 @pytest.fixture(scope="module")
 def quick_reports(tmp_path_factory):
     first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
-    shown = avspo("lab", "--quick", "--out", str(first), "--no-progress", "--jobs", "2")
+    shown = avspo_ok("lab", "--quick", "--out", str(first), "--no-progress", "--jobs", "2")
     # The same seeds in one process, for the method with virtual samples: series must not depend on the workers.
-    avspo("lab", "--quick", "--out", str(second), "--no-progress", "--jobs", "1", "--methods", "avspo")
+    avspo_ok("lab", "--quick", "--out", str(second), "--no-progress", "--jobs", "1", "--methods", "avspo")
     return first, second, shown
 
 

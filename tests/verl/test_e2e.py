@@ -14,8 +14,6 @@ Cost on 2 cores: three main_ppo launches of about 1.5 to 2 minutes each, most of
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -26,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_in_process import avspo
 from transformers.utils import logging as transformers_logging
 
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core.metrics import MONITOR_METRICS
 from avspo_plugin.names import MONITOR_STATE_FILE, SELECTION_STATE_FILE, STATE_FILE
-from avspo_plugin.tools.cli import main
 from avspo_plugin.tools.verl_cpu.demo import GROUP_SIZE, DemoFiles, main_ppo_command
 from avspo_plugin.tools.verl_cpu.main_ppo import avspo_metrics_by_step, run_main_ppo
 
@@ -110,15 +108,13 @@ def run_demo(out: Path, steps: int, *arguments: str) -> DemoRun:
         "verl-demo", "--out", str(out), "--steps", str(steps), "--seed", str(DEMO_SEED), "--logger", "console",
         "--timeout", str(RUN_TIMEOUT_S), *arguments, f"trainer.save_freq={CHECKPOINT_STEP}",
     ]  # fmt: skip
-    printed = io.StringIO()
     progress_bars = transformers_logging.is_progress_bar_enabled()  # the demo turns them off for its model save
     try:
-        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            returncode = main(argv)
+        run = avspo(*argv)
     finally:
         (transformers_logging.enable_progress_bar if progress_bars else transformers_logging.disable_progress_bar)()
-    assert returncode == 0, f"avspo verl-demo failed:\n{printed.getvalue()[-5000:]}"
-    return DemoRun(out, printed.getvalue())
+    assert run.returncode == 0, f"avspo verl-demo failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    return DemoRun(out, run.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -176,10 +172,8 @@ def test_the_monitor_beside_grpo_in_the_legacy_trainer_logs_collapse_at_every_st
         assert re.search(rf"^  step {step}: .*\bacr=", legacy_run.stdout, re.MULTILINE), legacy_run.stdout
     # `avspo analyze` reads what the monitor logged, as it reads the estimator's.
     report = legacy_run.out / "analysis"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        analyzed = main(["analyze", f"grpo={legacy_run.metrics_file}", "--out", str(report), "--no-plots"])
-    assert analyzed == 0, printed.getvalue()
+    analyzed = avspo("analyze", f"grpo={legacy_run.metrics_file}", "--out", str(report), "--no-plots")
+    assert analyzed.returncode == 0, analyzed.stdout + analyzed.stderr
     (run,) = json.loads((report / "analysis.json").read_text())["runs"]
     logged = avspo_metrics_by_step(legacy_run.metrics_file)
     assert run["exact"] and run["steps"]["count"] == CHECKPOINT_STEP, run

@@ -8,15 +8,11 @@ the gloo process group, the adapter gathering FSDP DTensors) run in subprocesses
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
+from fresh_interpreter import VERL_IMPORT, run_python
 
 from avspo_plugin.tools.verl_cpu.demo import build_demo_files, task_prompt
 
@@ -102,38 +98,11 @@ def test_hf_server_refuses_requests_it_cannot_serve_naming_what(server):
         asyncio.run(server.generate(ids, dict(SAMPLING), "b", image_data=[object()]))
 
 
-def run_python(code: str, extra_env: dict[str, str]) -> dict:
-    """Run ``code`` in a fresh interpreter; it prints one JSON object as its last line."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("VERL_")}
-    env.update(extra_env)
-    completed = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
-
-
-REGISTRATIONS = """
-    import json
-    import verl
-    from verl.plugin.platform import PlatformRegistry
-    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
-    from verl.workers.rollout import base
-    from verl.workers.rollout.replica import RolloutReplicaRegistry
-    print(json.dumps({
-        "avspo": "avspo" in ADV_ESTIMATOR_REGISTRY,
-        "cpu_platform": "cpu" in PlatformRegistry.registered_names(),
-        "hf_replica": "hf" in RolloutReplicaRegistry._registry,
-        "hf_adapter": ("hf", "async") in base._ROLLOUT_REGISTRY,
-    }))
-"""
-
-
 def test_cpu_support_is_loaded_when_asked_for():
-    # Without VERL_USE_EXTERNAL_MODULES a plain `import verl` loads none of it: checked in the same fresh-process
-    # probe that checks the registration (tests/verl/test_registration.py).
-    asked = run_python(REGISTRATIONS, {"VERL_USE_EXTERNAL_MODULES": "avspo_plugin.tools.verl_cpu"})
-    assert asked == {"avspo": True, "cpu_platform": True, "hf_replica": True, "hf_adapter": True}
+    # Without VERL_USE_EXTERNAL_MODULES a plain `import verl` loads none of it: the registration test checks that
+    # (tests/verl/test_registration.py), on the same probe.
+    asked = run_python(VERL_IMPORT, {"VERL_USE_EXTERNAL_MODULES": "avspo_plugin.tools.verl_cpu"})
+    assert asked["registered"] and asked["cpu_support_loaded"] and asked["cpu_support_registered"] == [True, True, True]
 
 
 CPU_PLATFORM_AND_ADAPTER = """
