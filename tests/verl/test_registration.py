@@ -43,12 +43,9 @@ from verl.trainer.main_ppo import run_ppo
 @ray.remote(num_cpus=0)
 class ProbeTaskRunner:
     def run(self, config):
-        import verl
-        from verl.trainer.ppo import core_algos
-        fn = core_algos.ADV_ESTIMATOR_REGISTRY.get("avspo")
+        from avspo_plugin.tools.doctor.verl import probe
         with open(os.environ["AVSPO_TEST_OUT"], "w") as f:
-            json.dump({"registered": bool(getattr(fn, "avspo_estimator", False)), "pid": os.getpid(),
-                       "modules": os.environ.get("VERL_USE_EXTERNAL_MODULES")}, f)
+            json.dump(probe(), f)
 
 with initialize_config_module("avspo_plugin.verl.config", version_base=None):
     config = compose("avspo_trainer", overrides=["+ray_kwargs.ray_init.num_cpus=1", "+ray_kwargs.ray_init.address=local",
@@ -61,13 +58,19 @@ finally:
 
 
 def test_run_ppo_gives_the_trainer_process_the_plugin_through_rays_runtime_env(tmp_path):
+    """The env-var route in a Ray actor: entry points off, VERL_USE_EXTERNAL_MODULES from the runtime env alone."""
     out = tmp_path / "task_runner.json"
     env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none", "AVSPO_TEST_OUT": str(out)}
     env.pop("VERL_USE_EXTERNAL_MODULES", None)
     run = subprocess.run([sys.executable, "-c", RUN_PPO], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["registered"] and report["modules"] == "avspo_plugin.verl"
+    assert report["registered"], report
+    assert report["env"]["VERL_USE_EXTERNAL_PLUGINS"] == "none"
+    assert report["env"]["VERL_USE_EXTERNAL_MODULES"] == "avspo_plugin.verl"
+    # A fresh process places only the launcher's checks; the rest wait for a run's trainer to place them.
+    hooks = set(report["hooks"].values())
+    assert hooks <= set(PLACEABLE) | {state for state in hooks if state.startswith("not needed")}, hooks
 
 
 @pytest.fixture(scope="module")
@@ -78,30 +81,20 @@ def ray_session():
     ray.shutdown()
 
 
-def test_registered_in_ray_actors_by_the_env_var_route_and_not_without_a_route(ray_session):
-    """Entry points off in both actors: the env var alone registers avspo. (The entry-point route in an actor of a
-    running cluster, with the hooks it places, is the doctor's check: test_doctor_beside_a_running_cluster below.)"""
+def test_not_registered_in_a_ray_actor_without_a_route(ray_session):
+    """Entry points off and no VERL_USE_EXTERNAL_MODULES: nothing registers avspo, and the report says why. (The
+    env-var route registers: the run_ppo test above; the entry-point route in an actor of a running cluster, with the
+    hooks it places: test_doctor_beside_a_running_cluster below.)"""
     ray = ray_session
-    routes = {
-        "env var": {"env_vars": {"VERL_USE_EXTERNAL_PLUGINS": "none", "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl"}},
-        "neither": {"env_vars": {"VERL_USE_EXTERNAL_PLUGINS": "none"}},
-    }
-    remote_probe = ray.remote(num_cpus=0)(ProbeActor)
-    actors = {name: remote_probe.options(runtime_env=env).remote() for name, env in routes.items()}
-    reports = dict(zip(actors, ray.get([actor.probe.remote() for actor in actors.values()], timeout=600)))
-    for actor in actors.values():
-        ray.kill(actor)
+    actor = ray.remote(num_cpus=0)(ProbeActor).options(
+        runtime_env={"env_vars": {"VERL_USE_EXTERNAL_PLUGINS": "none"}}
+    ).remote()
+    report = ray.get(actor.probe.remote(), timeout=600)
+    ray.kill(actor)
     assert ray.is_initialized()
-
-    assert reports["env var"]["registered"]
-    assert reports["env var"]["env"]["VERL_USE_EXTERNAL_PLUGINS"] == "none"
-    # A fresh process places only the launcher's checks; the rest wait for a run's trainer to place them.
-    assert set(reports["env var"]["hooks"].values()) <= set(PLACEABLE) | {
-        state for state in reports["env var"]["hooks"].values() if state.startswith("not needed")
-    }
-    assert not reports["neither"]["registered"]
-    assert "VERL_USE_EXTERNAL_PLUGINS=none" in reports["neither"]["why_not"][0]
-    assert len({report["pid"] for report in reports.values()}) == 2
+    assert not report["registered"] and report["env"]["VERL_USE_EXTERNAL_MODULES"] is None
+    assert "VERL_USE_EXTERNAL_PLUGINS=none" in report["why_not"][0]
+    assert report["pid"] != os.getpid()
 
 
 def load_package_copy(name):

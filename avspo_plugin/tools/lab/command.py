@@ -20,13 +20,12 @@ from .experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_
 from .methods import DEFAULT_METHODS, PRESETS, STUDY_EXTRA, parse_method
 from .report import lab_markdown, plot_lab, summarize
 from .research.command import RUNS, SHARED_WITH_DEMO, add_parsers
-from .settings import LabSettings
+from .settings import QUICK_SEEDS, LabSettings
 
 # The built-in default and the quick check: what they change in LabSettings, and their seeds.
 DEFAULT_SEEDS = 3
 # A toy budget that checks everything runs: a short warm-up, few prompts, a small held-out split.
 QUICK = {"steps": 8, "eval_every": 4, "prompts": 16, "warmup_steps": 60, "held_out_per_tier": 20, "eval_samples": 2}
-QUICK_SEEDS = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

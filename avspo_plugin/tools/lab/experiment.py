@@ -134,7 +134,8 @@ def run_all(
     specs: list[RunSpec], base_state: dict[str, torch.Tensor], jobs: int, progress: bool = True,
     initial_eval: dict | None = None, cache: Path | None = None,
 ) -> dict[str, dict]:
-    """Run every spec; results by key. jobs > 1 runs them in that many spawned worker processes.
+    """Run every spec; results by key. jobs > 1 runs them in that many worker processes, forked from one
+    server process that imported this module (and torch) once, instead of each importing it again.
 
     initial_eval: the base policy's step-0 evaluation (prepare_base's ``held_out``); a run whose evaluation
     settings match uses it instead of evaluating the same policy with the same random numbers again.
@@ -160,7 +161,8 @@ def run_all(
                 keep(spec, _train(spec))
                 bar.update(planned_steps(spec.settings))
         else:
-            context = multiprocessing.get_context("spawn")
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload([__name__])
             with context.Pool(min(jobs, len(todo)), initializer=_init_worker,
                               initargs=(base_state, initial_eval)) as pool:
                 by_key = {s.key: s for s in todo}

@@ -9,6 +9,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+# Seeds of a --quick check (`avspo lab --quick`, `avspo lab study --quick`): the fewest that a paired difference needs.
+QUICK_SEEDS = 2
+
 
 @dataclass(frozen=True)
 class PolicyShape:

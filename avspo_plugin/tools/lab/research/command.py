@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..methods import PRESETS, STUDY_EXTRA
+from ..settings import QUICK_SEEDS
 from . import study, sweep, tuning
 
 RUNS: dict[str, Callable[[argparse.Namespace], int]] = {"study": study.run, "tune": tuning.run, "sweep": sweep.run}
@@ -36,7 +37,7 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
         description=f"{STUDY_HELP}. Its design fixes the training settings (docs/evidence/study.md): the demo's --steps, --lr, "
                     "... are not options here.")
     study_parser.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
-                              help=f"the study's design on a toy budget and warm-up, {study.QUICK_SEEDS} seeds: a "
+                              help=f"the study's design on a toy budget and warm-up, {QUICK_SEEDS} seeds: a "
                                    "pipeline check (gates reported, not enforced)")
     study_parser.add_argument("--methods", nargs="+", metavar="METHOD", default=argparse.SUPPRESS,
                               help=f"methods to compare, the baseline {study.BASELINE} among them: "
@@ -45,7 +46,7 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
     study_parser.add_argument("--bases", type=int, default=None, help="how many accepted base policies (default 3)")
     _add_run_options(study_parser, out="./avspo_lab_study",
                      seeds=f"seeds per base of the primary methods, 0..N-1 (default {study.PRIMARY_SEEDS}; --quick "
-                           f"{study.QUICK_SEEDS})")
+                           f"{QUICK_SEEDS})")
 
     tune_parser = actions.add_parser(
         "tune", help=TUNE_HELP,

@@ -49,7 +49,7 @@ from avspo_plugin.tools.regimes import DOMINANCE, REGIME_TITLES, REGIMES, collap
 
 from ..experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_timing, write_report
 from ..methods import Method, parse_method
-from ..settings import LabSettings
+from ..settings import QUICK_SEEDS, LabSettings
 from .gates import GATE_NAMES, failed, first_half, grpo_gates, passed
 from .statistics import ALPHA, POWER, holm, mean_interval, paired_test
 from .study_report import plot_study, study_markdown
@@ -121,7 +121,6 @@ STUDY_SETTINGS = dataclasses.replace(
 )
 QUICK = {"rollout_budget": 6 * 16 * 4, "prompts": 16, "held_out_per_tier": 8, "eval_samples": 2, "train_per_tier": 12}
 QUICK_WARMUP = {"warmup_steps": 60}
-QUICK_SEEDS = 2
 
 
 @dataclass(frozen=True)
