@@ -13,8 +13,8 @@ import sys
 import textwrap
 
 # What `import verl` loads and registers: our estimator (by verl's entry point), the opt-in CPU support, the
-# adapter's log level.
-VERL_IMPORT = """
+# adapter's log level; as the dict `verl_import`, which VERL_IMPORT prints and other probes go on from.
+VERL_IMPORT_REPORT = """
     import json, logging, sys
     import verl
     from verl.plugin.platform import PlatformRegistry
@@ -22,15 +22,16 @@ VERL_IMPORT = """
     from verl.workers.rollout import base
     from verl.workers.rollout.replica import RolloutReplicaRegistry
     fn = core_algos.ADV_ESTIMATOR_REGISTRY.get("avspo")
-    print(json.dumps({
+    verl_import = {
         "registered": bool(getattr(fn, "avspo_estimator", False)),
         "function": None if fn is None else fn.__module__ + "." + fn.__qualname__,
         "cpu_support_loaded": "avspo_plugin.tools.verl_cpu" in sys.modules,
         "cpu_support_registered": ["cpu" in PlatformRegistry.registered_names(), "hf" in RolloutReplicaRegistry._registry,
                                    ("hf", "async") in base._ROLLOUT_REGISTRY],
         "adapter_log_level": logging.getLogger("avspo_plugin.verl").getEffectiveLevel(),
-    }))
+    }
 """
+VERL_IMPORT = VERL_IMPORT_REPORT + "    print(json.dumps(verl_import))\n"
 
 
 def run_python(code: str, extra_env: dict[str, str]) -> dict:

@@ -2,7 +2,7 @@
 
 The HF generation server runs in this process (no Ray); the checks that need a fresh
 ``import verl`` (what is registered with and without the opt-in module, the platform,
-the gloo process group, the adapter gathering FSDP DTensors) run in subprocesses.
+the gloo process group, the adapter gathering FSDP DTensors) run in one subprocess.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 
 import pytest
 import torch
-from fresh_interpreter import VERL_IMPORT, run_python
+from fresh_interpreter import VERL_IMPORT_REPORT, run_python
 
 from avspo_plugin.tools.verl_cpu.demo import build_demo_files, task_prompt
 
@@ -98,15 +98,10 @@ def test_hf_server_refuses_requests_it_cannot_serve_naming_what(server):
         asyncio.run(server.generate(ids, dict(SAMPLING), "b", image_data=[object()]))
 
 
-def test_cpu_support_is_loaded_when_asked_for():
-    # Without VERL_USE_EXTERNAL_MODULES a plain `import verl` loads none of it: the registration test checks that
-    # (tests/verl/test_registration.py), on the same probe.
-    asked = run_python(VERL_IMPORT, {"VERL_USE_EXTERNAL_MODULES": "avspo_plugin.tools.verl_cpu"})
-    assert asked["registered"] and asked["cpu_support_loaded"] and asked["cpu_support_registered"] == [True, True, True]
-
-
-CPU_PLATFORM_AND_ADAPTER = """
-    import asyncio, json, os, socket
+# After the plain-import probe's report (what `import verl` loaded and registered), in the same process:
+# the platform, verl's process group, the adapter pushing FSDP shards to a stand-in server.
+CPU_PLATFORM_AND_ADAPTER = VERL_IMPORT_REPORT + """
+    import asyncio, os, socket
     import torch
     import verl
     from torch.distributed.device_mesh import init_device_mesh
@@ -144,6 +139,7 @@ CPU_PLATFORM_AND_ADAPTER = """
     asyncio.run(adapter.update_weights(iter(weights), global_steps=7))
     (_, (pushed,)), steps = adapter._server.calls
     print(json.dumps({
+        **verl_import,
         "device": get_device_name(), "device_id": str(get_device_id()), "backend": backend,
         "comm": get_nccl_backend(), "free_memory": get_torch_device().mem_get_info()[0] > 0,
         "engine_device": os.environ.get("VERL_ENGINE_DEVICE"),
@@ -153,10 +149,23 @@ CPU_PLATFORM_AND_ADAPTER = """
 """
 
 
-def test_cpu_platform_gloo_process_group_and_adapter_gathering_fsdp_shards():
-    result = run_python(
+@pytest.fixture(scope="module")
+def cpu_process() -> dict:
+    """CPU_PLATFORM_AND_ADAPTER's report from a fresh interpreter with the CPU support asked for and selected."""
+    return run_python(
         CPU_PLATFORM_AND_ADAPTER, {"VERL_USE_EXTERNAL_MODULES": "avspo_plugin.tools.verl_cpu", "VERL_PLATFORM": "cpu"}
     )
+
+
+def test_cpu_support_is_loaded_when_asked_for(cpu_process):
+    # Without VERL_USE_EXTERNAL_MODULES a plain `import verl` loads none of it: the registration test checks that
+    # (tests/verl/test_registration.py), on the same probe.
+    assert cpu_process["registered"] and cpu_process["cpu_support_loaded"]
+    assert cpu_process["cpu_support_registered"] == [True, True, True]
+
+
+def test_cpu_platform_gloo_process_group_and_adapter_gathering_fsdp_shards(cpu_process):
+    result = cpu_process
     assert result["device"] == "cpu" and result["device_id"] == "cpu" and result["free_memory"]
     assert result["backend"] == "gloo" and result["comm"] == "gloo"
     assert result["engine_device"] == "cuda"  # verl's FSDP engine, which runs on the platform's device
