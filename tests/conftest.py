@@ -7,10 +7,13 @@ the reward and the tools' logic, in under 2 minutes. ``make test`` runs both kin
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
+from fresh_interpreter import FRESH_VERL_PROCESS, run_python
 
 TESTS = Path(__file__).parent
 
@@ -33,11 +36,9 @@ E2E_FILES = {
     "trl/test_releases.py",
     "trl/test_distributed.py",  # several processes
     "test_doctor_ray.py",  # Ray connection bounds
-    "test_layout.py",  # imports the whole runtime in a fresh process
 }
 # Single end-to-end tests in files of unit tests.
 E2E_TESTS = {
-    "verl/test_registration.py::test_plain_import_verl_in_a_fresh_process_registers_avspo",
     "verl/test_registration.py::test_not_registered_in_a_ray_actor_without_a_route",
     "verl/test_registration.py::test_run_ppo_gives_the_trainer_process_the_plugin_through_rays_runtime_env",
     "verl/test_registration.py::test_doctor_beside_a_running_cluster_checks_in_that_cluster",
@@ -73,3 +74,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
     rank = {name: i for i, name in enumerate(SLOWEST_FILES)}
     items.sort(key=lambda item: rank.get(Path(str(item.path)).relative_to(TESTS).as_posix(), len(rank)))
+
+
+@pytest.fixture(scope="session")
+def fresh_verl_process(request, tmp_path_factory) -> dict:
+    """FRESH_VERL_PROCESS's report: run once per `make test`, its report shared by the xdist workers through a file
+    in their common temporary folder (several test files read it)."""
+    workerinput = getattr(request.config, "workerinput", None)
+    if workerinput is None:  # one test process: nothing to share
+        return run_python(FRESH_VERL_PROCESS, {})
+    report = tmp_path_factory.getbasetemp().parent / f"fresh_verl_process-{workerinput['testrunuid']}.json"
+    with FileLock(f"{report}.lock"):
+        if not report.is_file():
+            report.write_text(json.dumps(run_python(FRESH_VERL_PROCESS, {})))
+        return json.loads(report.read_text())

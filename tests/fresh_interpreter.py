@@ -1,7 +1,8 @@
 """Probes run in a fresh interpreter, and what a plain ``import verl`` loads and registers there.
 
 A fresh interpreter is what these tests are about (which modules an import loads, what verl's entry point
-registers); no ``VERL_*`` variable of the test's environment reaches it unless the test passes it.
+registers, what a process without a verl trainer does); no ``VERL_*`` variable of the test's environment reaches it
+unless the test passes it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
 
 # What `import verl` loads and registers: our estimator (by verl's entry point), the opt-in CPU support, the
 # adapter's log level; as the dict `verl_import`, which VERL_IMPORT prints and other probes go on from.
@@ -32,6 +36,50 @@ VERL_IMPORT_REPORT = """
     }
 """
 VERL_IMPORT = VERL_IMPORT_REPORT + "    print(json.dumps(verl_import))\n"
+
+# A process that imports verl and the plugin but builds no verl trainer, step by step; each step reads only what the
+# steps before it did (none builds a trainer or places a hook but prepare_trainer's): `verl_import`; the hooks in place
+# on import; verl's multi-output advantage route called by a script (avspo against GRPO on the same sessions); the
+# hooks a grpo run, then a grpo run with the monitor, place; last, every runtime module imported, and the tool modules
+# that loaded.
+FRESH_VERL_PROCESS = VERL_IMPORT_REPORT + f"""
+    import importlib, pathlib
+    import numpy as np, torch
+    from hydra import compose, initialize_config_module
+    import avspo_plugin
+    from avspo_plugin.import_patching import is_patched
+    from avspo_plugin.verl import hooks
+    import verl.trainer.ppo.ray_trainer, verl.trainer.ppo.v1.trainer_base, verl.trainer.ppo.v1.utils as v1_utils
+    from verl.trainer.ppo.core_algos import AdvantageEstimator
+
+    placed = lambda: sorted(name for name, state in hooks.hook_status().items() if state == "in place")
+    placement = {{"imported": placed()}}
+
+    sys.path.insert(0, {str(TESTS / "verl")!r})
+    from test_paths import agent_loop_batch, algorithm, v1_advantage_step
+    data, keys = agent_loop_batch(np.random.default_rng(5), rewards="binary")
+    grpo = v1_advantage_step(data, keys, AdvantageEstimator.GRPO, algorithm())
+    avspo = v1_advantage_step(data, keys, "avspo", algorithm())
+    multi_output = {{"rows": len(keys), "equal_to_grpo": bool(torch.equal(avspo, grpo)),
+                     "nonzero": int(torch.count_nonzero(grpo))}}
+
+    with initialize_config_module("avspo_plugin.verl.config", version_base=None):
+        grpo_run = compose("avspo_trainer", overrides=["algorithm.adv_estimator=grpo"])
+        monitored = compose("avspo_trainer", overrides=["algorithm.adv_estimator=grpo", "algorithm.avspo_monitor.enable=true"])
+    hooks.prepare_trainer(grpo_run)
+    placement["grpo"] = placed()
+    hooks.prepare_trainer(monitored)
+    placement["monitor"] = placed()
+    placement["v1_binding_wrapped"] = is_patched(v1_utils.compute_advantage)
+
+    root = pathlib.Path(avspo_plugin.__file__).parent
+    names = (".".join(p.relative_to(root.parent).with_suffix("").parts) for p in root.rglob("*.py"))
+    runtime = sorted({{name.removesuffix(".__init__") for name in names if not name.startswith("avspo_plugin.tools")}})
+    for name in runtime:
+        importlib.import_module(name)
+    print(json.dumps({{"verl_import": verl_import, "placement": placement, "multi_output": multi_output,
+                      "runtime_modules": runtime, "tools_loaded": sorted(m for m in sys.modules if m.startswith("avspo_plugin.tools"))}}))
+"""
 
 
 def run_python(code: str, extra_env: dict[str, str]) -> dict:

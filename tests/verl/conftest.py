@@ -4,7 +4,6 @@
 import numpy as np
 import pytest
 import torch
-from fresh_interpreter import VERL_IMPORT, run_python
 
 import avspo_plugin.verl  # noqa: F401  (registers avspo and installs the hooks, as verl's entry point does)
 from avspo_plugin.verl import hooks, session
@@ -44,11 +43,3 @@ def make_batch():
         )
 
     return build
-
-
-
-@pytest.fixture(scope="session")
-def plain_verl_import() -> dict:
-    """What a plain `import verl` loads and registers in a fresh interpreter, run once per test process (several
-    tests read it)."""
-    return run_python(VERL_IMPORT, {})

@@ -284,7 +284,7 @@ def test_legacy_checkpoint_holds_the_step_before_the_marker_and_its_entropy_afte
 
 
 def test_restored_state_is_reported_at_verls_default_level(
-    tmp_path, trainers, base_config, make_batch, caplog, plain_verl_import
+    tmp_path, trainers, base_config, make_batch, caplog, fresh_verl_process
 ):
     from verl.trainer.ppo.ray_trainer import compute_advantage
 
@@ -294,7 +294,7 @@ def test_restored_state_is_reported_at_verls_default_level(
     session().reset()
     # verl's modules log at VERL_LOGGING_LEVEL (INFO by default) through the root handler verl sets up;
     # the adapter's logger does too, as a trainer process imports it (other tests here may silence it).
-    assert plain_verl_import["adapter_log_level"] == logging.INFO
+    assert fresh_verl_process["verl_import"]["adapter_log_level"] == logging.INFO
     with caplog.at_level(logging.INFO, logger="avspo_plugin.verl"):
         trainers["v1"]._load_checkpoint(trainer_for(base_config, tmp_path / "ckpt"))
     restored = [r.getMessage() for r in caplog.records if r.getMessage().startswith("AVSPO state restored from")]

@@ -28,38 +28,12 @@ def test_every_hook_is_in_place_on_the_installed_verl():
         hooks.require_hooks(trainer, SELECTION)
 
 
-PLACEMENT_PROBE = """
-import json
-from hydra import compose, initialize_config_module
-import avspo_plugin.verl
-from avspo_plugin.import_patching import is_patched
-from avspo_plugin.verl import hooks
-import verl.trainer.ppo.ray_trainer, verl.trainer.ppo.v1.trainer_base, verl.trainer.ppo.v1.utils as v1_utils
-
-with initialize_config_module("avspo_plugin.verl.config", version_base=None):
-    grpo = compose("avspo_trainer", overrides=["algorithm.adv_estimator=grpo"])
-    monitored = compose("avspo_trainer", overrides=["algorithm.adv_estimator=grpo", "algorithm.avspo_monitor.enable=true"])
-placed = lambda: sorted(name for name, state in hooks.hook_status().items() if state == "in place")
-steps = {"imported": placed()}
-hooks.prepare_trainer(grpo)
-steps["grpo"] = placed()
-hooks.prepare_trainer(monitored)
-steps["monitor"] = placed()
-steps["v1_binding_wrapped"] = is_patched(v1_utils.compute_advantage)
-print(json.dumps(steps))
-"""
-
-
-def test_a_run_places_only_the_hooks_its_config_uses():
-    """In a fresh verl process: importing the plugin places the launcher's and the trainers' entry hooks; a
-    grpo run places nothing more; the monitor beside grpo places its own hooks and nothing of AVSPO's or
-    prompt selection's, and verl's v1 binding of compute_advantage (imported by name) is wrapped too."""
-    import json
-    import subprocess
-
-    run = subprocess.run([sys.executable, "-c", PLACEMENT_PROBE], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    steps = json.loads(run.stdout.strip().splitlines()[-1])
+def test_a_run_places_only_the_hooks_its_config_uses(fresh_verl_process):
+    """In a fresh verl process (tests/fresh_interpreter.py, FRESH_VERL_PROCESS): importing the plugin places the
+    launcher's and the trainers' entry hooks; a grpo run places nothing more; the monitor beside grpo places its own
+    hooks and nothing of AVSPO's or prompt selection's, and verl's v1 binding of compute_advantage (imported by name)
+    is wrapped too."""
+    steps = fresh_verl_process["placement"]
     always = sorted(hook.name for hook in hooks.HOOKS if hook.always)
     assert steps["imported"] == steps["grpo"] == always
     monitor = sorted({hook.name for hook in hooks.hooks_for("v1", MONITOR)})

@@ -20,7 +20,8 @@ from avspo_plugin.verl.estimator import RegistrationError, register_estimator
 from avspo_plugin.verl.hooks import PLACEABLE
 
 
-def test_plain_import_verl_in_a_fresh_process_registers_avspo(plain_verl_import):
+def test_plain_import_verl_in_a_fresh_process_registers_avspo(fresh_verl_process):
+    plain_verl_import = fresh_verl_process["verl_import"]
     assert {key: plain_verl_import[key] for key in ("registered", "function")} == {
         "registered": True,
         "function": "avspo_plugin.verl.estimator.compute_avspo_outcome_advantage",
