@@ -1,12 +1,10 @@
 """algorithm.avspo from verl's side: defaults, clear errors, norm_adv_by_std_in_grpo, and checks before any rollout."""
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
+from main_ppo_config import main_ppo_in_process
 from omegaconf import OmegaConf, open_dict
 
 from avspo_plugin.config import AVSPOConfig, ConfigError
@@ -95,20 +93,22 @@ def test_norm_adv_by_std_in_grpo_is_honoured(make_batch, verl_compute_advantage,
     torch.testing.assert_close(avspo.batch["advantages"], grpo.batch["advantages"], rtol=0, atol=1e-6)
 
 
-def test_launcher_check_fails_before_ray_starts(tmp_path):
-    """Stock `main_ppo` with a bad key stops in the launcher: no Ray, no workers, no rollout."""
-    run = subprocess.run(
-        [
-            sys.executable, "-m", "verl.trainer.main_ppo",
-            "--config-path", "pkg://avspo_plugin.verl.config", "--config-name", "avspo_trainer",
-            "algorithm.avspo.alpha=2", "trainer.device=cpu",
-        ],
-        cwd=tmp_path, env={**os.environ, "HYDRA_FULL_ERROR": "1"}, capture_output=True, text=True, timeout=180,
-    )
-    output = run.stdout + run.stderr
-    assert run.returncode != 0
-    assert "ConfigError: algorithm.avspo: alpha=2 is invalid: allowed a number in (0.0, 1.0]" in output
-    assert "ray init kwargs" not in output and "Started a local Ray instance" not in output
+def test_launcher_check_fails_before_ray_starts(tmp_path, monkeypatch):
+    """Stock `main_ppo` (verl's hydra application, in this process) with a bad key stops in the launcher: no Ray, no
+    workers, no rollout."""
+    import ray
+
+    monkeypatch.chdir(tmp_path)
+    assert not ray.is_initialized()
+    try:
+        with pytest.raises(ConfigError, match=re.escape("algorithm.avspo: alpha=2 is invalid: allowed a number in (0.0, 1.0]")):
+            main_ppo_in_process([
+                "--config-path", "pkg://avspo_plugin.verl.config", "--config-name", "avspo_trainer",
+                "algorithm.avspo.alpha=2", "trainer.device=cpu",
+            ])  # fmt: skip
+        assert not ray.is_initialized()
+    finally:
+        ray.shutdown()
 
 
 def test_v1_trainer_checks_config_and_registration_when_built(trainer_config):
