@@ -1,9 +1,5 @@
 """``avspo doctor --host trl``: versions, supported or not, whether AVSPOGRPOTrainer applies; exit codes."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 from trl import GRPOTrainer
 
@@ -27,16 +23,17 @@ def test_the_installed_trl_applies(capsys):
     ("1.5.1", 1, "[FAIL] TRL 1.5.1 is not supported: the adapter supports TRL 1.6.0 to 1.16.0 (releases before 1.6.0 "
                  "differ in the code it relies on)"),
 ])
-def test_a_newer_trl_release_is_a_warning_and_an_older_one_does_not_apply(tmp_path, version, code, verdict):
-    """A TRL distribution of another version first on the path (host_versions' policy, the same for every host)."""
+def test_a_newer_trl_release_is_a_warning_and_an_older_one_does_not_apply(
+    tmp_path, monkeypatch, capsys, version, code, verdict
+):
+    """A TRL distribution of another version first on the path (host_versions' policy, the same for every host):
+    the metadata that importlib.metadata finds, the installed TRL's code."""
     dist_info = tmp_path / f"trl-{version}.dist-info"
     dist_info.mkdir()
     (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: trl\nVersion: {version}\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run([sys.executable, "-m", "avspo_plugin.tools.cli", "doctor", "--host", "trl"],
-                         capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
-    assert run.returncode == code, run.stdout + run.stderr
-    assert verdict in run.stdout
+    monkeypatch.syspath_prepend(str(tmp_path))  # and importlib's caches invalidated
+    assert main(["doctor", "--host", "trl"]) == code
+    assert verdict in capsys.readouterr().out
 
 
 def test_a_changed_private_method_does_not_apply(monkeypatch, capsys):
