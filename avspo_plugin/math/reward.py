@@ -25,7 +25,6 @@ not averaged).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -41,7 +40,7 @@ from .answer import (
     grading_form,
     normalize_answer,
 )
-from .verify import DEFAULT_TIMEOUT_S, math_verify_equal
+from .verify import DEFAULT_TIMEOUT_S, math_verify_equal, worker_context
 
 # reason values: a small fixed vocabulary, so they can be counted over a run.
 CORRECT_MATH_VERIFY = "correct: math-verify"
@@ -197,6 +196,6 @@ def score_many(
     if workers <= 1 or len(pairs) < 2:
         return [_score_pair(pair, sources, timeout_s) for pair in pairs]
     chunk = max(1, len(pairs) // (workers * 8))
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=worker_context()) as pool:
         score = partial(_score_pair, answer_sources=sources, timeout_s=timeout_s)
         return list(pool.map(score, pairs, chunksize=chunk))

@@ -5,9 +5,11 @@ thread. verl 0.9's reward loop calls the reward function through ``run_in_execut
 thread); there math-verify's parse raises, and with ``raise_on_error=False`` every answer would
 silently score 0. So: in the main thread math-verify runs here with its own timeouts; in any other
 thread the same function runs in a small pool of worker processes (their main threads), with a
-wall-clock limit on the result as a backstop for work a signal cannot interrupt. The pool uses
-the spawn start method (safe in Ray's threaded workers); as with any spawn pool, a script of your
-own that scores from threads needs the usual ``if __name__ == "__main__":`` guard.
+wall-clock limit on the result as a backstop for work a signal cannot interrupt. The pool's workers
+fork from multiprocessing's forkserver, a fresh single-threaded process that imported the reward once
+(safe in Ray's threaded workers, and a worker restarted after a kill costs a fork, not an import); as
+with any spawn or forkserver pool, a script of your own that scores from threads needs the usual
+``if __name__ == "__main__":`` guard.
 
 Argument order matters (math-verify's ``verify(gold, target)`` is not symmetric): the reference is
 always ``gold``, the model's answer ``target``.
@@ -73,8 +75,16 @@ def verify_here(gold: str, answer: str, timeout_s: int = DEFAULT_TIMEOUT_S) -> V
         return Verdict(None, f"math-verify error: {type(err).__name__}")
 
 
+def worker_context() -> multiprocessing.context.BaseContext:
+    """The start method of the scoring pools: forkserver, its server preloading the math reward (math-verify,
+    sympy). The preload list is the process's; a server already running keeps its own."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["avspo_plugin.math.reward"])
+    return context
+
+
 class WorkerPool:
-    """A lazily started spawn pool whose stuck workers get killed: a call that overruns its wall-clock
+    """A lazily started process pool whose stuck workers get killed: a call that overruns its wall-clock
     limit kills the pool's processes and the next call starts a fresh pool."""
 
     def __init__(self, workers: int) -> None:
@@ -85,7 +95,7 @@ class WorkerPool:
     def _get_pool(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("spawn"))
+                self._pool = ProcessPoolExecutor(self._workers, mp_context=worker_context())
             return self._pool
 
     def _discard(self, pool: ProcessPoolExecutor) -> None:
