@@ -32,6 +32,14 @@ def test_plain_import_verl_in_a_fresh_process_registers_avspo(fresh_verl_process
     assert plain_verl_import["cpu_support_registered"] == [False, False, False]
 
 
+@pytest.fixture(scope="module")
+def ray_session():
+    # A private instance: a test never attaches to a cluster it did not start.
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
 # verl's own run_ppo, entry points off everywhere: the launcher has the plugin, and the trainer
 # process can only get it from the VERL_USE_EXTERNAL_MODULES the plugin adds to Ray's runtime env.
 RUN_PPO = """
@@ -48,9 +56,12 @@ class ProbeTaskRunner:
         with open(os.environ["AVSPO_TEST_OUT"], "w") as f:
             json.dump(probe(), f)
 
+# A running cluster, as on a head node: verl's run_ppo joins it with the job's runtime env (the job's processes get
+# their environment from it alone), which turns entry points off; the plugin adds VERL_USE_EXTERNAL_MODULES to it.
 with initialize_config_module("avspo_plugin.verl.config", version_base=None):
-    config = compose("avspo_trainer", overrides=["+ray_kwargs.ray_init.num_cpus=1", "+ray_kwargs.ray_init.address=local",
-                                                 "+ray_kwargs.ray_init.include_dashboard=false"])
+    config = compose("avspo_trainer", overrides=[f"+ray_kwargs.ray_init.address={os.environ['AVSPO_TEST_RAY_ADDRESS']}",
+                                                 "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_PLUGINS=none",
+                                                 f"+ray_kwargs.ray_init.runtime_env.env_vars.AVSPO_TEST_OUT={os.environ['AVSPO_TEST_OUT']}"])
 try:
     run_ppo(config, task_runner_class=ProbeTaskRunner)
 finally:
@@ -58,10 +69,11 @@ finally:
 """
 
 
-def test_run_ppo_gives_the_trainer_process_the_plugin_through_rays_runtime_env(tmp_path):
+def test_run_ppo_gives_the_trainer_process_the_plugin_through_rays_runtime_env(tmp_path, ray_session):
     """The env-var route in a Ray actor: entry points off, VERL_USE_EXTERNAL_MODULES from the runtime env alone."""
     out = tmp_path / "task_runner.json"
-    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none", "AVSPO_TEST_OUT": str(out)}
+    address = ray_session.get_runtime_context().gcs_address
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none", "AVSPO_TEST_OUT": str(out), "AVSPO_TEST_RAY_ADDRESS": address}
     env.pop("VERL_USE_EXTERNAL_MODULES", None)
     run = subprocess.run([sys.executable, "-c", RUN_PPO], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
@@ -72,14 +84,6 @@ def test_run_ppo_gives_the_trainer_process_the_plugin_through_rays_runtime_env(t
     # A fresh process places only the launcher's checks; the rest wait for a run's trainer to place them.
     hooks = set(report["hooks"].values())
     assert hooks <= set(PLACEABLE) | {state for state in hooks if state.startswith("not needed")}, hooks
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    # A private instance: a test never attaches to a cluster it did not start.
-    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 def test_not_registered_in_a_ray_actor_without_a_route(ray_session):
