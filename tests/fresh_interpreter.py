@@ -14,7 +14,24 @@ import sys
 import textwrap
 from pathlib import Path
 
+import avspo_plugin
+
 TESTS = Path(__file__).resolve().parent
+PACKAGE = Path(avspo_plugin.__file__).parent
+TOOLS = "avspo_plugin.tools"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_modules() -> list[str]:
+    """Every module of avspo_plugin outside avspo_plugin.tools (tests/test_layout.py: the runtime)."""
+    return sorted(
+        module_name(path) for path in PACKAGE.rglob("*.py") if not module_name(path).startswith(TOOLS)
+    )
+
 
 # What `import verl` loads and registers: our estimator (by verl's entry point), the opt-in CPU support, the
 # adapter's log level; as the dict `verl_import`, which VERL_IMPORT prints and other probes go on from.
@@ -43,10 +60,9 @@ VERL_IMPORT = VERL_IMPORT_REPORT + "    print(json.dumps(verl_import))\n"
 # hooks a grpo run, then a grpo run with the monitor, place; last, every runtime module imported, and the tool modules
 # that loaded.
 FRESH_VERL_PROCESS = VERL_IMPORT_REPORT + f"""
-    import importlib, pathlib
+    import importlib
     import numpy as np, torch
     from hydra import compose, initialize_config_module
-    import avspo_plugin
     from avspo_plugin.import_patching import is_patched
     from avspo_plugin.verl import hooks
     import verl.trainer.ppo.ray_trainer, verl.trainer.ppo.v1.trainer_base, verl.trainer.ppo.v1.utils as v1_utils
@@ -72,13 +88,10 @@ FRESH_VERL_PROCESS = VERL_IMPORT_REPORT + f"""
     placement["monitor"] = placed()
     placement["v1_binding_wrapped"] = is_patched(v1_utils.compute_advantage)
 
-    root = pathlib.Path(avspo_plugin.__file__).parent
-    names = (".".join(p.relative_to(root.parent).with_suffix("").parts) for p in root.rglob("*.py"))
-    runtime = sorted({{name.removesuffix(".__init__") for name in names if not name.startswith("avspo_plugin.tools")}})
-    for name in runtime:
+    for name in {runtime_modules()!r}:
         importlib.import_module(name)
     print(json.dumps({{"verl_import": verl_import, "placement": placement, "multi_output": multi_output,
-                      "runtime_modules": runtime, "tools_loaded": sorted(m for m in sys.modules if m.startswith("avspo_plugin.tools"))}}))
+                      "tools_loaded": sorted(m for m in sys.modules if m.startswith({TOOLS!r}))}}))
 """
 
 
