@@ -9,6 +9,7 @@ from cli_in_process import avspo
 from avspo_plugin.tools.analyze.records import AnalyzeError
 from avspo_plugin.tools.analyze.signals import load_fit
 from avspo_plugin.tools.cli import main
+from avspo_plugin.tools.lab import experiment
 from avspo_plugin.tools.lab.methods import DEFAULT_METHODS
 from avspo_plugin.tools.lab.research.sweep import QUICK_SWEEP
 from avspo_plugin.tools.lab.research.sweep_analysis import SIGNALS
@@ -82,9 +83,9 @@ def test_same_seeds_give_the_same_series_whatever_the_number_of_workers(quick_re
                            "warmup_cpu_s": one["base"]["warmup_cpu_s"]}
 
 
-def test_quick_sweep_writes_its_files_and_resumes_from_its_runs(tmp_path, capsys):
+def test_quick_sweep_writes_its_files_and_resumes_from_its_runs(tmp_path, capsys, monkeypatch):
     """The sweep's pipeline on its toy budget, in this process (the toy bases learn nothing, so the analysis is
-    mostly undefined there; test_sweep.py tests it on synthetic data), then again from the cached runs."""
+    mostly undefined there; test_sweep.py tests it on synthetic data), then again from the kept runs and bases."""
     command = ["lab", "sweep", "--quick", "--out", str(tmp_path), "--no-progress", "--jobs", "1"]
     assert main(command) == 0
     plan = "12 GRPO configurations (3 bases x 1 learning rates x 2 G x 2 tier mixes) x 2 seeds = 24 runs"
@@ -123,6 +124,12 @@ def test_quick_sweep_writes_its_files_and_resumes_from_its_runs(tmp_path, capsys
     assert (tmp_path / "sweep_signals.png").read_bytes()[:4] == b"\x89PNG"
     assert report["timing"]["runs_run"] == 24 and report["timing"]["runs_from_cache"] == 0
 
+    assert len(list((tmp_path / "bases").glob("*.pt"))) == len(QUICK_SWEEP.bases)
+
+    def warm_up_again(settings):
+        raise AssertionError("the rerun warmed up a base that its first run kept")
+
+    monkeypatch.setattr(experiment, "warm_up", warm_up_again)
     assert main(command) == 0
     again = json.loads((tmp_path / "sweep.json").read_text())
     assert (again["timing"]["runs_run"], again["timing"]["runs_from_cache"]) == (0, 24)

@@ -242,7 +242,7 @@ def run(args) -> int:
           f"{plan['estimated_wall_s']:,.0f} s wall ({plan['estimated_wall_s'] / 3600:.1f} h) with {jobs} workers",
           file=sys.stderr)
 
-    candidates = choose_bases(settings, progress=False, quick=args.quick, named=list(design.bases))
+    candidates = choose_bases(settings, progress=False, quick=args.quick, named=list(design.bases), cache=out / "bases")
     for c in candidates:
         verdict = "in the sweep" if c["chosen"] else "NOT ELIGIBLE, left out of the sweep"
         print(f"avspo lab sweep: base {c['name']}: {c['why']}: {verdict}", file=sys.stderr)
