@@ -8,6 +8,8 @@ __all__ = ["AVSPOGRPOConfig", "AVSPOGRPOTrainer"]
 
 
 def __getattr__(name: str):
+    if name in __all__:
+        from . import bases  # noqa: F401  (first: an unsupported TRL is refused by name before any module of the adapter loads)
     if name == "AVSPOGRPOConfig":
         from .config import AVSPOGRPOConfig
 

@@ -24,11 +24,7 @@ from typing import Any, Union
 
 from ..config import AVSPOConfig, ConfigError
 from .advantages import host_settings
-from .versions import require_supported_trl
-
-require_supported_trl()  # before TRL's classes are touched: an unknown release fails here, by name
-
-from trl import GRPOConfig  # noqa: E402
+from .bases import GRPOConfig
 
 FIELD_PREFIX = "avspo_"
 # Set by TRL's GRPO conventions, not by the user.

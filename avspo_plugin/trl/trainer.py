@@ -31,13 +31,13 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
-from trl import GRPOTrainer
 
 from ..core import AVSPOSession, aggregate_metrics
 from ..core.session import STATE_FORMAT
 from ..names import METRIC_PREFIX, STATE_FILE
 from ..state_files import load_json, write_json
 from .advantages import local_rows, replace_latest, reward_bounds_problem, trl_advantages, weighted_rewards
+from .bases import GRPOTrainer
 from .config import AVSPOGRPOConfig
 
 logger = logging.getLogger(__name__)

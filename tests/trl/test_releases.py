@@ -117,18 +117,19 @@ def test_versions_inside_the_range_pass(version):
 
 @pytest.mark.parametrize("version, code", [("1.17.0", 0), ("1.5.1", 1)])
 def test_importing_the_adapter_under_another_trl_warns_or_refuses_naming_both_versions(tmp_path, version, code):
-    """A TRL distribution of ``version`` first on the path: newer, the adapter loads and warns; older, it refuses."""
+    """A TRL distribution of ``version`` first on the path: newer, the adapter loads and warns; older, it refuses
+    before importing TRL."""
     dist_info = tmp_path / f"trl-{version}.dist-info"
     dist_info.mkdir()
     (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: trl\nVersion: {version}\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run(
-        [sys.executable, "-c", "import avspo_plugin.trl; avspo_plugin.trl.AVSPOGRPOTrainer"],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
+    load = "import sys, avspo_plugin.trl\ntry:\n    avspo_plugin.trl.AVSPOGRPOTrainer\nfinally:\n    print('trl' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == code, run.stderr
     if code == 0:
         assert f"avspo_plugin.trl: TRL {version} is newer than the tested range (TRL 1.6.0 to 1.16.0)" in run.stderr
     else:
         assert ("avspo_plugin.host_versions.UnsupportedHostVersion: avspo_plugin.trl supports TRL 1.6.0 to 1.16.0; "
                 f"the installed TRL is {version}") in run.stderr  # fmt: skip
+    # Refused by name before any of TRL's modules is imported (an older release may not import as expected).
+    assert run.stdout.split() == [str(code == 0)]
