@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.tools.cli import MOVED, SUBCOMMANDS, main
+from avspo_plugin.tools.cli import EXTRAS, MOVED, SUBCOMMANDS, main
 
 
 def test_former_demo_runs_advantages_with_a_note(capsys):
@@ -135,53 +135,76 @@ def test_verl_demo_writes_outside_the_folder_it_runs_in_by_default(tmp_path, mon
     assert out == Path(tempfile.gettempdir()) / "avspo-verl-demo" and not out.resolve().is_relative_to(tmp_path)
 
 
-# Runs `avspo CMD --help` and `avspo CMD` for each command in a process where the named packages cannot import.
+# Each case: a package hidden (it cannot import) and the commands whose extra it belongs to. One process runs the cases
+# in this order, each hiding only its own package: no case loads a later case's package (checked before each case),
+# so each command meets its package missing as in an install without that extra. (Importing `lab` loads verl.)
+HIDDEN_CASES = (
+    ("verl", ["verl-demo"]),
+    ("openrlhf", ["openrlhf"]),
+    ("math_verify", ["math-prepare", "math-eval"]),
+    ("matplotlib", ["lab", "analyze"]),
+)
+# The extra each command names (setup.cfg's extras_require).
+EXTRA_OF = {"verl-demo": "verl", "openrlhf": "openrlhf", "math-prepare": "math", "math-eval": "math", "lab": "lab",
+            "analyze": "analyze"}  # fmt: skip
+# Runs `avspo CMD --help` and `avspo CMD` for each case's commands with that case's package hidden.
 HIDDEN_PACKAGES = """
 import contextlib, importlib.abc, io, json, sys
-HIDE = set(sys.argv[1].split(","))
+hidden = set()
 class Hide(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in HIDE:
+        if name.split(".")[0] in hidden:
             raise ModuleNotFoundError(f"No module named '{name}'", name=name)
 sys.meta_path.insert(0, Hide())
 from avspo_plugin.tools.cli import main
 results = {}
-for command in sys.argv[2:]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            help_code = main([command, "--help"])
-        except SystemExit as stop:
-            help_code = stop.code
-    help_text = out.getvalue()
-    runs = []
-    # Bare, and with options the command would take once its extra is installed (as `make demo` runs `avspo lab`).
-    for argv in ([command], [command, "--out", "somewhere", "--steps", "2"]):
+for case in json.loads(sys.argv[1]):
+    package, commands = case
+    if package in sys.modules:
+        raise SystemExit(f"{package} was loaded by an earlier case: it cannot be hidden now")
+    hidden.clear()
+    hidden.add(package)
+    for command in commands:
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = main(argv)
+                help_code = main([command, "--help"])
             except SystemExit as stop:
-                code = stop.code
-        runs.append([code, err.getvalue()])
-    results[command] = [help_code, help_text, runs]
+                help_code = stop.code
+        help_text = out.getvalue()
+        runs = []
+        # Bare, and with options the command would take once its extra is installed (as `make demo` runs `avspo lab`).
+        for argv in ([command], [command, "--out", "somewhere", "--steps", "2"]):
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main(argv)
+                except SystemExit as stop:
+                    code = stop.code
+            runs.append([code, err.getvalue()])
+        results[command] = [help_code, help_text, runs]
 print(json.dumps(results))
 """
 
 
-@pytest.mark.parametrize("hidden, commands, extra", [
-    ("matplotlib", ["lab", "analyze"], {"lab": "lab", "analyze": "analyze"}),
-    ("math_verify", ["math-prepare", "math-eval"], {"math-prepare": "math", "math-eval": "math"}),
-    ("verl", ["verl-demo"], {"verl-demo": "verl"}),
-    ("openrlhf", ["openrlhf"], {"openrlhf": "openrlhf"}),
-])
-def test_a_missing_extra_is_one_line_and_help_still_works(hidden, commands, extra):
-    run = subprocess.run([sys.executable, "-c", HIDDEN_PACKAGES, hidden, *commands], capture_output=True, text=True,
-                         timeout=300)
+@pytest.fixture(scope="module")
+def hidden_package_results() -> dict:
+    run = subprocess.run([sys.executable, "-c", HIDDEN_PACKAGES, json.dumps(HIDDEN_CASES)], capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr
-    for command, (help_code, help_text, runs) in json.loads(run.stdout.splitlines()[-1]).items():
-        message = f"needs the '{extra[command]}' extra: pip install 'avspo-plugin[{extra[command]}]'"
-        assert help_code == 0 and message in " ".join(help_text.split()), (command, help_text)
-        for code, error in runs:
-            assert code == 2 and error.startswith(f"avspo {command}: error: {message}"), (command, error)
-            assert len(error.strip().splitlines()) == 1 and "Traceback" not in error
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def test_the_hidden_cases_cover_every_command_with_an_extra():
+    assert sorted(command for _, commands in HIDDEN_CASES for command in commands) == sorted(EXTRAS)
+    assert EXTRA_OF == EXTRAS
+
+
+@pytest.mark.parametrize("command", [command for _, commands in HIDDEN_CASES for command in commands])
+def test_a_missing_extra_is_one_line_and_help_still_works(hidden_package_results, command):
+    help_code, help_text, runs = hidden_package_results[command]
+    message = f"needs the '{EXTRA_OF[command]}' extra: pip install 'avspo-plugin[{EXTRA_OF[command]}]'"
+    assert help_code == 0 and message in " ".join(help_text.split()), (command, help_text)
+    for code, error in runs:
+        assert code == 2 and error.startswith(f"avspo {command}: error: {message}"), (command, error)
+        assert len(error.strip().splitlines()) == 1 and "Traceback" not in error
