@@ -34,7 +34,8 @@ def runtime_modules() -> list[str]:
 
 
 # What `import verl` loads and registers: our estimator (by verl's entry point), the opt-in CPU support, the
-# adapter's log level; as the dict `verl_import`, which VERL_IMPORT prints and other probes go on from.
+# adapter's log level; as the dict `verl_import`, which the probes built on it go on from (FRESH_VERL_PROCESS
+# below, tests/verl/test_e2e_cpu_support.py).
 VERL_IMPORT_REPORT = """
     import json, logging, sys
     import verl
@@ -52,7 +53,6 @@ VERL_IMPORT_REPORT = """
         "adapter_log_level": logging.getLogger("avspo_plugin.verl").getEffectiveLevel(),
     }
 """
-VERL_IMPORT = VERL_IMPORT_REPORT + "    print(json.dumps(verl_import))\n"
 
 # A process that imports verl and the plugin but builds no verl trainer, step by step; each step reads only what the
 # steps before it did (none builds a trainer or places a hook but prepare_trainer's): `verl_import`; the hooks in place

@@ -1,4 +1,5 @@
-"""Released wheels of a host framework from PyPI, for the tests that read each supported release's source.
+"""Released wheels of a host framework from PyPI, for the tests that read each supported release's source; and
+stand-in distributions of another release, for the tests of the version checks.
 
 Downloaded once per checkout into pytest's cache folder (.pytest_cache), several at a time. A test
 that cannot download them is skipped with pip's reason on a developer's machine, and fails under CI
@@ -53,3 +54,12 @@ def read_member(wheel: Path, suffix: str) -> str:
     with zipfile.ZipFile(wheel) as archive:
         (name,) = [member for member in archive.namelist() if member.endswith(suffix)]
         return archive.read(name).decode()
+
+
+def distribution_metadata(folder: Path, name: str, version: str) -> Path:
+    """``folder`` holding a ``name`` distribution of ``version`` (its metadata only): first on sys.path, it is the
+    release importlib.metadata reports, whatever code imports."""
+    dist_info = folder / f"{name}-{version}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return folder

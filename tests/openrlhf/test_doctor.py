@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from release_wheels import distribution_metadata
+
 from avspo_plugin.tools.cli import main
 
 
@@ -60,10 +62,7 @@ def test_a_newer_release_is_a_warning_naming_both_versions(release_source, tmp_p
     """The 0.11.2 package under a 0.12.0 distribution: newer than tested, checked as any release (the same policy
     as verl's and TRL's)."""
     (tmp_path / "openrlhf").symlink_to(release_source / "openrlhf")
-    dist_info = tmp_path / "openrlhf-0.12.0.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: openrlhf\nVersion: 0.12.0\n")
-    _, out = doctor_without_ray(tmp_path, monkeypatch, capsys)
+    _, out = doctor_without_ray(distribution_metadata(tmp_path, "openrlhf", "0.12.0"), monkeypatch, capsys)
     assert "[warn] OpenRLHF 0.12.0 is newer than the tested range (OpenRLHF 0.9.9 to 0.11.2)" in out, out
     assert "[FAIL] OpenRLHF 0.12.0" not in out
 

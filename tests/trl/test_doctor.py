@@ -1,6 +1,7 @@
 """``avspo doctor --host trl``: versions, supported or not, whether AVSPOGRPOTrainer applies; exit codes."""
 
 import pytest
+from release_wheels import distribution_metadata
 from trl import GRPOTrainer
 
 from avspo_plugin.tools.cli import main
@@ -28,10 +29,7 @@ def test_a_newer_trl_release_is_a_warning_and_an_older_one_does_not_apply(
 ):
     """A TRL distribution of another version first on the path (host_versions' policy, the same for every host):
     the metadata that importlib.metadata finds, the installed TRL's code."""
-    dist_info = tmp_path / f"trl-{version}.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: trl\nVersion: {version}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))  # and importlib's caches invalidated
+    monkeypatch.syspath_prepend(str(distribution_metadata(tmp_path, "trl", version)))  # importlib's caches invalidated
     assert main(["doctor", "--host", "trl"]) == code
     assert verdict in capsys.readouterr().out
 

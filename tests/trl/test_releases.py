@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import trl.trainer.grpo_trainer
-from release_wheels import download_all, read_member
+from release_wheels import distribution_metadata, download_all, read_member
 
 from avspo_plugin.host_versions import UnsupportedHostVersion
 from avspo_plugin.trl.versions import TRL, installed_trl
@@ -116,20 +116,12 @@ def test_versions_inside_the_range_pass(version):
     TRL.require(version, "avspo_plugin.trl")  # raises UnsupportedHostVersion outside the range
 
 
-def trl_distribution(folder: Path, version: str) -> Path:
-    """A ``trl`` distribution of ``version`` (its metadata only) in ``folder``, for the front of the path."""
-    dist_info = folder / f"trl-{version}.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: trl\nVersion: {version}\n")
-    return folder
-
-
 def test_importing_the_adapter_under_a_newer_trl_warns_naming_both_versions(tmp_path, monkeypatch, caplog):
     """A newer TRL first on the path: the adapter's door to TRL (bases.py) imports, checks and warns; in this
     process, with bases.py imported afresh (the module that checks) and TRL's own modules already loaded."""
     import avspo_plugin.trl
 
-    monkeypatch.syspath_prepend(str(trl_distribution(tmp_path, "1.17.0")))
+    monkeypatch.syspath_prepend(str(distribution_metadata(tmp_path, "trl", "1.17.0")))
     monkeypatch.delitem(sys.modules, "avspo_plugin.trl.bases", raising=False)
     monkeypatch.delattr(avspo_plugin.trl, "bases", raising=False)
     with caplog.at_level(logging.WARNING, logger="avspo_plugin.trl"):
@@ -144,7 +136,7 @@ def test_importing_the_adapter_under_a_newer_trl_warns_naming_both_versions(tmp_
 def test_importing_the_adapter_under_an_older_trl_refuses_before_importing_trl(tmp_path):
     """An older TRL first on the path of a fresh process: refused by name before any of TRL's modules is imported
     (an older release may not import the way the adapter expects)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(trl_distribution(tmp_path, "1.5.1")),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(distribution_metadata(tmp_path, "trl", "1.5.1")),
                                                         os.environ.get("PYTHONPATH", "")])}  # fmt: skip
     load = "import sys, avspo_plugin.trl\ntry:\n    avspo_plugin.trl.AVSPOGRPOTrainer\nfinally:\n    print('trl' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, env=env, timeout=120)
