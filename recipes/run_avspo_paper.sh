@@ -4,7 +4,8 @@
 # Usage: [MODEL_PATH=...] [DATA_DIR=...] bash recipes/run_avspo_paper.sh [hydra overrides]
 # Settings (MODEL_PATH, DATA_DIR, TRAIN_FILES, VAL_FILES, N_GPUS_PER_NODE, NNODES, ...): recipes/common.sh.
 # One prompt per step, as the paper trained: ACR is 0 or 1, so every collapsed group is augmented with K = G virtual
-# samples whatever algorithm.avspo.threshold_mode says (the paper's operating point). With more prompts per step
+# samples under threshold_mode always (the default), adaptive and fixed alike (ACR 1 exceeds any threshold below 1;
+# never augments nothing): the paper's operating point. With more prompts per step
 # (data.train_batch_size > 1) the default threshold_mode=always keeps that operating point; the paper's adaptive
 # trigger (algorithm.avspo.threshold_mode=adaptive) then seldom opens: in the lab's study (docs/evidence/results.md) it never
 # did at 128 prompts per step, while AVSPO acting on every collapsed group beat GRPO.

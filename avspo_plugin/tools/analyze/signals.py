@@ -314,7 +314,7 @@ def advice(run: dict[str, Any]) -> list[str]:
         )
     dapo = run["dapo"]
     if dapo["dropped_groups"] > 0:
-        cost = "an unbounded number" if dapo["extra_rollouts"] is None else f"about +{_pct(dapo['extra_rollouts'])}"
+        cost = "an unbounded number of" if dapo["extra_rollouts"] is None else f"about +{_pct(dapo['extra_rollouts'])}"
         tail = (f"; {dapo['steps_all_collapsed']} step(s) had every group collapsed, which resampling cannot fill"
                 if dapo["steps_all_collapsed"] else "")
         lines.append(
