@@ -4,6 +4,7 @@ tests/trl/test_trainer.py."""
 
 import json
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,7 +15,7 @@ from avspo_plugin.config import AVSPOConfig, SelectionConfig
 from avspo_plugin.core import AVSPOSession
 from avspo_plugin.core.selection import PromptSelector
 from avspo_plugin.names import SELECTION_STATE_FILE, STATE_FILE
-from avspo_plugin.state_files import StateFileError, write_json
+from avspo_plugin.state_files import InRange, StateFileError, check_fields, write_json
 from avspo_plugin.verl import checkpoint, selection
 
 
@@ -154,3 +155,80 @@ def test_every_field_of_the_selection_state_has_its_type_checked(tmp_path, key, 
     with pytest.raises(StateFileError, match=rf"{tmp_path / SELECTION_STATE_FILE} cannot be resumed: "
                                              rf"prompt-selection state: {message}.*delete"):
         selection.read_state(str(tmp_path), run)
+
+
+# ------------------------------------------------------------------ every field's range
+
+INT64 = "an integer in [0, 2**63 - 1]"
+MONITORED = ("stagnation", "entropy_collapse", "inert_trigger")
+
+
+@pytest.mark.parametrize(
+    "field, value, allowed",
+    [
+        (("threshold", "tau"), float("nan"), "a finite number in [0, 1]"),
+        (("threshold", "tau"), 1.5, "a finite number in [0, 1]"),
+        (("threshold", "tau"), -0.25, "a finite number in [0, 1]"),
+        (("threshold", "prev_reward_mean"), float("inf"), "a finite number"),
+        (("threshold", "prev_reward_mean"), float("nan"), "a finite number"),
+        (("threshold", "step"), -3, INT64),
+        (("threshold", "step"), 2**63, INT64),
+        (("logged_steps",), -1, INT64),
+        *((("monitor", name, "streak"), -2, INT64) for name in MONITORED),
+        *((("monitor", name, "fired_step"), -1, INT64) for name in MONITORED),
+    ],
+    ids=lambda x: ".".join(x) if isinstance(x, tuple) else repr(x),
+)
+def test_every_field_of_the_avspo_state_has_its_range_checked(tmp_path, field, value, allowed):
+    state = avspo_state()
+    *outer, last = field
+    target = state
+    for key in outer:
+        target = target[key]
+    target[last] = value
+    path = tmp_path / STATE_FILE
+    path.write_text(json.dumps(state))  # Python's JSON writes and reads NaN and Infinity
+    message = f"field {'.'.join(field)} is {value!r}; allowed: {allowed}"
+    with pytest.raises(StateFileError, match=rf"^{path} cannot be resumed: avspo checkpoint state: {re.escape(message)}\. "
+                                             "To start the AVSPO state afresh"):
+        checkpoint.read_state(str(tmp_path))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        AVSPOSession().load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    "key, value, field, allowed",
+    [
+        ("streak", [0, -1], "streak[1] is -1", INT64),
+        ("last_seen", [-5, 0], "last_seen[0] is -5", INT64),
+        ("visits", [1, 2**64], f"visits[1] is {2**64}", INT64),
+        ("regime", [0, 7], "regime[1] is 7", "an integer in [0, 4]"),
+        ("keep_prob", [1.0, 0.0], "keep_prob[1] is 0.0", "a finite number in (0, 1]"),
+        ("keep_prob", [float("nan"), 1.0], "keep_prob[0] is nan", "a finite number in (0, 1]"),
+        ("keep_prob", [1.5, 1.0], "keep_prob[0] is 1.5", "a finite number in (0, 1]"),
+        ("choices", -1, "choices is -1", INT64),
+        ("group_size", 0, "group_size is 0", "an integer in [1, 2**63 - 1]"),
+        ("totals", {"skipped": -1.0}, "totals.skipped is -1.0", "a finite number >= 0"),
+        ("totals", {"hit": float("inf")}, "totals.hit is inf", "a finite number >= 0"),
+        ("fingerprint", "2:abc", "fingerprint is '2:abc'", "<number of prompts>:<16 hex digits>"),
+        ("ids", ["p0", "p0"], "ids repeats 'p0' (ids[0] and ids[1])", "one entry per prompt"),
+    ],
+)
+def test_every_field_of_the_selection_state_has_its_range_checked(tmp_path, key, value, field, allowed):
+    run = selection_run()
+    path = tmp_path / SELECTION_STATE_FILE
+    path.write_text(json.dumps({**run.selector.state_dict(), key: value}))
+    message = f"prompt-selection state: field {field}; allowed: {allowed}"
+    with pytest.raises(StateFileError, match=rf"^{path} cannot be resumed: {re.escape(message)}\. "
+                                             "To start the prompt-selection history empty"):
+        selection.read_state(str(tmp_path), run)
+
+
+def test_a_number_of_the_right_type_is_named_with_its_range_not_its_type():
+    spec = {"a": (None, InRange(float, 0.0, 1.0))}
+    with pytest.raises(ValueError, match=r"^s: field a is nan; allowed: a finite number in \[0, 1\]$"):
+        check_fields({"a": float("nan")}, spec, "s")
+    with pytest.raises(ValueError, match=r"^s: field a should be null or a number, found str '0.5'$"):
+        check_fields({"a": "0.5"}, spec, "s")
+    check_fields({"a": None}, spec, "s")
+    check_fields({"a": 1}, spec, "s")

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..config import SelectionConfig
-from ..state_files import ListOf, MapOf, check_fields
+from ..state_files import INT64_MAX, InRange, ListOf, MapOf, Matching, check_fields
 from .collapse import collapse_regimes, collapsed_groups
 from .groups import group_stats, unique_labels
 
@@ -445,6 +445,11 @@ class PromptSelector:
         if len(set(lengths.values())) != 1:
             raise ValueError(f"prompt-selection state has history lists of different lengths: {lengths}")
         ids = self._checked_ids(list(state["ids"]), "the checkpoint")
+        if len(set(ids)) != len(ids):
+            seen: dict = {}
+            first, again = next((seen[i], k) for k, i in enumerate(ids) if seen.setdefault(i, k) != k)
+            raise ValueError(f"prompt-selection state: field ids repeats {ids[again]!r} (ids[{first}] and ids[{again}]); "
+                             "allowed: one entry per prompt")
         self._closed = self._closed or bool(state["closed"])
         self._fingerprint = state["fingerprint"] if self._fingerprint is None else self._fingerprint
         self._ids = ids
@@ -458,11 +463,15 @@ class PromptSelector:
 
 _HISTORY_DTYPES = {"streak": np.int64, "last_seen": np.int64, "visits": np.int64, "regime": np.int8,
                    "keep_prob": np.float64}  # fmt: skip
-# The type of every field of state_dict(), checked on load.
+_COUNT = InRange(int, 0, INT64_MAX)
+# The type and range of every field of state_dict(), checked on load. A keep_prob is a probability that weighs
+# an observation by its inverse; the totals are counts and sums of such weights.
 STATE_FIELDS = {
-    "format": int, "fingerprint": (None, str), "closed": bool, "ids": ListOf((int, str)),
-    **{key: ListOf(float if dtype == np.float64 else int) for key, dtype in _HISTORY_DTYPES.items()},
-    "choices": int, "group_size": (None, int), "totals": MapOf(float),
+    "format": int, "fingerprint": (None, Matching(r"[0-9]+:[0-9a-f]{16}", "<number of prompts>:<16 hex digits>")),
+    "closed": bool, "ids": ListOf((int, str)),
+    "streak": ListOf(_COUNT), "last_seen": ListOf(_COUNT), "visits": ListOf(_COUNT),
+    "regime": ListOf(InRange(int, NOT_SEEN, OTHER_COLLAPSE)), "keep_prob": ListOf(InRange(float, 0.0, 1.0, low_open=True)),
+    "choices": _COUNT, "group_size": (None, InRange(int, 1, INT64_MAX)), "totals": MapOf(InRange(float, 0.0)),
 }
 # A prompt never seen: no streak, last seen "never" (its age does not matter: it is not predicted).
 _HISTORY_FILL = {"streak": 0, "last_seen": 0, "visits": 0, "regime": NOT_SEEN, "keep_prob": 1.0}

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ..config import AVSPOConfig
-from ..state_files import check_fields
+from ..state_files import INT64_MAX, InRange, check_fields
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .early_warnings import INERT_TRIGGER, RunMonitor
 from .metrics import aggregate_metrics, filtered_group_metrics
@@ -33,13 +33,15 @@ from .threshold import ThresholdState, advance
 STATE_FORMAT = 1
 # What state_dict() holds besides its format.
 STATE_KEYS = ("threshold", "monitor", "logged_steps")
-# The type of every field of state_dict(), checked on load.
+# A count or a step number of the state.
+COUNT = InRange(int, 0, INT64_MAX)
+# The type and range of every field of state_dict(), checked on load: tau is a threshold on ACR, a fraction.
 STATE_FIELDS = {
     "format": int,
-    "threshold": (None, {"tau": float, "prev_reward_mean": (None, float), "step": int}),
-    "monitor": {name: {"streak": int, "fired_step": (None, int)}
+    "threshold": (None, {"tau": InRange(float, 0.0, 1.0), "prev_reward_mean": (None, InRange(float)), "step": COUNT}),
+    "monitor": {name: {"streak": COUNT, "fired_step": (None, COUNT)}
                 for name in ("stagnation", "entropy_collapse", INERT_TRIGGER)},
-    "logged_steps": int,
+    "logged_steps": COUNT,
 }
 
 logger = logging.getLogger(__name__)
@@ -254,8 +256,8 @@ class AVSPOSession:
 
 
 def checked_state(state: Any) -> Mapping[str, Any]:
-    """``state`` (a :meth:`AVSPOSession.state_dict` read back) once its keys, format and the type of every
-    field are checked; ValueError names what is wrong."""
+    """``state`` (a :meth:`AVSPOSession.state_dict` read back) once its keys, format and the type and range
+    of every field are checked (:data:`STATE_FIELDS`); ValueError names the field, its value and what it may hold."""
     if not isinstance(state, Mapping):
         raise ValueError(f"avspo checkpoint state should be an object, found {type(state).__name__}")
     missing = [key for key in STATE_KEYS if key not in state]
