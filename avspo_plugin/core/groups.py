@@ -35,11 +35,14 @@ def unique_labels(labels: np.ndarray, device: torch.device) -> tuple[np.ndarray,
 
     labels: (B,) numpy array. Labels equal in Python are one group (3, 3.0 and np.int64(3)); labels of
     types that do not compare (3 and "3") are an error naming two of them, never coerced into one group.
+    A label not equal to itself (NaN) is an error naming its row: np.unique would put all NaNs in one
+    group, a dict each NaN object in its own.
     A typed array is sorted by numpy; Python objects (verl's uid strings) are looked up in a dict, one
     C-level lookup per label, and only the N distinct labels are sorted (np.unique would sort all B of
     them with Python comparisons, several times slower).
     """
     if labels.dtype != object:
+        _refuse_self_unequal(labels, np.arange(labels.shape[0]), labels)
         uniques, inverse = np.unique(labels, return_inverse=True)
         return uniques, torch.from_numpy(inverse.reshape(-1).astype(np.int64)).to(device)
     first_seen: defaultdict = defaultdict(itertools.count().__next__)
@@ -49,6 +52,8 @@ def unique_labels(labels: np.ndarray, device: torch.device) -> tuple[np.ndarray,
         bad = next(label for label in labels if not _hashable(label))
         raise ValueError(f"group labels (index/uid) must be hashable: {bad!r} ({type(bad).__name__}) is not") from None
     seen = np.fromiter(first_seen, dtype=object, count=len(first_seen))
+    # Only the N distinct labels are compared; a NaN's first row is the first row of its dict entry.
+    _refuse_self_unequal(seen, seen_ids, labels)
     try:
         order = np.array(sorted(range(len(seen)), key=seen.__getitem__), dtype=np.int64)
     except TypeError:
@@ -56,6 +61,25 @@ def unique_labels(labels: np.ndarray, device: torch.device) -> tuple[np.ndarray,
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     return seen[order], torch.from_numpy(rank[seen_ids]).to(device)
+
+
+def _refuse_self_unequal(candidates: np.ndarray, positions: np.ndarray, labels: np.ndarray) -> None:
+    """Raise ValueError naming the first row whose label is not equal to itself (NaN, NaT).
+
+    candidates: (M,) the labels to compare (every row's, or the distinct ones); positions: (B,) each
+    row's position in candidates; labels: (B,) the batch's labels.
+    """
+    unequal = np.asarray(candidates != candidates, dtype=bool)
+    if not unequal.any():
+        return
+    rows = np.flatnonzero(unequal[positions])
+    row = int(rows[0])
+    label = labels[row]
+    shown = str(label) if isinstance(label, np.generic) else repr(label)  # nan, NaT: no Python value shows them
+    raise ValueError(
+        f"group label (index/uid) {shown} at row {row} ({rows.shape[0]} row(s) in all) is not equal to itself, "
+        "so it names no group: give every row a label that equals itself (a string or an integer id)"
+    )
 
 
 def _hashable(label: Any) -> bool:

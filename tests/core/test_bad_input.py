@@ -192,6 +192,24 @@ def test_equal_labels_are_one_group_and_distinct_labels_stay_distinct():
         assert result.metrics["groups"] == 2 and result.metrics["acr"] == 0.5
 
 
+@pytest.mark.parametrize(
+    "index",
+    [
+        ["a", "a", float("nan"), float("nan")],
+        np.array([0.0, 0.0, np.nan, np.nan]),
+        torch.tensor([0.0, 0.0, math.nan, math.nan]),
+        np.array(["2026-01-01", "2026-01-01", "NaT", "NaT"], dtype="datetime64[D]"),
+    ],
+    ids=["list", "numpy", "torch", "datetime"],
+)
+def test_labels_not_equal_to_themselves_are_refused_naming_the_row(index):
+    """A list kept each NaN apart and numpy put them in one group: neither is a grouping, so both are refused."""
+    config = AVSPOConfig(threshold_mode="never")
+    with pytest.raises(ValueError, match=r"^group label \(index/uid\) (nan|NaT) at row 2 \(2 row\(s\) in all\) is not "
+                                         r"equal to itself, so it names no group: give every row a label that equals itself"):
+        compute_group_advantages(torch.tensor([0.0, 1.0, 1.0, 1.0]), index, config, ThresholdState.initial(config))
+
+
 def test_unhashable_labels_are_named():
     with pytest.raises(ValueError, match=r"group labels \(index/uid\) must be hashable: \[1\] \(list\) is not"):
         run([0.0, 1.0], np.array([[1], [2]] + [None], dtype=object)[:2])
