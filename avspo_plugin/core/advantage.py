@@ -26,6 +26,7 @@ from .collapse import (
     group_rate,
     multi_sample_groups,
     near_collapse_groups,
+    off_bound_groups,
     share,
 )
 from .groups import GroupStats, factorize_labels, group_stats, label_array, segment_sum
@@ -44,6 +45,8 @@ class AVSPOResult:
 
     num_virtual: (N,) int64 K_j of each group (0: not augmented), groups in sorted label order;
     virtual_rewards: (N, K_max) float64 V_j, 0 past K_j. Empty when the batch had no valid row.
+    off_bound_groups: the multi-sample groups collapsed at a value that is neither reward bound;
+    off_bound_value: the lowest such value (inf when there is none).
     """
 
     advantages: torch.Tensor
@@ -51,6 +54,8 @@ class AVSPOResult:
     metrics: dict[str, float]
     num_virtual: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.int64))
     virtual_rewards: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.float64))
+    off_bound_groups: int = 0
+    off_bound_value: float = math.inf
 
     @property
     def added_virtual_rewards(self) -> torch.Tensor:
@@ -291,15 +296,17 @@ def compute_group_advantages(
             extreme_advantages, extreme_ids, (stats.count > 0).repeat(2), multi, config.collapse_tol
         )
         lone_success, lone_failure = near_collapse_groups(exact, group_ids, valid, stats, collapsed, config.collapse_tol)
+        off_bound = off_bound_groups(collapsed, all_fail, all_pass)
         # Every metric in one transfer: one device sync per call, not one per metric.
-        num_samples, wasted, reward_sum, adv_abs_max = torch.stack([
+        num_samples, wasted, reward_sum, adv_abs_max, off_bound_value = torch.stack([
             stats.count.sum(), torch.where(effective, stats.count, 0.0).sum(),
             torch.where(valid, exact, 0.0).sum(), advantages.abs().max().to(torch.float64),
+            torch.where(off_bound, stats.mean, torch.inf).min(),
         ]).tolist()
         counts = torch.stack([
             (flags & multi).sum() for flags in (all_fail, all_pass, effective, lone_success, lone_failure, augmented)
-        ] + [multi.sum(), augmented.sum(), num_virtual.sum()]).tolist()
-        fail, pass_, effective, success, failure, augmented_multi, num_multi, num_augmented, total_virtual = counts
+        ] + [multi.sum(), augmented.sum(), num_virtual.sum(), off_bound.sum()]).tolist()
+        fail, pass_, effective, success, failure, augmented_multi, num_multi, num_augmented, total_virtual = counts[:9]
         if not math.isfinite(adv_abs_max):  # NaN and inf propagate through the max
             raise ValueError(non_finite_advantages(advantages, labels, group_ids, mean, std, config.epsilon))
         reward_mean = reward_sum / num_samples
@@ -321,7 +328,10 @@ def compute_group_advantages(
             "reward_mean": reward_mean,
             "adv_abs_max": adv_abs_max,  # padding rows hold 0
         }
-    return AVSPOResult(advantages, advance(config, state, acr, reward_mean), metrics, num_virtual, virtual)
+    return AVSPOResult(
+        advantages, advance(config, state, acr, reward_mean), metrics, num_virtual, virtual,
+        off_bound_groups=int(counts[9]), off_bound_value=off_bound_value,
+    )
 
 
 def nonempty_rows(response_mask: torch.Tensor) -> torch.Tensor:

@@ -38,6 +38,38 @@ def collapse_regimes(
     return all_fail, all_pass
 
 
+def off_bound_groups(collapsed: torch.Tensor, all_fail: torch.Tensor, all_pass: torch.Tensor) -> torch.Tensor:
+    """Collapsed groups whose value c_j is neither reward bound (within 1e-6): collapsed & ~all_fail & ~all_pass.
+
+    (N,) bool each -> (N,) bool.
+    """
+    return collapsed & ~all_fail & ~all_pass
+
+
+def off_bound_message(groups: int, total: int, value: float, reward_low: float, reward_high: float,
+                      augments: bool) -> str:
+    """The once-per-run warning for ``groups`` of ``total`` multi-sample groups collapsed at neither reward
+    bound, the lowest of them at ``value``; augments: whether this config gives such groups virtual samples."""
+    fate = (
+        "with apply_to=all they get virtual samples whenever collapsed groups do" if augments
+        else "they get no virtual samples here"
+    )
+    if reward_low < value < reward_high:
+        fit = (
+            f"If {value:g} is your task's lowest or highest reward (e.g. rewards {{{reward_low:g}, {value:g}}}), set "
+            f"reward_low or reward_high to it (reward_high={value:g}) so that these groups count as all-fail or "
+            "all-pass; if such groups are partial successes to leave alone, set apply_to=all_fail or apply_to=all_pass "
+            "(only groups at that bound get virtual samples)"
+        )
+    else:
+        fit = "Set reward_low and reward_high to the lowest and highest reward your task gives"
+    return (
+        f"AVSPO: {groups} of {total} groups ({groups / total:.1%}) collapsed at a value that is neither "
+        f"reward_low={reward_low:g} nor reward_high={reward_high:g} (the lowest: {value:g}); ACR counts them, "
+        f"acr_all_fail and acr_all_pass do not, and {fate}. {fit}. This warning is given once per run."
+    )
+
+
 def group_rate(flags: torch.Tensor, multi: torch.Tensor) -> float:
     """(1/N_multi) sum_j flags_j over multi-sample groups; 0 when there are none (Eq. 4 / 11 for flags = collapsed).
 

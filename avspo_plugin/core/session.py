@@ -25,6 +25,7 @@ import torch
 from ..config import AVSPOConfig
 from ..state_files import INT64_MAX, InRange, check_fields
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
+from .collapse import off_bound_message
 from .early_warnings import INERT_TRIGGER, RunMonitor
 from .metrics import aggregate_metrics, filtered_group_metrics
 from .threshold import ThresholdState, advance
@@ -72,6 +73,7 @@ class AVSPOSession:
             # Whether the last closed step's entropy was observed (a host may close a step before it knows it).
             self._entropy_observed = True
             self._logged_steps = 0
+            self._off_bound_warned = False
 
     def configure(self, config: AVSPOConfig) -> None:
         """Put ``config`` in force.
@@ -162,6 +164,15 @@ class AVSPOSession:
 
     def _keep(self, result: AVSPOResult) -> AVSPOResult:
         self._pending.append(result.metrics)
+        if result.off_bound_groups and not self._off_bound_warned:
+            # Rewards on a narrower scale than [reward_low, reward_high] collapse at neither bound: say so once.
+            self._off_bound_warned = True
+            config = self.config
+            augments = config.threshold_mode != "never" and config.apply_to == "all"
+            self.log.warning(off_bound_message(
+                result.off_bound_groups, int(result.metrics["groups"]), result.off_bound_value,
+                config.reward_low, config.reward_high, augments,
+            ))  # fmt: skip
         return result
 
     def close_step(self, step: int | None = None, entropy: float | None = None) -> None:

@@ -260,3 +260,30 @@ def test_reset_forgets_everything():
     assert session.config is None and session.state is None
     assert session.pop_metrics() == {}
     assert session.state_dict() == AVSPOSession().state_dict()
+
+
+def test_groups_collapsed_at_neither_reward_bound_are_warned_of_once_per_run(caplog):
+    """Rewards {0, 0.5} under the default range [0, 1]: the all-0.5 groups are collapsed at neither bound."""
+    rows = [[0.5] * 4, [0.5] * 4, [0.0] * 4, [0.0, 0.5, 0.0, 0.5]]
+    scores, labels = torch.tensor(rows).reshape(-1), np.repeat(["a", "b", "c", "d"], 4).astype(object)
+    session = AVSPOSession(log=logging.getLogger(LOGGER))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        for _ in range(2):
+            result = session.step(scores, labels, AVSPOConfig())
+            session.close_step()
+        session.step(*BATCHES[0], AVSPOConfig())
+    assert [r.getMessage() for r in caplog.records] == [
+        "AVSPO: 2 of 4 groups (50.0%) collapsed at a value that is neither reward_low=0 nor reward_high=1 (the lowest: "
+        "0.5); ACR counts them, acr_all_fail and acr_all_pass do not, and with apply_to=all they get virtual samples "
+        "whenever collapsed groups do. If 0.5 is your task's lowest or highest reward (e.g. rewards {0, 0.5}), set "
+        "reward_low or reward_high to it (reward_high=0.5) so that these groups count as all-fail or all-pass; if such "
+        "groups are partial successes to leave alone, set apply_to=all_fail or apply_to=all_pass (only groups at that "
+        "bound get virtual samples). This warning is given once per run."
+    ]
+    assert result.off_bound_groups == 2 and result.off_bound_value == 0.5
+    fitted = AVSPOSession(log=logging.getLogger(LOGGER))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert fitted.step(scores, labels, AVSPOConfig(reward_high=0.5)).metrics["acr_all_pass"] == 0.5
+        fitted.step(*BATCHES[0], AVSPOConfig())
+    assert caplog.records == []
