@@ -77,3 +77,35 @@ def test_settings_are_encoded_where_they_vary_and_errors_name_the_setting():
         sm.encode_settings([{"lr": 0.0}, {"lr": 1e-3}])
     with pytest.raises(ValueError, match="run 1 names the settings"):
         sm.encode_settings([{"lr": 1e-3}, {"G": 4}])
+
+
+def test_stagnation_compared_within_lr_x_base_cells_takes_the_learning_rate_out():
+    """The rule fires mostly at the high lr, where runs gain 10 points more; within lr x base cells it changes
+    nothing: the crude difference is large, the within-cell one about 0."""
+    rng = np.random.default_rng(5)
+    points = []
+    for b in range(6):
+        for lr, share in ((1.5e-4, 0.25), (6e-4, 0.75)):
+            for s in range(8):
+                fired = bool(s < 8 * share)
+                points.append({"base": f"b{b}", "lr": lr, "final_gain": 20 + 10 * (lr > 2e-4) + rng.normal(0, 0.5),
+                               "stagnation": {"fired": fired}})
+    result = sm.stagnation_within_cells(points, reps=REPS)
+    assert result["crude"]["value"] > 4 and abs(result["within_cells"]["value"]) < 0.5
+    assert result["cells"] == 12 and result["cells_with_both"] == 12
+    assert result["fired_by_lr"] == [{"lr": 1.5e-4, "fired": 12, "runs": 48}, {"lr": 6e-4, "fired": 36, "runs": 48}]
+
+
+def test_the_docs_block_is_rendered_from_the_fit_file():
+    """docs/evidence/sweep.md's pre-registered block is preregistered_markdown of sweep/fit.json, as
+    sweep_preregistered writes it: no figure typed in by hand."""
+    import json
+
+    from avspo_plugin.tools.lab.research.sweep_preregistered import EVIDENCE, render_block
+    from avspo_plugin.tools.lab.research.sweep_report import preregistered_markdown
+
+    fit = json.loads((EVIDENCE / "sweep" / "fit.json").read_text())
+    page = (EVIDENCE / "sweep.md").read_text()
+    assert render_block(page, preregistered_markdown(fit["preregistered"])) == page
+    assert fit["preregistered"]["exploratory"]["status"] == "exploratory" and fit["preregistered"]["verdict"] == "pending"
+    assert fit["preregistered"]["rule"] == sm.RULE and fit["preregistered"]["confirmation"] is None

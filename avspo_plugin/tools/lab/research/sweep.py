@@ -33,6 +33,7 @@ import numpy as np
 from ..experiment import (
     RunSpec,
     default_jobs,
+    prepare_base,
     quiet_process,
     run_all,
     run_fingerprint,
@@ -44,9 +45,11 @@ from ..methods import PRESETS
 from ..report import EARLY_FRACTION
 from ..settings import LabSettings
 from .study import QUICK as STUDY_QUICK
-from .study import STUDY_SETTINGS, choose_bases
+from .study import QUICK_WARMUP, STUDY_SETTINGS, BaseCandidate, choose_bases, regime_of
 from .sweep_analysis import MIN_BASES, analyse, early_signals, final_gain, stagnation
-from .sweep_report import plot_signals, sweep_markdown
+from .sweep_models import MIN_TRAIN_GROUPS
+from .sweep_preregistered import PACKAGED_FIT, preregistered, result
+from .sweep_report import plot_signals, preregistered_markdown, sweep_markdown
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class SweepDesign:
     group_sizes: tuple[int, ...]  # at the settings' rollouts per step: prompts = prompts x group_size / G
     mixes: tuple[tuple[str, tuple[float, ...]], ...]  # (name, weights per tier)
     seeds: int
+    first_seed: int = 0  # seeds first_seed, first_seed + 1, ...
 
 
 # Six bases spanning the regimes and base accuracies 0.14 to 0.62 on the development machine (docs/evidence/study/study.md,
@@ -81,6 +85,30 @@ SWEEP_SETTINGS = dataclasses.replace(STUDY_SETTINGS, temperature=SWEEP_TEMPERATU
 REFERENCE_BUDGET = 128_000
 ESTIMATED_RUN_CPU_S = 140.0
 ESTIMATED_WARMUP_CPU_S = 30.0
+# The confirmation sweep (issue 40): the pre-registered analysis (sweep_models.py, committed before it runs) on bases
+# that no sweep, tuning round or fit has used (new warm-ups, none of study.BASE_CANDIDATES: carry-drop rates between
+# the ones tried, a tier mix between 16:8:4:1 and 4:3:2:1, a warm-up length below 730), seeds no run has used (the
+# study's are 0, 1, ..., tuning's 1000-1099), and learning rates between (3e-4) and beyond (1.2e-3) the sweep's
+# 1.5e-4 and 6e-4; G and the tier mix as in SWEEP. 6 x 2 x 2 x 2 x 2 = 96 runs; it needs CONFIRM_MIN_BASES eligible.
+CONFIRM_CANDIDATES = (
+    *(BaseCandidate(f"carrydrop{round(100 * rate)}", {"warmup_carry_drop": rate}) for rate in (0.32, 0.22, 0.17, 0.12)),
+    BaseCandidate("mix12631", {"warmup_mix": (12, 6, 3, 1)}),
+    BaseCandidate("warmup725", {"warmup_steps": 725}),
+)
+CONFIRM_SWEEP = SweepDesign(
+    bases=tuple(c.name for c in CONFIRM_CANDIDATES),
+    learning_rates=(3e-4, 1.2e-3),
+    group_sizes=SWEEP.group_sizes,
+    mixes=SWEEP.mixes,
+    seeds=2,
+    first_seed=2000,
+)
+# Leave-one-base-out keeps a resample only where every held-out base is fitted on MIN_TRAIN_GROUPS others.
+CONFIRM_MIN_BASES = MIN_TRAIN_GROUPS + 1
+# Its pipeline on a toy budget: the fewest bases the pre-registered analysis needs, one learning rate, one seed.
+QUICK_CONFIRM = dataclasses.replace(CONFIRM_SWEEP, bases=CONFIRM_SWEEP.bases[:CONFIRM_MIN_BASES],
+                                    learning_rates=CONFIRM_SWEEP.learning_rates[:1], seeds=1)
+CONFIRM_COMMAND = "avspo lab sweep --confirm --out build/sweep-confirm --jobs 2"
 FORECAST_RULE = ("early ACR alone predicts the final gain of bases it was not fitted on: the bootstrap 95% interval "
                  "of its leave-one-base-out R^2 lies above 0")
 
@@ -139,6 +167,34 @@ def sweep_plan(design: SweepDesign, seeds: int, budget: int, jobs: int) -> dict[
     return {"bases": len(design.bases), "configurations": configurations, "seeds": seeds, "runs": runs,
             "rollouts_per_run": budget, "jobs": jobs, "estimated_cpu_s": run_cpu + warmup_cpu,
             "estimated_wall_s": run_cpu / max(1, min(jobs, runs)) + warmup_cpu}
+
+
+def confirmation_plan(jobs: int = 2) -> dict[str, Any]:
+    """The confirmation sweep as planned (CONFIRM_SWEEP at SWEEP_SETTINGS): its command, bases, learning rates, seeds
+    and :func:`sweep_plan`'s estimate with ``jobs`` workers."""
+    design = CONFIRM_SWEEP
+    return {"command": CONFIRM_COMMAND, "base_names": list(design.bases), "learning_rates": list(design.learning_rates),
+            "seed_list": list(range(design.first_seed, design.first_seed + design.seeds)), "min_bases": CONFIRM_MIN_BASES,
+            **sweep_plan(design, design.seeds, SWEEP_SETTINGS.rollout_budget, jobs)}
+
+
+def confirmation_bases(settings: LabSettings, quick: bool, names: Sequence[str], cache: Path) -> list[dict]:
+    """CONFIRM_CANDIDATES named, in order, warmed up (kept in ``cache``) and judged by study.regime_of, each chosen
+    when eligible (quick: chosen whatever the rule says, on the toy warm-up), as study.choose_bases(named=...)
+    describes its candidates."""
+    known = {c.name: c for c in CONFIRM_CANDIDATES}
+    candidates = []
+    for name in names:
+        candidate = known[name]
+        base_settings = dataclasses.replace(settings, **{**candidate.warmup, **(QUICK_WARMUP if quick else {})})
+        state, description = prepare_base(base_settings, cache)
+        regime, why = regime_of(description["sampled_by_tier"], description["held_out"], base_settings)
+        if quick:
+            regime, why = regime or "not eligible", f"{why} (quick: chosen without the rule)"
+        candidates.append({"name": name, "warmup": dict(candidate.warmup), "regime": regime,
+                           "chosen": regime is not None, "why": why, "description": description, "state": state,
+                           "settings": base_settings})
+    return candidates
 
 
 def configuration_record(configuration: SweepConfiguration, seeds: Sequence[int]) -> dict[str, Any]:
@@ -225,12 +281,14 @@ def run(args) -> int:
     """The sweep from one command line: plan, bases, every configuration's runs, the analysis, the report."""
     quiet_process()
     started = time.perf_counter()
-    design = QUICK_SWEEP if args.quick else SWEEP
+    confirm = bool(getattr(args, "confirm", False))
+    design = (QUICK_CONFIRM if args.quick else CONFIRM_SWEEP) if confirm else (QUICK_SWEEP if args.quick else SWEEP)
     settings = dataclasses.replace(SWEEP_SETTINGS, **(STUDY_QUICK if args.quick else {}))
-    seeds = list(range(args.seeds if args.seeds is not None else design.seeds))
+    count = args.seeds if args.seeds is not None else design.seeds
+    seeds = list(range(design.first_seed, design.first_seed + count))
     if not seeds:
         raise ValueError("--seeds must be >= 1")
-    out = args.out or Path("avspo_lab_sweep")
+    out = args.out or Path("avspo_lab_sweep_confirm" if confirm else "avspo_lab_sweep")
     out.mkdir(parents=True, exist_ok=True)
     jobs = args.jobs or default_jobs()
     progress = not args.no_progress
@@ -242,14 +300,19 @@ def run(args) -> int:
           f"{plan['estimated_wall_s']:,.0f} s wall ({plan['estimated_wall_s'] / 3600:.1f} h) with {jobs} workers",
           file=sys.stderr)
 
-    candidates = choose_bases(settings, progress=False, quick=args.quick, named=list(design.bases), cache=out / "bases")
+    if confirm:
+        candidates = confirmation_bases(settings, args.quick, design.bases, out / "bases")
+    else:
+        candidates = choose_bases(settings, progress=False, quick=args.quick, named=list(design.bases),
+                                  cache=out / "bases")
     for c in candidates:
         verdict = "in the sweep" if c["chosen"] else "NOT ELIGIBLE, left out of the sweep"
         print(f"avspo lab sweep: base {c['name']}: {c['why']}: {verdict}", file=sys.stderr)
     bases = [c for c in candidates if c["chosen"]]
-    if len(bases) < MIN_BASES:
-        raise ValueError(f"{len(bases)} of the bases {', '.join(design.bases)} are eligible; leave-one-base-out "
-                         f"needs {MIN_BASES}")
+    needed = CONFIRM_MIN_BASES if confirm else MIN_BASES
+    if len(bases) < needed:
+        raise ValueError(f"{len(bases)} of the bases {', '.join(design.bases)} are eligible; "
+                         f"{'the pre-registered leave-one-base-out' if confirm else 'leave-one-base-out'} needs {needed}")
 
     cache = out / "runs"
     grpo = PRESETS["grpo"]
@@ -269,11 +332,21 @@ def run(args) -> int:
 
     analysis = analyse(points)
     fit = fit_file(points, analysis["prediction"], settings)
+    if confirm:
+        # The pre-registered table on these runs, beside the exploratory one of the packaged fit file.
+        packaged = json.loads(PACKAGED_FIT.read_text(encoding="utf-8")).get("preregistered") or {}
+        status = "quick: a toy budget that checks the pipeline" if args.quick else "confirmation"
+        fit["preregistered"] = preregistered(
+            packaged.get("exploratory"),
+            result(points, status, f"{out}/sweep.json", "the pre-registered analysis on bases, seeds and learning "
+                   "rates no fit has seen, specified in code before these runs"),
+            confirmation_plan(jobs))
     report = {
         "format": 3,
         "kind": "sweep",
         "design": {**dataclasses.asdict(design), "seeds": seeds, "temperature": SWEEP_TEMPERATURE,
-                   "early_fraction": EARLY_FRACTION, "forecast_rule": FORECAST_RULE, "quick": bool(args.quick)},
+                   "early_fraction": EARLY_FRACTION, "forecast_rule": FORECAST_RULE, "quick": bool(args.quick),
+                   "confirm": confirm},
         "plan": plan,
         "settings": settings.to_dict(),
         "bases": describe_bases(candidates),
@@ -284,7 +357,10 @@ def run(args) -> int:
         "timing": {**run_timing(started, jobs), "runs_run": ran, "runs_from_cache": cached},
     }
     (out / "fit.json").write_text(json.dumps(fit, indent=1) + "\n", encoding="utf-8")
-    write_report(out, "sweep", report, sweep_markdown(report))
+    markdown = sweep_markdown(report)
+    if confirm:
+        markdown += "\n" + "\n".join(preregistered_markdown(fit["preregistered"])) + "\n"
+    write_report(out, "sweep", report, markdown)
     plot_signals(points, analysis["prediction"], out / "sweep_signals.png")
     print(f"avspo lab sweep: wrote sweep.json, sweep.md, fit.json and sweep_signals.png in {out}/", file=sys.stderr)
     return 0

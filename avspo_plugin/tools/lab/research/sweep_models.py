@@ -257,3 +257,42 @@ def decide(gains: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     met = {scheme: bool(g["value"] is not None and g["value"] >= MIN_GAIN and g["ci95"] is not None
                         and g["ci95"][0] > 0) for scheme, g in gains.items()}
     return {"rule": RULE, "min_gain": MIN_GAIN, "term": PRIMARY, "schemes": met, "adds": bool(met) and all(met.values())}
+
+
+def within_cells_difference(outcome: np.ndarray, flag: np.ndarray, cell: np.ndarray, cluster: np.ndarray,
+                            reps: int = REPS, seed: int = SEED) -> dict[str, Any]:
+    """Mean outcome where ``flag`` holds minus where it does not, compared within cells (cell: (n,) int, e.g. lr x base)
+    and pooled over the cells that hold runs on both sides, each weighted n1 n0 / (n1 + n0) (Mantel-Haenszel's weight
+    for a difference). Interval: the 2.5th-97.5th percentile over ``reps`` resamples of the clusters (refitted: cells
+    and weights recomputed on each), a resample without a cell holding both sides left out. Also the crude difference
+    (no cells), for comparison."""
+    weights = cluster_weights(cluster, reps, seed)
+    onehot = (cell[:, None] == np.arange(int(cell.max()) + 1)[None, :]).astype(np.float64)
+    fired, other = weights * flag, weights * ~flag
+    n1, n0 = fired @ onehot, other @ onehot
+    both = (n1 > 0) & (n0 > 0)
+    mean1 = (fired * outcome) @ onehot / np.where(n1 > 0, n1, 1.0)
+    mean0 = (other * outcome) @ onehot / np.where(n0 > 0, n0, 1.0)
+    w = np.where(both, n1 * n0 / np.where(both, n1 + n0, 1.0), 0.0)
+    total = w.sum(axis=1)
+    pooled = np.where(total > 0, np.sum(w * (mean1 - mean0), axis=1) / np.where(total > 0, total, 1.0), np.nan)
+    crude = fired @ outcome / fired.sum(axis=1) - other @ outcome / other.sum(axis=1)
+    kept = np.isfinite(pooled)
+    return {"within_cells": estimate(pooled, kept), "crude": estimate(crude, np.isfinite(crude)),
+            "cells": int(onehot.shape[1]), "cells_with_both": int(both[0].sum()), "kept": int(kept[1:].sum()),
+            "reps": reps, "seed": seed}
+
+
+def stagnation_within_cells(points: Sequence[Mapping], reps: int = REPS, seed: int = SEED) -> dict[str, Any]:
+    """The stagnation rule's runs (points' ``stagnation.fired``) against the others, final gain compared within
+    lr x base cells (:func:`within_cells_difference`, clusters the bases), and how often it fired at each lr."""
+    fired = np.array([p["stagnation"]["fired"] for p in points], dtype=bool)
+    lrs = sorted({p["lr"] for p in points})
+    return {
+        "cells_by": "lr x base",
+        **within_cells_difference(np.array([p["final_gain"] for p in points], dtype=np.float64), fired,
+                                  group_index([(p["lr"], p["base"]) for p in points]),
+                                  group_index([p["base"] for p in points]), reps, seed),
+        "fired_by_lr": [{"lr": lr, "fired": int(sum(f for f, p in zip(fired, points) if p["lr"] == lr)),
+                         "runs": sum(p["lr"] == lr for p in points)} for lr in lrs],
+    }

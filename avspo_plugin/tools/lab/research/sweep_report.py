@@ -206,3 +206,89 @@ def signals_figure(points: Sequence[Mapping], prediction: Mapping) -> Figure:
 def plot_signals(points: Sequence[Mapping], prediction: Mapping, path: Path) -> Path:
     signals_figure(points, prediction).savefig(path, dpi=90)
     return path
+
+
+MODEL_TITLES = {
+    "intercept": "intercept only",
+    "settings": "settings (lr, G, tier mix)",
+    "baseline": "settings + early reward + base accuracy (the baseline)",
+    "acr": "baseline + early ACR",
+    "acr_all_fail": "baseline + early all-fail share",
+    "acr_all_pass": "baseline + early all-pass share",
+    "entropy": "baseline + early entropy",
+}
+SCHEME_TITLES = {"leave_one_base_out": "leave one base out", "leave_one_setting_out": "leave one setting out"}
+
+
+def _scheme_cell(estimates: Mapping, scheme: str, digits: int = 2) -> str:
+    return _estimate(estimates[scheme], digits) if scheme in estimates else "not run"
+
+
+def preregistered_result_lines(outcome: Mapping) -> list[str]:
+    """One result of the pre-registered analysis (sweep_preregistered.result): every model's R^2, what each added
+    term gains, the rule's decision on these runs, and the stagnation rule within lr x base cells."""
+    table, stall = outcome["table"], outcome["stagnation_within_cells"]
+    schemes = table["schemes"]
+    resamples = table["bootstrap"]["resamples"]
+    kept = "; ".join(f"{SCHEME_TITLES[s]} {resamples[s]['kept']} of {table['bootstrap']['reps']} kept over "
+                     f"{resamples[s]['groups']} groups" for s in schemes)
+    lines = [f"{outcome['runs']} runs from {len(outcome['bases'])} bases ({', '.join(outcome['bases'])}); "
+             f"{outcome['status']}: {outcome['why']}. Settings columns: {', '.join(table['setting_columns']) or 'none'}. "
+             f"Bootstrap resamples (each refitted): {kept}.", ""]
+    rows = [[MODEL_TITLES[name], _number(model["in_sample_r2"]),
+             *(_scheme_cell(model["oos_r2"], s) for s in schemes)] for name, model in table["models"].items()]
+    lines += markdown_table(["model", "R^2 in sample", *(f"R^2 {SCHEME_TITLES[s]} [95% CI]" for s in schemes)], rows)
+    decision = table["decision"]
+    rows = [[MODEL_TITLES[name].replace("baseline + ", ""), *(_scheme_cell(gains, s, 3) for s in schemes)]
+            for name, gains in table["added"].items()]
+    lines += ["", *markdown_table(["added to the baseline", *(f"gain, {SCHEME_TITLES[s]} [95% CI]" for s in schemes)],
+                                  rows)]
+    met = ", ".join(f"{SCHEME_TITLES[s]} {'met' if ok else 'not met'}" for s, ok in decision["schemes"].items())
+    coefficients = table["primary_coefficients"]
+    slope = "" if coefficients is None else (f" Early ACR's coefficient in the baseline + early ACR model over every "
+                                             f"run: {coefficients['acr']:+.1f} points per unit of ACR.")
+    lines += ["", f"**The pre-registered rule on these runs: early ACR {'adds' if decision['adds'] else 'does not add'}** "
+                  f"({met}).{slope}", ""]
+    fired = ", ".join(f"{f['fired']} of {f['runs']} at lr {f['lr']:g}" for f in stall["fired_by_lr"])
+    lines.append(
+        f"The stagnation rule fired on {fired}. Final gain (points) of runs where it fired minus the others, within "
+        f"{stall['cells_by']} cells ({stall['cells_with_both']} of {stall['cells']} cells hold both; weights "
+        f"n1 n0 / (n1 + n0)): {_estimate(stall['within_cells'], 1)}; pooled without cells: "
+        f"{_estimate(stall['crude'], 1)} (intervals over {stall['kept']} of {stall['reps']} base resamples).")
+    return lines
+
+
+def preregistered_markdown(prereg: Mapping) -> list[str]:
+    """fit.json's ``preregistered`` (sweep_preregistered.preregistered) as the section docs/evidence/sweep.md shows."""
+    boot = prereg["bootstrap"]
+    lines = [
+        "## Early ACR's forecast value, pre-registered",
+        "",
+        "Fixed in code (`avspo_plugin/tools/lab/research/sweep_models.py`) before any new run. Models, each least "
+        "squares on an intercept and: "
+        + "; ".join(f"{MODEL_TITLES[name]}" for name in prereg["models"]) + ". Out of sample: "
+        + " and ".join(SCHEME_TITLES[s] for s in prereg["schemes"]) + " (a setting: one lr x G x tier mix). "
+        f"Intervals: {boot['reps']} bootstrap resamples of the bases (seed {boot['seed']}), every model refitted in "
+        f"every fold of every resample; a resample is kept where each held-out fold is fitted on at least "
+        f"{boot['min_train_groups']} other groups. Rule: {prereg['rule']}.",
+        "",
+        f"**Verdict: {prereg['verdict']}**"
+        + (" (only the confirmation sweep decides; it has not yet run)." if prereg["verdict"] == "pending" else "."),
+        "",
+    ]
+    exploratory = prereg["exploratory"]
+    if exploratory is not None:
+        lines += ["### Exploratory: the 96-run sweep", "", *preregistered_result_lines(exploratory), ""]
+    lines += ["### Confirmation", ""]
+    confirmation, planned = prereg["confirmation"], prereg["planned_confirmation"]
+    if confirmation is None:
+        lines.append(
+            f"Specified and **not yet run**: `{planned['command']}`: {planned['runs']} GRPO runs "
+            f"({planned['bases']} new bases {', '.join(planned['base_names'])}, at least {planned['min_bases']} eligible; "
+            f"lr {', '.join(f'{lr:g}' for lr in planned['learning_rates'])}; seeds "
+            f"{', '.join(map(str, planned['seed_list']))}), estimated {planned['estimated_cpu_s']:,.0f} CPU-seconds and "
+            f"{planned['estimated_wall_s']:,.0f} s wall ({planned['estimated_wall_s'] / 3600:.1f} h) with "
+            f"{planned['jobs']} workers; resumable from its run cache (the same `--out`).")
+    else:
+        lines += preregistered_result_lines(confirmation)
+    return lines

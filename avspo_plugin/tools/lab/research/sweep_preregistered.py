@@ -1,0 +1,83 @@
+"""The pre-registered analysis (sweep_models.py) applied to a sweep's runs, and what the sweep's fit file carries of it.
+
+``python -m avspo_plugin.tools.lab.research.sweep_preregistered [DIR]`` (default docs/evidence/sweep) is the
+exploratory pass: it reads the runs of DIR/sweep.json (no run is made), fits the pre-registered models on them, labels
+the result exploratory (the specification was chosen after looking at these runs), writes it into DIR/fit.json under
+``preregistered`` (and the copy analyze reads, when DIR is the docs' sweep), and renders docs/evidence/sweep.md's
+block between PREREGISTERED_BEGIN and PREREGISTERED_END from that file. ``avspo lab sweep --confirm`` fills the same
+key's ``confirmation`` with the same table on its own runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import sweep_models as sm
+
+EVIDENCE = Path(__file__).resolve().parents[4] / "docs" / "evidence"
+PACKAGED_FIT = Path(__file__).resolve().parents[2] / "analyze" / "lab_sweep_fit.json"
+PREREGISTERED_BEGIN = "<!-- preregistered: rendered from sweep/fit.json by sweep_report.preregistered_markdown -->"
+PREREGISTERED_END = "<!-- /preregistered -->"
+EXPLORATORY_WHY = ("the models were specified after the 96 runs were looked at (issue 40): a lead to confirm on new "
+                   "bases, not a finding")
+
+
+def result(points: Sequence[Mapping], status: str, source: str, why: str, reps: int = sm.REPS,
+           seed: int = sm.SEED) -> dict[str, Any]:
+    """The pre-registered table and the stagnation rule within lr x base cells on ``points`` (sweep.json's), with
+    their status (``exploratory`` or ``confirmation``), where the runs are and why they have that status."""
+    bases = list(dict.fromkeys(p["base"] for p in points))
+    return {"status": status, "source": source, "why": why, "runs": len(points), "bases": bases,
+            "table": sm.preregistered_table(sm.table_from_points(points), reps, seed),
+            "stagnation_within_cells": sm.stagnation_within_cells(points, reps, seed)}
+
+
+def preregistered(exploratory: Mapping | None, confirmation: Mapping | None, planned: Mapping) -> dict[str, Any]:
+    """fit.json's ``preregistered``: the specification, the exploratory and confirmation results (None where not run),
+    the confirmation's plan (``planned``: its command, runs, bases and estimated cost) and the verdict, which only
+    the confirmation gives (``pending`` until it has run)."""
+    verdict = "pending" if confirmation is None else (
+        "adds" if confirmation["table"]["decision"]["adds"] else "does not add")
+    return {"rule": sm.RULE, "min_gain": sm.MIN_GAIN, "models": {name: list(t) for name, t in sm.MODELS.items()},
+            "schemes": list(sm.SCHEMES), "bootstrap": {"reps": sm.REPS, "seed": sm.SEED, "refitted": True,
+                                                        "min_train_groups": sm.MIN_TRAIN_GROUPS},
+            "exploratory": exploratory, "confirmation": confirmation, "planned_confirmation": dict(planned),
+            "verdict": verdict}
+
+
+def render_block(markdown: str, block: Sequence[str]) -> str:
+    """``markdown`` with the lines between PREREGISTERED_BEGIN and PREREGISTERED_END replaced by ``block``."""
+    begin, end = markdown.find(PREREGISTERED_BEGIN), markdown.find(PREREGISTERED_END)
+    if begin < 0 or end < begin:
+        raise ValueError(f"the page has no block between {PREREGISTERED_BEGIN!r} and {PREREGISTERED_END!r}")
+    return markdown[:begin + len(PREREGISTERED_BEGIN)] + "\n" + "\n".join(block) + "\n" + markdown[end:]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .sweep import confirmation_plan
+    from .sweep_report import preregistered_markdown
+
+    directory = Path((argv or sys.argv[1:] or [str(EVIDENCE / "sweep")])[0])
+    report = json.loads((directory / "sweep.json").read_text(encoding="utf-8"))
+    fit = json.loads((directory / "fit.json").read_text(encoding="utf-8"))
+    confirmation = (fit.get("preregistered") or {}).get("confirmation")
+    fit["preregistered"] = preregistered(
+        result(report["points"], "exploratory", "docs/evidence/sweep/sweep.json", EXPLORATORY_WHY), confirmation,
+        confirmation_plan())
+    text = json.dumps(fit, indent=1) + "\n"
+    (directory / "fit.json").write_text(text, encoding="utf-8")
+    if directory.resolve() == (EVIDENCE / "sweep").resolve():
+        PACKAGED_FIT.write_text(text, encoding="utf-8")
+        page = EVIDENCE / "sweep.md"
+        page.write_text(render_block(page.read_text(encoding="utf-8"), preregistered_markdown(fit["preregistered"])),
+                        encoding="utf-8")
+    print(f"wrote the pre-registered table into {directory / 'fit.json'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
