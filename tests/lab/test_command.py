@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from cli_in_process import avspo
 
+from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.tools.analyze.records import AnalyzeError
 from avspo_plugin.tools.analyze.signals import load_fit
 from avspo_plugin.tools.cli import main
@@ -13,6 +14,7 @@ from avspo_plugin.tools.lab import experiment
 from avspo_plugin.tools.lab.methods import DEFAULT_METHODS
 from avspo_plugin.tools.lab.research.sweep import QUICK_SWEEP
 from avspo_plugin.tools.lab.research.sweep_analysis import SIGNALS
+from avspo_plugin.tools.lab.task import MAX_REWARD, MIN_REWARD
 
 
 def avspo_ok(*args: str) -> str:
@@ -32,7 +34,7 @@ def quick_reports(tmp_path_factory):
     first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
     shown = avspo_ok("lab", "--quick", "--out", str(first), "--no-progress", "--jobs", "2")
     # The same seeds in one process, for the method with virtual samples: series must not depend on the workers.
-    avspo_ok("lab", "--quick", "--out", str(second), "--no-progress", "--jobs", "1", "--methods", "avspo")
+    avspo_ok("lab", "--quick", "--out", str(second), "--no-progress", "--jobs", "1", "--methods", "avspo_default")
     return first, second, shown
 
 
@@ -49,20 +51,44 @@ def test_quick_lab_writes_every_output(quick_reports):
             assert run["evals"]["step"][0] == 0 and run["evals"]["step"][-1] == steps
     summary = report["summary"]["methods"]
     # Two seeds: means without t(1) intervals, and the report says so.
-    assert summary["avspo"]["final_accuracy"]["ci95"] is None
-    assert summary["avspo"]["final_accuracy"]["ci95_reason"].startswith("too few seeds for an interval")
+    assert summary["avspo_default"]["final_accuracy"]["ci95"] is None
+    assert summary["avspo_default"]["final_accuracy"]["ci95_reason"].startswith("too few seeds for an interval")
     assert "final_accuracy_vs_grpo" in summary["dapo"]
     assert summary["dapo"]["rollouts_total"]["mean"] >= summary["grpo"]["rollouts_total"]["mean"]
     markdown = (out / "report.md").read_text()
-    assert "## Same number of rollouts" in markdown and "| dapo |" in markdown
+    assert "## Same number of rollouts" in markdown and "| dapo (adv_estimator=grpo, + dynamic sampling) |" in markdown
     # The report says whether RL learned: base and final held-out accuracy, sampled and greedy, per method.
     base = report["base"]["held_out"]
     final = summary["grpo"]["final_accuracy"]["mean"]
-    assert f"| grpo | {base['accuracy']:.3f} → {final:.3f} ({final - base['accuracy']:+.3f})" in markdown
+    assert f"| grpo (adv_estimator=grpo) | {base['accuracy']:.3f} → {final:.3f} ({final - base['accuracy']:+.3f})" in markdown
     assert "too few seeds for an interval" in markdown and "±" not in markdown
     assert "## Same number of steps" in stdout
     for name in ("acr.png", "accuracy.png", "entropy.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_demo_shows_the_default_beside_the_papers_mode_each_labelled(quick_reports):
+    """make demo's AVSPO arm is what algorithm.adv_estimator=avspo does (every algorithm.avspo key at its default),
+    beside the paper's adaptive mode; each arm's label says its setting, and the report says what the run can and
+    cannot tell apart."""
+    report = json.loads((quick_reports[0] / "report.json").read_text())
+    methods = report["methods"]
+    default = AVSPOConfig()
+    assert methods["avspo_default"]["algorithm"]["avspo"] == {"reward_low": MIN_REWARD, "reward_high": MAX_REWARD}
+    assert methods["avspo_default"]["label"] == f"avspo_default (threshold_mode={default.threshold_mode}, the default)"
+    assert methods["avspo_adaptive"]["algorithm"]["avspo"]["threshold_mode"] == "adaptive"
+    assert methods["avspo_adaptive"]["label"] == "avspo_adaptive (threshold_mode=adaptive, the paper's trigger)"
+    assert methods["grpo"]["label"] == "grpo (adv_estimator=grpo)"
+    markdown = (quick_reports[0] / "report.md").read_text()
+    assert "## What this run can and cannot tell apart" in markdown
+    for name, spec in methods.items():
+        assert f"| {spec['label']} |" in markdown, name
+    # Two seeds: the report says that no accuracy difference can be told apart.
+    assert f"- {methods['avspo_default']['label']}: effective ACR " in markdown
+    assert "too few seeds for an interval: no difference can be told apart from seed noise" in markdown
+    # The default arm's trigger is open whenever a group collapsed; the report says on which share of steps.
+    steps = [s for run in report["runs"]["avspo_default"].values() for s in run["steps"]["triggered"]]
+    assert f"trigger open on {sum(steps) / len(steps):.0%} of steps" in markdown
 
 
 def test_quick_lab_describes_the_base_policy_per_tier(quick_reports):
@@ -77,7 +103,7 @@ def test_same_seeds_give_the_same_series_whatever_the_number_of_workers(quick_re
     first, second, _ = quick_reports
     one = json.loads((first / "report.json").read_text())
     two = json.loads((second / "report.json").read_text())
-    assert list(two["runs"]) == ["avspo"]
+    assert list(two["runs"]) == ["avspo_default"]
     assert {m: series(one)[m] for m in two["runs"]} == series(two)
     assert one["base"] == {**two["base"], "warmup_wall_s": one["base"]["warmup_wall_s"],
                            "warmup_cpu_s": one["base"]["warmup_cpu_s"]}

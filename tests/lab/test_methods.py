@@ -5,6 +5,7 @@ import pytest
 import torch
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
+from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.tools.lab.methods import (
     PRESETS,
     collapse_metrics,
@@ -180,3 +181,18 @@ def test_the_arms_as_in_the_paper_keep_its_adaptive_trigger(name):
     assert (metrics["acr"], metrics["threshold"], metrics["triggered"], metrics["augmented_groups"]) == (0.5, 0.5, 0.0, 0.0)
     assert effective_collapse(advantages, SCORES, UIDS)["effective_acr"] == 0.5
     session().reset()
+
+
+def test_every_arm_is_labelled_by_its_setting():
+    from avspo_plugin.tools.lab.methods import DEFAULT_METHODS, parse_method, setting_label
+
+    mode = AVSPOConfig().threshold_mode
+    assert [setting_label(parse_method(name)) for name in DEFAULT_METHODS] == [
+        "grpo (adv_estimator=grpo)", "dapo (adv_estimator=grpo, + dynamic sampling)",
+        f"avspo_default (threshold_mode={mode}, the default)",
+        "avspo_adaptive (threshold_mode=adaptive, the paper's trigger)"]
+    # The default arm sets no key: it is what algorithm.adv_estimator=avspo does, whatever the defaults are.
+    assert PRESETS["avspo_default"].avspo == {}
+    assert setting_label(parse_method("avspo:strategy=opposite")) == \
+        f"avspo:strategy=opposite (threshold_mode={mode}, strategy=opposite)"
+    assert setting_label(PRESETS["drgrpo"]) == "drgrpo (adv_estimator=grpo, norm_adv_by_std_in_grpo=False)"

@@ -93,11 +93,40 @@ PRESETS: dict[str, Method] = {
                avspo={"threshold_mode": "adaptive", "strategy": "opposite"}, acts_on="all"),
         Method("avspo_always", "avspo", "AVSPO stratified, K by Eq. 9 at the batch ACR, every collapsed group augmented "
                "at every step (threshold_mode=always)", avspo={"threshold_mode": "always"}, acts_on="all"),
+        # The demo's two AVSPO arms. avspo_default sets no algorithm.avspo key, so it follows AVSPOConfig's defaults
+        # (a change of default changes this arm); avspo_adaptive is `avspo` under the name the demo shows.
+        Method("avspo_default", "avspo", "AVSPO as algorithm.adv_estimator=avspo runs it: every algorithm.avspo key at "
+               "its default (AVSPOConfig)", acts_on="all"),
+        Method("avspo_adaptive", "avspo", "AVSPO with the paper's adaptive trigger (threshold_mode=adaptive, Eqs. 12-13): "
+               "the study's `avspo`", avspo={"threshold_mode": "adaptive"}, acts_on="all"),
     )
 }
-# What `avspo lab` (make demo) compares by default: GRPO, the usual fix for collapse (DAPO), and AVSPO; the study
-# compares every method.
-DEFAULT_METHODS = ("grpo", "dapo", "avspo")
+# What `avspo lab` (make demo) compares by default: GRPO, the usual fix for collapse (DAPO), AVSPO as
+# adv_estimator=avspo runs it by default, and the paper's adaptive mode; the study compares every method.
+DEFAULT_METHODS = ("grpo", "dapo", "avspo_default", "avspo_adaptive")
+
+
+def setting_label(method: Method) -> str:
+    """The method's name and what it sets, as the demo's tables and plots show it: the estimator (with DAPO's dynamic
+    sampling), and for AVSPO its threshold_mode, whether that is the default, and every other key it changes."""
+    if method.estimator != "avspo":
+        parts = ["the lab's own estimator" if method.estimator in LAB_ESTIMATORS else f"adv_estimator={method.estimator}"]
+        if not method.norm_adv_by_std_in_grpo:
+            parts.append("norm_adv_by_std_in_grpo=False")
+        if method.dynamic_sampling:
+            parts.append("+ dynamic sampling")
+    else:
+        default, config = AVSPOConfig(), AVSPOConfig.from_mapping(dict(method.avspo), where="algorithm.avspo")
+        parts = [f"threshold_mode={config.threshold_mode}"]
+        changed = {key: value for key, value in method.avspo.items() if getattr(default, key) != value}
+        if not changed:
+            parts.append("the default")
+        elif config.threshold_mode == "adaptive":
+            parts.append("the paper's trigger")
+        parts += [f"{key}={value}" for key, value in changed.items() if key != "threshold_mode"]
+    if method.selection:
+        parts.append("+ prompt selection")
+    return f"{method.name} ({', '.join(parts)})"
 
 # Methods of the study only (avspo lab study): AVSPO's ablations, the controls and prompt selection.
 STUDY_EXTRA: dict[str, Method] = {

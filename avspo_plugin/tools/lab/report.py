@@ -161,10 +161,10 @@ def base_table(base: dict, tiers: Sequence[int]) -> list[str]:
 
 def learning_table(base: dict, methods: dict) -> list[str]:
     """Per method: base -> final held-out accuracy, sampled and greedy, with the change."""
-    rows = [[name,
+    rows = [[label,
              f"{base['accuracy']:.3f} → {fmt(entry['final_accuracy'])} ({entry['final_accuracy']['mean'] - base['accuracy']:+.3f})",
              f"{base['greedy']:.3f} → {fmt(entry['final_greedy'])} ({entry['final_greedy']['mean'] - base['greedy']:+.3f})"]
-            for name, entry in methods.items()]
+            for label, entry in methods.items()]
     return markdown_table(["method", "sampled: base → final (Δ)", "greedy: base → final (Δ)"], rows)
 
 
@@ -174,6 +174,59 @@ def values_text(seeds: int) -> str:
         return "Values are mean ± 95% CI half-width over seeds (t-interval)."
     return (f"Values are means over seeds, without intervals: {NO_INTERVAL} ({seeds}; an interval needs at least "
             f"{MIN_VALUES_FOR_INTERVAL}).")
+
+
+def label_of(report: dict, name: str) -> str:
+    """The method's name with its setting (report.json's ``label``; the name alone in a report without one)."""
+    return report["methods"].get(name, {}).get("label", name)
+
+
+def triggered_share(report: dict, name: str) -> float | None:
+    """The share of an AVSPO method's steps, over all its runs, on which virtual samples were added; None for
+    a method without AVSPO's trigger."""
+    values = [v for run in report["runs"][name].values() for v in run["steps"].get("triggered", [])]
+    return float(np.mean(values)) if values else None
+
+
+def resolution_lines(report: dict, baseline: str = "grpo") -> list[str]:
+    """What the run can and cannot tell apart: per method, whether its collapsed groups got a signal (effective ACR
+    against the baseline's raw ACR, and for AVSPO the share of steps its trigger opened: visible in any run), and
+    whether its paired accuracy difference to the baseline is told apart from seed noise (its interval)."""
+    methods = report["summary"]["methods"]
+    if baseline not in methods:
+        return []
+    seeds = len(report["seeds"])
+    raw = methods[baseline]["mean_acr"]["mean"]
+    lines = ["## What this run can and cannot tell apart", "",
+             f"Mechanism (visible in any run): {baseline}'s collapsed groups carry no signal, its mean ACR "
+             f"{raw:.3f} of groups per step. For each method, the share of groups left without a signal (mean "
+             "effective ACR) and, for AVSPO, the share of steps on which its trigger added virtual samples:", ""]
+    for name, entry in methods.items():
+        if name == baseline:
+            continue
+        share = triggered_share(report, name)
+        trigger = "" if share is None else f"; trigger open on {share:.0%} of steps"
+        verdict = "acted on the collapsed groups" if entry["mean_effective_acr"]["mean"] < raw / 2 else \
+            f"left them as {baseline} does"
+        lines.append(f"- {label_of(report, name)}: effective ACR {entry['mean_effective_acr']['mean']:.3f}{trigger}: "
+                     f"{verdict}.")
+    lines += ["", f"Held-out accuracy against {baseline} (final, paired by seed, {seeds} seeds):", ""]
+    for name, entry in methods.items():
+        delta = entry.get(f"final_accuracy_vs_{baseline}")
+        if delta is None:
+            continue
+        if delta["ci95"] is None:
+            verdict = f"{NO_INTERVAL}: no difference can be told apart from seed noise"
+        else:
+            low, high = delta["mean"] - delta["ci95"], delta["mean"] + delta["ci95"]
+            verdict = (f"[{low:+.3f}, {high:+.3f}] includes 0: not told apart from {baseline}; a true difference "
+                       f"smaller than about {delta['ci95']:.3f} would not show here" if low <= 0 <= high else
+                       f"[{low:+.3f}, {high:+.3f}] excludes 0: told apart from {baseline} at this budget")
+        lines.append(f"- {label_of(report, name)}: {delta['mean']:+.3f}, 95% interval {verdict}.")
+    lines += ["", f"{report['settings']['steps']} steps and {seeds} seeds are a demonstration, not a powered "
+              "comparison: accuracy differences of the size the lab's study measured (docs/evidence/results.md, "
+              "many more pairs and steps) need that study's design.", ""]
+    return lines
 
 
 def lab_markdown(report: dict) -> str:
@@ -200,7 +253,7 @@ def lab_markdown(report: dict) -> str:
         f"Sampled: avg@{settings['eval_samples']} at temperature {settings['eval_temperature']}; greedy: greedy "
         "decoding; both on the held-out problems, final = after the last step, mean over seeds.",
         "",
-        *learning_table(report["base"]["held_out"], methods),
+        *learning_table(report["base"]["held_out"], {label_of(report, n): e for n, e in methods.items()}),
         "",
         "## Same number of steps",
         "",
@@ -211,7 +264,7 @@ def lab_markdown(report: dict) -> str:
     rows = []
     for name, entry in methods.items():
         rows.append([
-            name,
+            label_of(report, name),
             fmt(entry["final_accuracy"]),
             fmt(entry.get(f"final_accuracy_vs_{baseline}"), signed=True) if baseline else "",
             fmt(entry["mean_accuracy"]),
@@ -232,7 +285,7 @@ def lab_markdown(report: dict) -> str:
               "step reached", "rollouts in all"]
     rows = [
         [
-            name,
+            label_of(report, name),
             fmt(entry["accuracy_at_budget"]),
             fmt(entry.get(f"accuracy_at_budget_vs_{baseline}"), signed=True) if baseline else "",
             fmt(entry["step_at_budget"], digits=0),
@@ -245,7 +298,7 @@ def lab_markdown(report: dict) -> str:
     header = ["method", "early ACR (first 20%)", "mean ACR", "mean effective ACR", "all-fail", "all-pass"]
     rows = [
         [
-            name,
+            label_of(report, name),
             fmt(entry["early_acr"]),
             fmt(entry["mean_acr"]),
             fmt(entry["mean_effective_acr"]),
@@ -257,10 +310,12 @@ def lab_markdown(report: dict) -> str:
     lines += markdown_table(header, rows)
     lines += ["", "## Final held-out accuracy by tier", ""]
     tiers = [str(d) for d in settings["tiers"]]
-    rows = [[name, *(fmt(entry["final_accuracy_by_tier"][t], digits=2) for t in tiers)] for name, entry in methods.items()]
+    rows = [[label_of(report, name), *(fmt(entry["final_accuracy_by_tier"][t], digits=2) for t in tiers)]
+            for name, entry in methods.items()]
     lines += markdown_table(["method", *(f"tier {t}" for t in tiers)], rows)
+    lines += ["", *resolution_lines(report)] if baseline else []
     lines += ["", "## Methods", ""]
-    lines += [f"- `{name}`: {spec['description']}" for name, spec in report["methods"].items()]
+    lines += [f"- {label_of(report, name)}: {spec['description']}" for name, spec in report["methods"].items()]
     timing = report["timing"]
     lines += [
         "",
@@ -307,8 +362,11 @@ def method_colors(names: Sequence[str]) -> dict[str, Any]:
     return {name: cmap(i % 10) for i, name in enumerate(names)}
 
 
-def plot_lab(runs: dict[str, dict[int, dict]], out: Path, prefix: str = "") -> list[Path]:
-    """acr.png, accuracy.png and entropy.png in ``out`` (names prefixed by ``prefix``)."""
+def plot_lab(runs: dict[str, dict[int, dict]], out: Path, prefix: str = "", labels: dict[str, str] | None = None
+             ) -> list[Path]:
+    """acr.png, accuracy.png and entropy.png in ``out`` (names prefixed by ``prefix``); each method's line is named
+    by ``labels`` (default: its name)."""
+    runs = {(labels or {}).get(name, name): by_seed for name, by_seed in runs.items()}
     colors = method_colors(list(runs))
     steps = len(next(iter(next(iter(runs.values())).values()))["steps"]["acr"])
     window = max(1, steps // 20)
