@@ -31,7 +31,8 @@ from typing import Any
 REQUIRED_MODULES = {"avspo_plugin": "avspo-plugin", "avspo_plugin.math.reward": None, "math_verify": "math-verify", "verl": "verl"}
 ESTIMATOR = "avspo"
 WANDB_HOST = "api.wandb.ai"
-INSTALL_HINT = "install the same environment on every node: pip install 'avspo-plugin[verl,math]'"
+INSTALL_HINT = ("install the same environment on every node, from the checkout: pip install torch==2.13.0, then "
+                "pip install -c constraints.txt '.[verl,math]'")
 
 
 def wandb_login_problem() -> str | None:
