@@ -30,7 +30,7 @@ from avspo_plugin.state_files import StateFileError, read_json, write_json
 from .methods import Method
 from .policy import build_policy
 from .settings import LabSettings
-from .train import evaluate, held_out, sampled_pass_rates, train, warm_up
+from .train import Evaluation, evaluate, held_out, sampled_pass_rates, train, warm_up
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class RunSpec:
     method: Method
     seed: int
     extra_final_evals: tuple[float, ...] = ()  # temperatures of further readings at the last evaluation
+    evaluation: Evaluation | None = None  # a study's own evaluation in place of the lab's (train.Evaluation)
 
 
 def quiet_process() -> None:
@@ -107,7 +108,7 @@ def _train(spec: RunSpec) -> dict:
     base_state, initial_eval = _BASE
     initial = initial_eval if _same_evaluation(spec.settings, initial_eval) else None
     return train(spec.settings, spec.method, spec.seed, base_state,
-                 extra_final_evals=spec.extra_final_evals, initial_eval=initial)
+                 extra_final_evals=spec.extra_final_evals, initial_eval=initial, evaluation=spec.evaluation)
 
 
 def _same_evaluation(settings: LabSettings, initial_eval: dict | None) -> bool:
@@ -183,9 +184,12 @@ def state_digest(state: dict[str, torch.Tensor]) -> str:
 
 
 def run_fingerprint(spec: RunSpec, base_digest: str) -> str:
-    """What a run's result depends on: settings, method, seed, extra evaluations and the base policy."""
+    """What a run's result depends on: settings, method, seed, extra evaluations and the base policy (and a study's
+    own evaluation, by its settings, when it has one: runs without one keep the fingerprints they had)."""
     what = {"settings": spec.settings.to_dict(), "method": dataclasses.asdict(spec.method), "seed": spec.seed,
             "extra_final_evals": list(spec.extra_final_evals), "base": base_digest}
+    if spec.evaluation is not None:
+        what["evaluation"] = {"kind": type(spec.evaluation).__name__, **dataclasses.asdict(spec.evaluation)}
     return content_fingerprint(what)
 
 

@@ -114,6 +114,18 @@ def answers_dropping_carries(a: np.ndarray, b: np.ndarray, rate: float, rng: np.
     return [lsb_first(int("".join(map(str, row[::-1])))) for row in columns]
 
 
+def carry_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How many columns of a + b, added least significant digit first, pass a carry on (the steps a learner who
+    forgets carries gets wrong).  a, b: (N,) non-negative -> (N,) int64."""
+    a, b = np.asarray(a, dtype=np.int64).copy(), np.asarray(b, dtype=np.int64).copy()
+    carry, count = np.zeros(a.shape, dtype=np.int64), np.zeros(a.shape, dtype=np.int64)
+    while (a > 0).any() or (b > 0).any():  # one pass per digit column, every problem at once
+        carry = (a % 10 + b % 10 + carry) // 10
+        count += carry
+        a, b = a // 10, b // 10
+    return count
+
+
 def max_response_length(tiers: tuple[int, ...]) -> int:
     """Tokens in the longest correct response: d + 1 digits (a final carry) and the end token."""
     return max(tiers) + 2
@@ -152,12 +164,34 @@ def training_set(tiers: tuple[int, ...], per_tier: int | tuple[int, ...], seed: 
     return _distinct_problems(tiers, counts, rng, held_out, "training set", share=1.0)
 
 
+def evaluation_set(tiers: tuple[int, ...], per_tier: tuple[int, ...], least_carries: tuple[int, ...], seed: int,
+                   excluded: Problems) -> Problems:
+    """per_tier[i] distinct problems of tier i with at least least_carries[i] carries (:func:`carry_counts`), none
+    in ``excluded``, fixed by ``seed``: held-out problems harder than the training mix, for an endpoint with room."""
+    rng = np.random.default_rng([seed, 0xE7A1])
+    return _distinct_problems(tiers, per_tier, rng, excluded, "evaluation set", share=0.5, least_carries=least_carries)
+
+
+def stratified_split(problems: Problems, first_share: float, seed: int) -> tuple[Problems, Problems]:
+    """The problems cut in two by tier: in each tier a seeded permutation's first round(first_share x n) rows go to
+    the first part (validation), the rest to the second (test)."""
+    rng = np.random.default_rng([seed, 0x5917])
+    first, second = [], []
+    for d in np.unique(problems.tier):
+        rows = rng.permutation(np.flatnonzero(problems.tier == d))
+        cut = round(first_share * rows.size)
+        first.append(rows[:cut])
+        second.append(rows[cut:])
+    return problems.take(np.sort(np.concatenate(first))), problems.take(np.sort(np.concatenate(second)))
+
+
 def _distinct_problems(
     tiers: tuple[int, ...], counts: tuple[int, ...], rng: np.random.Generator, excluded: Problems | None, what: str,
-    share: float,
+    share: float, least_carries: tuple[int, ...] | None = None,
 ) -> Problems:
     """counts[i] distinct problems of tier i, none in ``excluded``; at most ``share`` of a tier's available ones
-    (a held-out split takes at most half, so that training problems remain)."""
+    (a held-out split takes at most half, so that training problems remain). least_carries: only problems of tier
+    i with at least least_carries[i] carries (the availability bound then counts every problem of the tier)."""
     excluded_keys = set() if excluded is None else set(excluded.keys().tolist())
     a_parts, b_parts = [], []
     for d, count in zip(tiers, counts):
@@ -169,9 +203,12 @@ def _distinct_problems(
                 f"at most {most} may be taken"
             )
         chosen: dict[int, tuple[int, int]] = {}
+        least = 0 if least_carries is None else least_carries[tiers.index(d)]
         while len(chosen) < count:
             tier = np.full(count, d)
-            for x, y in zip(draw_operands(rng, tier).tolist(), draw_operands(rng, tier).tolist()):
+            a, b = draw_operands(rng, tier), draw_operands(rng, tier)
+            hard = carry_counts(a, b) >= least
+            for x, y in zip(a[hard].tolist(), b[hard].tolist()):
                 key = x * 10**9 + y
                 if len(chosen) < count and key not in excluded_keys:
                     chosen.setdefault(key, (x, y))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -46,6 +47,15 @@ from .task import (
     rewards,
     training_set,
 )
+
+
+class Evaluation(Protocol):
+    """A study's own held-out evaluation (a frozen dataclass, so that it pickles to workers and fingerprints its runs):
+    whether it is due, by the rollouts sampled so far (final: the run's last step), and what it reads."""
+
+    def due(self, rollouts_total: int, final: bool) -> bool: ...
+
+    def evaluate(self, policy, step: int, rollouts_total: int, final: bool) -> dict: ...
 
 
 def held_out(settings: LabSettings):
@@ -296,9 +306,11 @@ def update_policy(policy, optimizer, reference, rollout: Rollout, old_log_probs:
                   advantages: torch.Tensor, settings: LabSettings, method: Method, actor) -> dict[str, float]:
     """Step 4: one pass over the mini-batches with verl's clipped policy loss (plus, with kl_coef > 0, verl's
     low-variance KL to the base policy, aggregated as the loss), gradient clip, AdamW. Returns the update's
-    metrics: verl's clip fraction and ppo_kl, the gradient norm before clipping and how often the clip bound."""
+    metrics: verl's clip fraction and ppo_kl, the gradient norm before clipping, how often the clip bound, and the
+    norm of the step's change to the weights."""
     policy_loss = get_policy_loss_fn("vanilla")
     rows_per_mini_batch = settings.prompts // settings.mini_batches * settings.group_size
+    before = [p.detach().clone() for p in policy.parameters()]
     policy.train()
     clip_fractions, kls, norms, to_base = [], [], [], []
     for rows in torch.arange(rollout.response_ids.shape[0]).split(rows_per_mini_batch):
@@ -327,6 +339,8 @@ def update_policy(policy, optimizer, reference, rollout: Rollout, old_log_probs:
         "kl_to_base": float(np.mean(to_base)) if to_base else None,
         "grad_norm": float(np.mean(norms)),  # before clipping
         "clip_bound": float(np.mean([n > settings.grad_clip for n in norms])),  # fraction of updates clipped
+        # How far the step moved the weights: ||theta_after - theta_before||_2 over every parameter.
+        "update_norm": float(torch.sqrt(sum(((p.detach() - b) ** 2).sum() for p, b in zip(policy.parameters(), before)))),
     }
 
 
@@ -338,6 +352,7 @@ def train(
     on_step: Callable[[], None] | None = None,
     extra_final_evals: tuple[float, ...] = (),
     initial_eval: dict | None = None,
+    evaluation: Evaluation | None = None,
 ) -> dict:
     """One RL run from the base policy; returns its per-step and per-evaluation series.
 
@@ -345,7 +360,8 @@ def train(
     advantages, 4. update the policy, 5. evaluate when due. extra_final_evals: temperatures of further avg@k
     readings at the last evaluation (``at_temperature``). initial_eval: the base policy's evaluation at step 0,
     when the caller has it (it is the same for every run from one base: evaluate() seeds its sampling by task
-    seed and step).
+    seed and step). evaluation: an evaluation of the caller's own in place of :func:`evaluate` and its schedule
+    (``evals`` is then the list of its readings, each with the step and rollouts it was taken at).
     """
     started, cpu_started = time.perf_counter(), time.process_time()
     torch.manual_seed(seed)
@@ -375,7 +391,9 @@ def train(
             for key in evals:
                 evals[key].append(entry.get(key, {}))
 
-    record_eval(0, 0, schedule.initial(), final=False)
+    own_evals: list[dict] = []
+    if evaluation is None:
+        record_eval(0, 0, schedule.initial(), final=False)
     step, rollouts_total = 0, 0
     while not schedule.finished(step, rollouts_total):
         step += 1
@@ -419,6 +437,9 @@ def train(
             advantages = compute_advantages(method, algorithm, token_level_rewards(batch.scores, mask), mask.float(),
                                             batch.uids, entropy=entropy, step=step, seed=seed)
             record.update(effective_collapse(advantages, batch.scores, batch.uids))
+            # Each response's advantage (constant over its tokens): how much signal the step carries, and its sign.
+            per_response = (advantages * mask).sum(dim=-1) / mask.sum(dim=-1)
+            record.update(advantage_abs_sum=float(per_response.abs().sum()), advantage_sum=float(per_response.sum()))
             if method.estimator == "avspo":
                 avspo = pop_metrics()
                 record.update({k: avspo[k] for k in ("triggered", "threshold", "num_virtual", "augmented_groups")})
@@ -430,9 +451,12 @@ def train(
             steps.setdefault(key, []).append(value)
 
         # 5. Evaluate when due.
-        due = schedule.due(step, rollouts_total)
-        if due:
-            record_eval(step, rollouts_total, due, final=schedule.finished(step, rollouts_total))
+        final = schedule.finished(step, rollouts_total)
+        if evaluation is not None:
+            if evaluation.due(rollouts_total, final):
+                own_evals.append({"step": step, "rollouts": rollouts_total, **evaluation.evaluate(policy, step, rollouts_total, final)})
+        elif due := schedule.due(step, rollouts_total):
+            record_eval(step, rollouts_total, due, final=final)
         if on_step is not None:
             on_step()
 
@@ -440,7 +464,7 @@ def train(
         "method": method.name,
         "seed": seed,
         "steps": steps,
-        "evals": evals,
+        "evals": evals if evaluation is None else own_evals,
         "wall_s": time.perf_counter() - started,
         "cpu_s": time.process_time() - cpu_started,
     }

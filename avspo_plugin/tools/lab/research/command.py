@@ -13,9 +13,10 @@ from pathlib import Path
 
 from ..methods import PRESETS, STUDY_EXTRA
 from ..settings import QUICK_SEEDS
-from . import study, sweep, tuning
+from . import sharpening, study, sweep, tuning
 
-RUNS: dict[str, Callable[[argparse.Namespace], int]] = {"study": study.run, "tune": tuning.run, "sweep": sweep.run}
+RUNS: dict[str, Callable[[argparse.Namespace], int]] = {"study": study.run, "tune": tuning.run, "sweep": sweep.run,
+                                                        "sharpening": sharpening.run}
 # The options each action shares with the demo (`avspo lab`). They have default SUPPRESS here, so that one given
 # before the action's name, where the demo's parser reads it, stands as it does after the name; the demo's other
 # options given there are refused (lab/command.py).
@@ -23,11 +24,16 @@ SHARED_WITH_DEMO = {
     "study": ("quick", "methods", "seeds", "jobs", "out", "no_progress"),
     "tune": ("seeds", "jobs", "out", "no_progress"),
     "sweep": ("quick", "seeds", "jobs", "out", "no_progress"),
+    "sharpening": ("quick", "jobs", "out", "no_progress"),
 }
 STUDY_HELP = "the powered comparison of docs/evidence/study.md: gates, then every method on the bases that pass (hours of CPU)"
 TUNE_HELP = "one round of tuning GRPO alone on the study's bases, on seeds the study does not use (docs/evidence/tuning/)"
 SWEEP_HELP = ("GRPO over bases x lr x G x tier mix: does early ACR predict the final gain beyond early reward and base "
               "accuracy, on bases held out (docs/evidence/sweep.md, about 2 hours on 2 cores)")
+
+
+SHARPENING_HELP = ("learning or sharpening: GRPO and AVSPO's default each tuned on validation and read at its own "
+                   "best temperature on test problems no choice saw (docs/evidence/sharpening.md, about 3 hours on 2 cores)")
 
 
 def add_parsers(actions: argparse._SubParsersAction) -> None:
@@ -69,13 +75,29 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
     sweep_parser.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
                               help=f"the sweep's pipeline on a toy budget and warm-up: {len(sweep.QUICK_SWEEP.bases)} "
                                    "bases, one learning rate")
+    sweep_parser.add_argument("--confirm", action="store_true",
+                              help=f"the pre-registered confirmation sweep instead (sweep.CONFIRM_SWEEP: "
+                                   f"{len(sweep.CONFIRM_SWEEP.bases)} new bases, lr "
+                                   f"{' '.join(f'{lr:g}' for lr in sweep.CONFIRM_SWEEP.learning_rates)}, seeds from "
+                                   f"{sweep.CONFIRM_SWEEP.first_seed}; default --out ./avspo_lab_sweep_confirm); "
+                                   "with --quick its pipeline on a toy budget")
     _add_run_options(sweep_parser, out="./avspo_lab_sweep",
                      seeds=f"seeds per configuration, 0..N-1 (default {sweep.SWEEP.seeds}, --quick too)")
 
+    sharpening_parser = actions.add_parser(
+        "sharpening", help=SHARPENING_HELP,
+        description=f"{SHARPENING_HELP}. Its design fixes everything else (sharpening.py): seeds, learning rates and "
+                    "bases are not options here.")
+    sharpening_parser.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
+                                   help="the design on a toy budget, one base, two learning rates: a pipeline check")
+    _add_run_options(sharpening_parser, out="./avspo_lab_sharpening", seeds=None)
 
-def _add_run_options(parser: argparse.ArgumentParser, seeds: str, out: str) -> None:
-    """The options every action shares with the demo: seeds, workers, output directory, progress bar."""
-    parser.add_argument("--seeds", type=int, default=argparse.SUPPRESS, help=seeds)
+
+def _add_run_options(parser: argparse.ArgumentParser, seeds: str | None, out: str) -> None:
+    """The options every action shares with the demo: seeds (unless None: the design fixes them), workers, output
+    directory, progress bar."""
+    if seeds is not None:
+        parser.add_argument("--seeds", type=int, default=argparse.SUPPRESS, help=seeds)
     parser.add_argument("--jobs", type=int, default=argparse.SUPPRESS,
                         help="worker processes (default: the CPUs this process may use); results do not depend on it")
     parser.add_argument("--out", type=Path, default=argparse.SUPPRESS, help=f"output directory (default {out})")
