@@ -24,7 +24,7 @@ DEMO_OPTIONS = {
 ACTION_OPTIONS = {
     "study": {"--quick", "--methods", "--bases", "--seeds", "--jobs", "--out", "--no-progress"},
     "tune": {"--set", "--label", "--candidates", "--seeds", "--jobs", "--out", "--no-progress"},
-    "sweep": {"--quick", "--seeds", "--jobs", "--out", "--no-progress"},
+    "sweep": {"--quick", "--confirm", "--seeds", "--jobs", "--out", "--no-progress"},
 }
 
 

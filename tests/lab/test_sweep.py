@@ -244,3 +244,60 @@ def test_plot_has_a_panel_per_signal_a_legend_of_the_bases_present_and_whole_gai
     assert len(panels) == len(SIGNALS)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["base0", "base1", "base3", "base4", "base5"]
     assert all(float(t).is_integer() for ax in panels for t in ax.get_yticks())
+
+
+def test_confirmation_sweep_is_on_new_bases_seeds_and_learning_rates():
+    from avspo_plugin.tools.lab.research.sweep import CONFIRM_SWEEP, confirmation_plan
+
+    used = set(SWEEP.bases) | {c.name for c in BASE_CANDIDATES}
+    assert len(CONFIRM_SWEEP.bases) >= 4 and not set(CONFIRM_SWEEP.bases) & used
+    assert CONFIRM_SWEEP.first_seed >= 2000  # the study's seeds are 0, 1, ...; tuning's 1000-1099
+    assert not set(CONFIRM_SWEEP.learning_rates) & set(SWEEP.learning_rates)
+    assert min(SWEEP.learning_rates) < min(CONFIRM_SWEEP.learning_rates) < max(SWEEP.learning_rates)
+    assert max(CONFIRM_SWEEP.learning_rates) > max(SWEEP.learning_rates)
+    plan = confirmation_plan(jobs=2)
+    assert plan["runs"] >= 48 and plan["estimated_wall_s"] <= 2.5 * 3600
+    assert plan["command"] == "avspo lab sweep --confirm --out build/sweep-confirm --jobs 2"
+
+
+def test_quick_confirmation_runs_the_preregistered_analysis(tmp_path, monkeypatch, capsys):
+    """`avspo lab sweep --confirm --quick` end to end with warm-up and training stubbed (test_command.py runs the
+    real training on the plain sweep): its bases, seeds and lr, the pre-registered table in fit.json and sweep.md."""
+    import torch
+
+    from avspo_plugin.tools.cli import main
+    from avspo_plugin.tools.lab.research import sweep
+    from avspo_plugin.tools.lab.research.sweep_analysis import STEP_SIGNALS
+
+    warmed = []
+
+    def prepare_base(settings, cache):
+        warmed.append(settings)
+        tiers = {str(t): {"all_fail": 0.2, "all_pass": 0.1, "pass_rate": 0.4} for t in settings.tiers}
+        return ({"w": torch.tensor([float(len(warmed))])},
+                {"held_out": {"accuracy": 0.1 * len(warmed), "greedy": 0.9}, "sampled_by_tier": tiers})
+
+    def run_all(specs, state, jobs, progress, initial_eval, cache):
+        rng = np.random.default_rng(int(state["w"]))
+        results = {}
+        for spec in specs:
+            steps = {name: rng.uniform(0, 1, 10).tolist() for name in STEP_SIGNALS}
+            results[spec.key] = {"steps": steps, "evals": {"accuracy": [initial_eval["accuracy"],
+                                                                        float(rng.uniform(0.3, 0.9))]}}
+        return results
+
+    monkeypatch.setattr(sweep, "prepare_base", prepare_base)
+    monkeypatch.setattr(sweep, "run_all", run_all)
+    monkeypatch.setattr(sweep, "plot_signals", lambda points, prediction, path: path)
+    assert main(["lab", "sweep", "--confirm", "--quick", "--out", str(tmp_path), "--no-progress", "--jobs", "1"]) == 0
+    assert "16 runs" in capsys.readouterr().err
+    report = json.loads((tmp_path / "sweep.json").read_text())
+    assert list(report["bases"]) == list(sweep.QUICK_CONFIRM.bases) and report["design"]["confirm"]
+    assert [w.warmup_carry_drop for w in warmed[:3]] == [0.32, 0.22, 0.17]
+    assert {p["seed"] for p in report["points"]} == {2000} and {p["lr"] for p in report["points"]} == {3e-4}
+    prereg = json.loads((tmp_path / "fit.json").read_text())["preregistered"]
+    confirmation = prereg["confirmation"]
+    assert confirmation["runs"] == 16 and confirmation["status"].startswith("quick")
+    assert set(confirmation["table"]["models"]["acr"]["oos_r2"]) == {"leave_one_base_out", "leave_one_setting_out"}
+    assert prereg["exploratory"]["status"] == "exploratory" and prereg["verdict"] in ("adds", "does not add")
+    assert "### Confirmation" in (tmp_path / "sweep.md").read_text()
