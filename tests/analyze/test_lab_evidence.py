@@ -21,32 +21,43 @@ def test_the_packaged_file_is_the_sweeps_own():
 
 
 def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monkeypatch):
-    """Every figure printed comes from the file: change the file and the printed figures follow."""
+    """Every figure printed comes from the file: change the file and the printed figures and verdict follow. Until
+    the confirmation has run, analyze says so and labels the exploratory pass, never "forecast" either way."""
     run = write_verl_file_log(tmp_path / "train.metrics.jsonl", avspo_rows(truth(draw_run(12))))
     fit = json.loads(SWEEP_FIT.read_text())
+    prereg = fit["preregistered"]
     code, document, out, _ = analyze(run)
     assert code == 0
     oos = fit["oos"]
     shown = document["acr_predictive_value_in_the_lab"]
     assert shown["acr_alone_oos_r2"] == {"value": oos["r2"], "ci95": oos["ci95"]}
-    assert shown["added_oos_r2"] == oos["added"] and (shown["runs"], shown["bases"]) == (oos["runs"], oos["bases"])
-    assert f"({oos['runs']} GRPO runs from {oos['bases']} base policies" in out
-    alone = "undefined" if oos["r2"] is None else f"{oos['r2']:+.2f}"
-    assert f"early ACR alone: out-of-sample R^2 {alone}" in out
+    assert shown["preregistered"]["verdict"] == prereg["verdict"] == "pending"
+    exploratory = prereg["exploratory"]
+    assert shown["preregistered"]["exploratory"]["acr_gain"] == exploratory["table"]["added"]["acr"]
+    assert (f"its confirmation sweep ({prereg['planned_confirmation']['runs']} runs on bases no fit has seen) has not "
+            "yet run") in out
+    gain = exploratory["table"]["added"]["acr"]["leave_one_base_out"]
+    assert (f"exploratory ({exploratory['runs']} runs from {len(exploratory['bases'])} bases, models chosen after "
+            f"looking at them)") in out and f"by {gain['value']:+.3f} (95% CI {gain['ci95'][0]:+.3f}" in out
+    assert "not a forecast" not in out.split("What early ACR says")[1]
 
-    # The same command on an edited copy: ACR alone and its all-fail share now predict.
+    # The same command on an edited copy: the confirmation has run, and early ACR adds there.
     edited = json.loads(SWEEP_FIT.read_text())
-    edited["oos"].update(runs=7, bases=3, r2=0.61, ci95=[0.2, 0.8])
-    edited["oos"]["added"]["acr_all_fail"] = {"value": 0.25, "ci95": [0.05, 0.4]}
+    confirmation = json.loads(json.dumps(exploratory))
+    confirmation.update(status="confirmation", runs=48, bases=["n1", "n2", "n3", "n4"])
+    confirmation["table"]["added"]["acr"] = {"leave_one_base_out": {"value": 0.2, "ci95": [0.06, 0.4]},
+                                             "leave_one_setting_out": {"value": 0.1, "ci95": [0.01, 0.2]}}
+    confirmation["table"]["decision"]["adds"] = True
+    edited["preregistered"].update(confirmation=confirmation, verdict="adds")
     copy = tmp_path / "fit.json"
     copy.write_text(json.dumps(edited))
     monkeypatch.setattr(lab_evidence, "LAB_SWEEP_FIT", copy)
     code, document, out, _ = analyze(run, out=tmp_path / "edited")
-    assert code == 0
-    assert "(7 GRPO runs from 3 base policies" in out and "early ACR alone: out-of-sample R^2 +0.61 (95% CI +0.20" in out
-    assert "its all-fail share +0.250 (95% CI +0.050 to +0.400)" in out
-    assert "so: its all-fail share added to what early reward and base accuracy predict there" in out
-    assert "acr_all_fail" in document["acr_predictive_value_in_the_lab"]["adds_to_mean_reward"]
+    assert code == 0 and "has not yet run" not in out
+    assert ("pre-registered confirmation (48 runs from 4 bases no fit had seen): early ACR adds to the run's settings "
+            "+ early reward + base accuracy; change in out-of-sample R^2: +0.200 (95% CI +0.060 to +0.400) leaving one "
+            "base out, +0.100 (95% CI +0.010 to +0.200) leaving one setting out") in out
+    assert document["acr_predictive_value_in_the_lab"]["preregistered"]["verdict"] == "adds"
 
 
 @pytest.mark.parametrize(
@@ -57,6 +68,8 @@ def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monk
         (lambda fit: fit["oos"]["added"].update(acr={"value": "high", "ci95": None}),
          "oos.added.acr.value must be a finite number or null"),
         (lambda fit: fit["oos"].update(baseline_r2={"value": 0.1, "ci95": [0.0]}), "oos.baseline_r2.ci95 must be"),
+        (lambda fit: fit.pop("preregistered"), "with 'oos.added' and 'preregistered' (KeyError('preregistered')"),
+        (lambda fit: fit["preregistered"].update(verdict="maybe"), "preregistered.verdict must be pending, adds or"),
     ],
 )
 def test_a_damaged_fit_file_is_named_with_the_key(tmp_path, change, message):
@@ -66,3 +79,10 @@ def test_a_damaged_fit_file_is_named_with_the_key(tmp_path, change, message):
     path.write_text(json.dumps(fit))
     with pytest.raises(AnalyzeError, match=f"^{re.escape(str(path))}: .*{re.escape(message)}"):
         lab_evidence.load_lab_evidence(path)
+
+
+def test_the_docs_quote_what_analyze_prints_rendered_from_the_file():
+    """docs/using/analyze.md's block is evidence_lines of the packaged file (python -m
+    avspo_plugin.tools.analyze.lab_evidence rewrites it): no figure typed in by hand."""
+    page = lab_evidence.DOCS_PAGE.read_text()
+    assert lab_evidence.docs_page(page, lab_evidence.load_lab_evidence()) == page

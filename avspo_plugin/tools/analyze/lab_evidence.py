@@ -16,7 +16,7 @@ from typing import Any
 from .records import AnalyzeError
 
 LAB_SWEEP_FIT = Path(__file__).with_name("lab_sweep_fit.json")
-SWEEP_PAGE = "docs/evidence/sweep/sweep.md"
+SWEEP_PAGE = "docs/evidence/sweep.md"
 # The sweep's signals added to early reward + base accuracy, in the words of a sentence.
 ADDED_TITLES = {
     "acr": "ACR",
@@ -56,6 +56,9 @@ class LabEvidence:
     added: dict[str, Estimate]
     forecast_supported: bool
     source: str
+    # fit.json's "preregistered" (avspo_plugin/tools/lab/research/sweep_preregistered.py): the pre-registered
+    # analysis's exploratory and confirmation results and its verdict ("pending" until the confirmation has run).
+    preregistered: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def plain(estimate: Estimate) -> dict[str, Any]:
@@ -65,7 +68,8 @@ class LabEvidence:
                 "baseline_oos_r2": plain(self.baseline),
                 "added_oos_r2": {name: plain(estimate) for name, estimate in self.added.items()},
                 "forecast_supported": self.forecast_supported,
-                "adds_to_mean_reward": [name for name, estimate in self.added.items() if estimate.above_zero]}
+                "adds_to_mean_reward": [name for name, estimate in self.added.items() if estimate.above_zero],
+                "preregistered": None if self.preregistered is None else preregistered_summary(self.preregistered)}
 
 
 def _estimate(data: Any, where: str, path: Path) -> Estimate:
@@ -88,10 +92,13 @@ def load_lab_evidence(path: Path = LAB_SWEEP_FIT) -> LabEvidence:
         added = oos["added"]
         supported = data["forecast"]["supported"]
         runs, bases = int(oos["runs"]), int(oos["bases"])
+        prereg = data["preregistered"]
+        _check_preregistered(prereg)
     except FileNotFoundError:
         raise AnalyzeError(f"{path}: the lab sweep's fit file is missing (reinstall avspo-plugin)") from None
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise AnalyzeError(f"{path}: not a fit file of `avspo lab sweep` with 'oos.added' ({err!r})") from None
+        raise AnalyzeError(f"{path}: not a fit file of `avspo lab sweep` with 'oos.added' and 'preregistered' "
+                           f"({err!r})") from None
     if not isinstance(added, dict) or set(added) - set(ADDED_TITLES):
         raise AnalyzeError(f"{path}: oos.added must map some of {', '.join(ADDED_TITLES)} to estimates")
     return LabEvidence(
@@ -99,26 +106,92 @@ def load_lab_evidence(path: Path = LAB_SWEEP_FIT) -> LabEvidence:
         alone=_estimate({"value": oos["r2"], "ci95": oos["ci95"]}, "oos", path),
         baseline=_estimate(oos["baseline_r2"], "oos.baseline_r2", path),
         added={name: _estimate(added[name], f"oos.added.{name}", path) for name in ADDED_TITLES if name in added},
-        forecast_supported=bool(supported), source=str(path),
+        forecast_supported=bool(supported), source=str(path), preregistered=prereg,
     )
 
 
-def evidence_lines(evidence: LabEvidence) -> list[str]:
-    """What the sweep supports, in a few lines: early ACR alone, what it and its parts add to mean reward, the verdict."""
-    # A change in R^2 is small beside an R^2: one more digit.
-    added = "; ".join(f"{ADDED_TITLES[name]} {estimate.text(3)}" for name, estimate in evidence.added.items())
-    adding = [name for name, estimate in evidence.added.items() if estimate.above_zero]
-    if adding:
-        verdict = (f"{', '.join(ADDED_TITLES[name] for name in adding)} added to what early reward and base accuracy "
-                   "predict there: a relation measured on the lab, not a forecast for this run")
+def _check_preregistered(prereg: Any) -> None:
+    """The keys evidence_lines reads of fit.json's ``preregistered``; a KeyError or TypeError names what is missing."""
+    verdict = prereg["verdict"]
+    if verdict not in ("pending", "adds", "does not add"):
+        raise ValueError(f"preregistered.verdict must be pending, adds or does not add, found {verdict!r}")
+    for status in ("exploratory", "confirmation"):
+        result = prereg[status]
+        if result is not None:
+            _ = (result["table"]["added"]["acr"], result["table"]["decision"]["adds"], result["runs"], result["bases"])
+    if prereg["confirmation"] is None:
+        _ = (prereg["planned_confirmation"]["runs"], prereg["planned_confirmation"]["command"])
+
+
+SCHEME_WORDS = {"leave_one_base_out": "leaving one base out", "leave_one_setting_out": "leaving one setting out"}
+
+
+def _gain_text(gains: dict[str, Any]) -> str:
+    return ", ".join(f"{Estimate(g['value'], None if g['ci95'] is None else tuple(g['ci95'])).text(3)} "
+                     f"{SCHEME_WORDS.get(scheme, scheme)}" for scheme, g in gains.items())
+
+
+def preregistered_summary(prereg: dict[str, Any]) -> dict[str, Any]:
+    """What analysis.json keeps of the pre-registered analysis: the verdict, the rule, and per result its status,
+    runs, bases, ACR's gain per scheme and the rule's decision on those runs."""
+    def result(outcome: dict[str, Any] | None) -> dict[str, Any] | None:
+        if outcome is None:
+            return None
+        return {"status": outcome["status"], "runs": outcome["runs"], "bases": len(outcome["bases"]),
+                "acr_gain": outcome["table"]["added"]["acr"], "adds": outcome["table"]["decision"]["adds"]}
+
+    return {"verdict": prereg["verdict"], "rule": prereg["rule"], "exploratory": result(prereg["exploratory"]),
+            "confirmation": result(prereg["confirmation"])}
+
+
+def preregistered_lines(prereg: dict[str, Any]) -> list[str]:
+    """The pre-registered analysis in a few lines: the confirmation's verdict (or that it has not yet run) and what
+    the exploratory pass found, labelled exploratory."""
+    lines = []
+    confirmation, exploratory = prereg["confirmation"], prereg["exploratory"]
+    if confirmation is None:
+        planned = prereg["planned_confirmation"]
+        lines.append(f"  pre-registered test: its confirmation sweep ({planned['runs']} runs on bases no fit has seen) "
+                     "has not yet run, so whether early ACR foretells how a run ends is open")
     else:
-        verdict = ("there, neither ACR nor any part of it added to what early reward and base accuracy predict: read "
-                   "ACR as the share of rollouts that taught nothing (wasted_rollouts), not as a forecast")
-    return [
-        f"What early ACR says about how a run ends, as measured on the avspo CPU lab's sweep ({evidence.runs} GRPO "
-        f"runs from {evidence.bases} base policies, each base held out in turn; not this run's task; {SWEEP_PAGE}):",
-        f"  early ACR alone: out-of-sample R^2 {evidence.alone.text()}",
-        f"  early mean reward + base accuracy: out-of-sample R^2 {evidence.baseline.text()}; added to them, change in "
-        f"R^2: {added}",
-        f"  so: {verdict}.",
-    ]
+        verdict = "adds to" if confirmation["table"]["decision"]["adds"] else "does not add to"
+        lines.append(f"  pre-registered confirmation ({confirmation['runs']} runs from {len(confirmation['bases'])} "
+                     f"bases no fit had seen): early ACR {verdict} the run's settings + early reward + base accuracy; "
+                     f"change in out-of-sample R^2: {_gain_text(confirmation['table']['added']['acr'])}")
+    if exploratory is not None:
+        rule = "meets" if exploratory["table"]["decision"]["adds"] else "does not meet"
+        lines.append(f"  exploratory ({exploratory['runs']} runs from {len(exploratory['bases'])} bases, models chosen "
+                     f"after looking at them): added to the run's settings + early reward + base accuracy, early ACR "
+                     f"changed out-of-sample R^2 by {_gain_text(exploratory['table']['added']['acr'])}; on these "
+                     f"runs it {rule} the pre-registered rule ({prereg['rule']})")
+    return lines
+
+
+def evidence_lines(evidence: LabEvidence) -> list[str]:
+    """What the lab's sweep supports of early ACR as a predictor of how a run ends, from its fit file: the
+    pre-registered analysis (its confirmation, or that it has not yet run, and the exploratory pass) and what ACR
+    certainly is. Every figure comes from the file."""
+    lines = [f"What early ACR says about how a run ends, as measured on the avspo CPU lab (not this run's task; "
+             f"{SWEEP_PAGE}):"]
+    if evidence.preregistered is not None:
+        lines += preregistered_lines(evidence.preregistered)
+    lines.append("  what ACR certainly is: the share of rollouts that taught nothing (wasted_rollouts)")
+    return lines
+
+
+DOCS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "using" / "analyze.md"
+DOCS_BEGIN = "<!-- lab evidence: rendered from lab_sweep_fit.json by lab_evidence.evidence_lines -->"
+DOCS_END = "<!-- /lab evidence -->"
+
+
+def docs_page(page: str, evidence: LabEvidence) -> str:
+    """docs/using/analyze.md with its block between DOCS_BEGIN and DOCS_END replaced by evidence_lines, fenced."""
+    begin, end = page.find(DOCS_BEGIN), page.find(DOCS_END)
+    if begin < 0 or end < begin:
+        raise AnalyzeError(f"the page has no block between {DOCS_BEGIN!r} and {DOCS_END!r}")
+    block = ["  ```", *(f"  {line}" for line in evidence_lines(evidence)), "  ```"]
+    return page[:begin + len(DOCS_BEGIN)] + "\n" + "\n".join(block) + "\n" + page[end:]
+
+
+if __name__ == "__main__":
+    DOCS_PAGE.write_text(docs_page(DOCS_PAGE.read_text(encoding="utf-8"), load_lab_evidence()), encoding="utf-8")
