@@ -12,7 +12,7 @@ from typing import Any
 from avspo_plugin.config import AVSPOConfig, SelectionConfig
 from avspo_plugin.tools.cli import positive_int
 
-from . import analysis, lab_evidence, plots, report, signals
+from . import analysis, lab_evidence, own_fit, plots, report, signals
 from .records import AnalyzeError
 from .report import printable
 
@@ -44,6 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--paper-fit", action="store_true",
                         help="the runs are MATH-500 GRPO runs like the paper's (Qwen2.5-Math, G = 8): project their "
                              "final MATH-500 accuracy with the paper's line, Final = 51.4 - 29.6 * ACR_100")
+    parser.add_argument("--fit-final", metavar="KEY", default=None,
+                        help="fit the lab's pre-registered models on these runs: KEY (e.g. a validation score) at its "
+                             "last logged step is each finished run's final score; prints the out-of-sample R^2 that "
+                             "early ACR adds to the runs' settings + early reward, with its interval, and forecasts "
+                             "runs without KEY only where early ACR adds (docs/using/analyze.md)")
+    parser.add_argument("--fit-setting", action="append", default=[], metavar="KEY",
+                        help="with --fit-final: a logged key that is a setting of the runs (each run's largest value; "
+                             "a learning rate as its log2); repeat for several (default: the learning rate, "
+                             f"{' or '.join(own_fit.SETTING_KEYS)}, where every run logs it)")
     parser.add_argument("--group-size", type=positive_int, default=None,
                         help="samples per prompt (G); needed to read OpenRLHF logs")
     parser.add_argument("--reward-low", type=float, default=DEFAULTS.reward_low,
@@ -63,6 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Errors in the input raise AnalyzeError or ConfigError: the console script prints them in one line."""
+    if args.fit_setting and not args.fit_final:
+        raise AnalyzeError("--fit-setting names a setting of the fit that --fit-final KEY makes: give --fit-final")
     if args.fit and args.paper_fit:
         raise AnalyzeError("--fit and --paper-fit both name the projection line: give one")
     monitor = AVSPOConfig.from_mapping(
@@ -95,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         for warning in result.report["warnings"]:
             print(f"avspo analyze: warning: {printable(warning)}", file=sys.stderr)
     rows = analysis.compare(results)
+    own = None if args.fit_final is None else own_fit.fit_own_runs(
+        results, [path for _, path in runs], args.fit_final, args.fit_setting, args.early_steps)
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -126,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
         "comparison": rows,
         # What the lab's sweep measured of early ACR as a predictor: the same for every run, stated beside them.
         "acr_predictive_value_in_the_lab": evidence.to_dict(),
+        # --fit-final: the same pre-registered models on these runs.
+        "own_fit": own,
     }
     if len(results) > 1 and not args.no_plots:
         plots.compare_acr(results, out / "acr_compare.png", args.stagnation_acr)
@@ -135,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:  # a NaN or inf slipped into the report
         raise AnalyzeError(f"analysis.json: {err}") from None
     print(report.summary(results, rows, evidence))
+    if own is not None:
+        print("\n" + "\n".join(own_fit.own_fit_lines(own)))
     print(f"\nWrote {out / 'analysis.json'}" + ("" if args.no_plots else " and plots"))
     return 0
 
