@@ -39,8 +39,9 @@ def result(points: Sequence[Mapping], status: str, source: str, why: str, reps: 
 def preregistered(exploratory: Mapping | None, confirmation: Mapping | None, planned: Mapping) -> dict[str, Any]:
     """fit.json's ``preregistered``: the specification, the exploratory and confirmation results (None where not run),
     the confirmation's plan (``planned``: its command, runs, bases and estimated cost) and the verdict, which only
-    the confirmation gives (``pending`` until it has run)."""
-    verdict = "pending" if confirmation is None else (
+    the confirmation gives (``pending`` until it has run at full budget)."""
+    # A quick (toy) confirmation checks the pipeline: it gives no verdict.
+    verdict = "pending" if confirmation is None or confirmation["status"] != "confirmation" else (
         "adds" if confirmation["table"]["decision"]["adds"] else "does not add")
     return {"rule": sm.RULE, "min_gain": sm.MIN_GAIN, "models": {name: list(t) for name, t in sm.MODELS.items()},
             "schemes": list(sm.SCHEMES), "bootstrap": {"reps": sm.REPS, "seed": sm.SEED, "refitted": True,
