@@ -17,7 +17,8 @@
 #   CHECK_NODES=0    submit_ray_job.sh / run_slurm.sh: skip the check job that looks at every node
 #                    (plugin, math-verify, verl, the avspo estimator, GPUs, wandb login)   [1]
 #   DRY_RUN=1        print each command, one argument per line and a blank line after it, instead of
-#                    running it
+#                    running it; a data file that does not exist yet is a note (with the command that
+#                    writes it), not an error
 # Arguments after the script's own are passed to verl as hydra overrides. The recipes log to
 # [console,tensorboard]; an override trainer.logger=[...,wandb] is checked for a wandb login first.
 
@@ -35,20 +36,51 @@ die() {
 }
 
 absolute_path() {
-  printf '%s/%s' "$(cd "$(dirname "$1")" && pwd)" "$(basename "$1")"
+  if [[ -d "$(dirname "$1")" ]]; then
+    printf '%s/%s' "$(cd "$(dirname "$1")" && pwd)" "$(basename "$1")"
+  elif [[ "$1" == /* ]]; then
+    printf '%s' "$1"
+  else
+    printf '%s/%s' "$PWD" "$1"
+  fi
 }
 
-# require_files VARIABLE FILE...: every FILE exists, or a message naming VARIABLE and how to fix it.
+# make_file_hint FILE: the command that writes FILE, for the data files the recipes name (docs/using/recipes.md,
+# "2. Data"); a generic pointer for any other.
+make_file_hint() {
+  local file="$1" prepare="$PYTHON -m avspo_plugin.tools.math_data.prepare"
+  local dir name
+  dir="$(dirname "$file")"
+  name="$(basename "$file" .parquet)"
+  case "$name" in
+    level3_500)
+      printf '    %s math --out %s/math_train.parquet\n    %s level3-500 --train %s/math_train.parquet --model Qwen/Qwen2.5-Math-1.5B --out %s   # GPU (vLLM)' \
+        "$prepare" "$dir" "$prepare" "$dir" "$file" ;;
+    math_train) printf '    %s math --out %s' "$prepare" "$file" ;;
+    gsm8k_train) printf '    %s gsm8k --out %s' "$prepare" "$file" ;;
+    math500 | gsm8k | minerva | olympiadbench | amc | aime2024)
+      printf '    %s eval --out-dir %s --benchmarks %s' "$prepare" "$dir" "$name" ;;
+    *) printf '    (no recipe writes %s: a verl parquet file of your own, docs/using/recipes.md "2. Data")' "$file" ;;
+  esac
+}
+
+# require_files VARIABLE FILE...: every FILE exists, or a message naming VARIABLE and the command that writes the
+# file. Under DRY_RUN=1 a missing file is a note, so that the command can be printed before the data exists.
 require_files() {
-  local variable="$1" file
+  local variable="$1" file message
   shift
   [[ $# -gt 0 ]] || die "$variable is empty: give at least one parquet file"
   for file in "$@"; do
     if [[ ! -f "$file" ]]; then
-      die "$variable: no such file: $file
-  Write the data with avspo_plugin.tools.math_data.prepare (see docs/using/recipes.md), e.g.
-    $PYTHON -m avspo_plugin.tools.math_data.prepare eval --out-dir $DATA_DIR/eval
+      message="$variable: no such file: $file
+  Write it with (docs/using/recipes.md, \"2. Data\"):
+$(make_file_hint "$file")
   or point $variable (or DATA_DIR) at your copy."
+      if [[ "${DRY_RUN:-0}" == 1 ]]; then
+        echo "note (DRY_RUN: the command is printed all the same): $message" >&2
+      else
+        die "$message"
+      fi
     fi
   done
 }
@@ -190,7 +222,12 @@ run_recipe() {
     export VERL_USE_EXTERNAL_MODULES="$PLUGIN_MODULE"
     VERL_CMD+=("+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=$PLUGIN_MODULE")
   fi
-  launch "${VERL_CMD[@]}"
+  if [[ -n "${RUN_ENV+set}" && ${#RUN_ENV[@]} -gt 0 ]]; then
+    # RUN_ENV=(NAME=VALUE ...): variables of this run alone, shown in a dry run (run_ab_1gpu.sh: each run's metrics file)
+    launch env "${RUN_ENV[@]}" "${VERL_CMD[@]}"
+  else
+    launch "${VERL_CMD[@]}"
+  fi
 }
 
 # submit_recipe RECIPE [OVERRIDE...]: submit the run as a Ray job to the cluster at RAY_ADDRESS

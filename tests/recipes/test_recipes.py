@@ -87,7 +87,7 @@ def recipe_defaults(recipe):
 
 def test_every_recipe_has_a_run_script():
     recipes = {path.stem for path in RECIPES.glob("*.yaml")}
-    assert recipes == set(RUN_SCRIPTS)
+    assert recipes == set(RUN_SCRIPTS) | {"ab_1gpu"}  # ab_1gpu: run_ab_1gpu.sh, two runs (tests/recipes/test_ab_recipe.py)
     assert all((RECIPES / script).is_file() for script in RUN_SCRIPTS.values())
 
 
@@ -342,8 +342,16 @@ def commands(stdout):
 @pytest.mark.parametrize(
     "env, message",
     [
-        ({"DATA_DIR": "/nonexistent/avspo"}, "TRAIN_FILES: no such file: /nonexistent/avspo/level3_500.parquet"),
-        ({"VAL_FILES": "/nonexistent/math500.parquet"}, "VAL_FILES: no such file: /nonexistent/math500.parquet"),
+        # Missing data stops a real run (DRY_RUN=0: it stops before anything is launched), naming the command that writes it.
+        ({"DRY_RUN": "0", "DATA_DIR": "/nonexistent/avspo"},
+         "TRAIN_FILES: no such file: /nonexistent/avspo/level3_500.parquet\n"
+         "  Write it with (docs/using/recipes.md, \"2. Data\"):\n"
+         f"    {sys.executable} -m avspo_plugin.tools.math_data.prepare math --out /nonexistent/avspo/math_train.parquet\n"
+         f"    {sys.executable} -m avspo_plugin.tools.math_data.prepare level3-500 --train "
+         "/nonexistent/avspo/math_train.parquet --model Qwen/Qwen2.5-Math-1.5B --out /nonexistent/avspo/level3_500.parquet"),
+        ({"DRY_RUN": "0", "VAL_FILES": "/nonexistent/math500.parquet"},
+         "VAL_FILES: no such file: /nonexistent/math500.parquet\n  Write it with (docs/using/recipes.md, \"2. Data\"):\n"
+         f"    {sys.executable} -m avspo_plugin.tools.math_data.prepare eval --out-dir /nonexistent --benchmarks math500"),
         ({"TRAIN_FILES": " "}, "TRAIN_FILES is empty"),
         ({"MODEL_PATH": "/nonexistent/Qwen2.5-Math-1.5B"}, "MODEL_PATH: no such folder: /nonexistent/Qwen2.5-Math-1.5B"),
         ({"MODEL_PATH": "not a model"}, "neither an existing folder nor a hub id"),
@@ -359,6 +367,20 @@ def test_missing_or_bad_settings_fail_clearly(data_dir, env, message):
     assert run.returncode != 0
     assert message in run.stderr
     assert run.stdout == ""
+
+
+def test_dry_run_prints_the_command_before_the_data_exists(tmp_path):
+    """DRY_RUN=1 with no data file: the command is printed, each missing file is a note naming the command that
+    writes it, and the script exits 0."""
+    empty = tmp_path / "no_data"
+    run = dry_run("run_avspo_paper.sh", empty)
+    assert run.returncode == 0, run.stderr
+    [argv] = commands(run.stdout)
+    assert f"data.train_files=['{empty / 'level3_500.parquet'}']" in argv
+    assert f"data.val_files=['{empty / 'eval' / 'math500.parquet'}']" in argv
+    assert f"prepare level3-500 --train {empty / 'math_train.parquet'}" in run.stderr
+    assert f"prepare eval --out-dir {empty / 'eval'} --benchmarks math500" in run.stderr
+    assert run.stderr.count("note (DRY_RUN: the command is printed all the same)") == 2
 
 
 def test_settings_reach_the_command(data_dir, tmp_path):
@@ -589,3 +611,85 @@ def test_recipe_yaml_files_are_plain_yaml():
         assert document["defaults"][:2] == ["ppo_trainer", "avspo_algorithm"], path
         assert document["defaults"][-1] == "_self_", path
     assert "hydra" not in yaml.safe_load((RECIPES / "shared" / "paper_setting.yaml").read_text())
+
+
+# The one-GPU A/B (recipes/ab_1gpu.yaml, run_ab_1gpu.sh): its dry run prints two main_ppo commands and the
+# `avspo analyze` that compares them; verl's main_ppo composes each command's config and verl's validation passes it;
+# the two runs differ in the estimator alone (and where each writes); AVSPO's run takes every algorithm.avspo key
+# at its default; the data comes from the `prepare gsm8k` and `prepare eval` steps.
+AB_SCRIPT = RECIPES / "run_ab_1gpu.sh"
+
+
+def ab_dry_run(**env: str) -> subprocess.CompletedProcess:
+    settings = {key: value for key, value in os.environ.items() if key not in ("MODEL_PATH", "N_GPUS_PER_NODE", "NNODES")}
+    settings.update(PYTHON=sys.executable, DRY_RUN="1", **env)
+    return subprocess.run(["bash", str(AB_SCRIPT)], env=settings, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def ab(tmp_path_factory):
+    """The dry run on data written by `prepare gsm8k` and `prepare eval --benchmarks gsm8k` (from the fixtures), and
+    verl's composed config of each of its two runs."""
+    data, out = tmp_path_factory.mktemp("avspo_data"), tmp_path_factory.mktemp("ab_1gpu")
+    gsm8k = str(FIXTURES / "gsm8k_test.jsonl")
+    assert prepare.main(["gsm8k", "--local", gsm8k, "--out", str(data / "gsm8k_train.parquet")]) == 0
+    assert prepare.main(["eval", "--out-dir", str(data / "eval"), "--benchmarks", "gsm8k", f"--local=gsm8k={gsm8k}"]) == 0
+    run = ab_dry_run(DATA_DIR=str(data), OUT_DIR=str(out))
+    assert run.returncode == 0, run.stderr
+    print(run.stdout)  # the dry run, as a user sees it
+    grpo, avspo, analyze = commands(run.stdout)
+    configs = {}
+    for name, command in (("grpo", grpo), ("avspo", avspo)):
+        assert command[:2] == ["env", f"VERL_FILE_LOGGER_PATH={out / name}.metrics.jsonl"], command
+        assert command[2:5] == [sys.executable, "-m", "verl.trainer.main_ppo"], command
+        configs[name] = OmegaConf.create(composed_job(command[5:]))
+    return {"data": data, "out": out, "configs": configs, "analyze": analyze, "stderr": run.stderr}
+
+
+
+@pytest.mark.filterwarnings("ignore:Disabled critic")
+def test_ab_runs_pass_verls_validation(ab):
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    import avspo_plugin.verl  # noqa: F401  (its hook adds the algorithm.avspo check to validate_config)
+
+    for config in ab["configs"].values():
+        validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+        assert not need_reference_policy(config) and not need_critic(config)
+
+
+def test_ab_runs_differ_in_the_estimator_alone(ab):
+    grpo, avspo = (flat(ab["configs"][name]) for name in ("grpo", "avspo"))
+    assert {key for key in grpo.keys() | avspo.keys() if grpo.get(key) != avspo.get(key)} == {
+        "algorithm.adv_estimator", "trainer.default_local_dir"}
+    assert (grpo["algorithm.adv_estimator"], avspo["algorithm.adv_estimator"]) == ("grpo", "avspo")
+    # AVSPO as algorithm.adv_estimator=avspo runs it by default: the packaged block, every key at its default.
+    assert OmegaConf.to_container(ab["configs"]["avspo"].algorithm.avspo) == AVSPOConfig().to_dict()
+    # The same seeds: data order and vLLM sampling.
+    assert (avspo["data.seed"], avspo["actor_rollout_ref.rollout.seed"]) == (1, 42)
+
+
+def test_ab_setting_is_one_gpu_a_small_open_model_and_gsm8k(ab):
+    config, data = ab["configs"]["avspo"], ab["data"]
+    assert config.actor_rollout_ref.model.path == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert (config.trainer.n_gpus_per_node, config.trainer.nnodes) == (1, 1)
+    assert list(config.data.train_files) == [str(data / "gsm8k_train.parquet")]
+    assert list(config.data.val_files) == [str(data / "eval" / "gsm8k.parquet")]
+    assert config.reward.custom_reward_function.path == "pkg://avspo_plugin.math.reward"
+    assert "file" in config.trainer.logger and config.trainer.total_training_steps == 100
+    assert (config.data.train_batch_size, config.actor_rollout_ref.rollout.n) == (64, 8)
+
+
+def test_ab_analyze_compares_the_two_runs_metrics(ab):
+    out = ab["out"]
+    assert ab["analyze"] == ["avspo", "analyze", f"grpo={out}/grpo.metrics.jsonl", f"avspo={out}/avspo.metrics.jsonl",
+                             "--out", f"{out}/analysis"]
+    assert ab["stderr"].count("no such file") == 0  # the data the prepare steps wrote is what the runs read
+
+
+def test_ab_dry_run_without_data_names_the_commands_that_write_it(tmp_path):
+    run = ab_dry_run(DATA_DIR=str(tmp_path), OUT_DIR=str(tmp_path / "out"))
+    assert run.returncode == 0 and len(commands(run.stdout)) == 3, run.stderr
+    assert f"prepare gsm8k --out {tmp_path / 'gsm8k_train.parquet'}" in run.stderr
+    assert f"prepare eval --out-dir {tmp_path / 'eval'} --benchmarks gsm8k" in run.stderr

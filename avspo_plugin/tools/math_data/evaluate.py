@@ -239,10 +239,10 @@ def _data_files(args: argparse.Namespace) -> list[Path]:
     if args.data_dir:
         folder = Path(args.data_dir).expanduser()
         if not folder.is_dir():
-            raise FileNotFoundError(f"{folder}: no such folder")
+            raise FileNotFoundError(f"{folder}: no such folder (write it with `avspo math-prepare eval --out-dir {folder}`)")
         files += sorted(folder.glob("*.parquet"))
     if not files:
-        raise ValueError("no evaluation data: give --data FILE... or --data-dir DIR (from `prepare eval`)")
+        raise ValueError("no evaluation data: give --data FILE... or --data-dir DIR (written by `avspo math-prepare eval --out-dir DIR`)")
     return files
 
 

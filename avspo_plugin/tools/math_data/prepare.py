@@ -1,7 +1,8 @@
-"""Data preparation for the recipes: verl parquet files from MATH and the six evaluation benchmarks,
-and the Level3-500 selection.
+"""Data preparation for the recipes: verl parquet files from MATH, GSM8K's training split and the six evaluation
+benchmarks, and the Level3-500 selection.
 
     python -m avspo_plugin.tools.math_data.prepare math --out data/math_train.parquet [--local PATH]
+    python -m avspo_plugin.tools.math_data.prepare gsm8k --out data/gsm8k_train.parquet [--local PATH]
     python -m avspo_plugin.tools.math_data.prepare eval --out-dir data/eval [--local math500=PATH ...]
     python -m avspo_plugin.tools.math_data.prepare level3-500 --train data/math_train.parquet \\
         --model Qwen/Qwen2.5-Math-1.5B --out data/level3_500.parquet          # GPU: vLLM sampling
@@ -24,6 +25,7 @@ from avspo_plugin.tools.math_data.generation import Engine, Sampling
 from avspo_plugin.tools.math_data.level3 import measure_pass_rates, read_pass_rates, select, write_pass_rates
 from avspo_plugin.tools.math_data.sources import (
     BENCHMARKS,
+    GSM8K_TRAIN,
     MATH_TRAIN,
     SYSTEM_PROMPT,
     DataError,
@@ -64,6 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     math.add_argument("--local", help=f"local copy of MATH train (default: hub {MATH_TRAIN.hub_id})")
     math.add_argument("--levels", help="keep only these levels, e.g. 3 or 3,4 (default: all)")
     math.add_argument("--system-prompt", default=SYSTEM_PROMPT, help="system message of every prompt")
+
+    gsm8k = steps.add_parser("gsm8k", help="GSM8K training problems as a verl parquet file (the one-GPU A/B recipe).")
+    gsm8k.add_argument("--out", required=True, help="output parquet file")
+    gsm8k.add_argument("--local", help=f"local copy of GSM8K train (default: hub {GSM8K_TRAIN.hub_id}, "
+                                       f"{GSM8K_TRAIN.hub_config}, {GSM8K_TRAIN.hub_split})")
+    gsm8k.add_argument("--system-prompt", default=SYSTEM_PROMPT, help="system message of every prompt")
 
     evaluation = steps.add_parser("eval", help="The evaluation benchmarks, one verl parquet file each.")
     evaluation.add_argument("--out-dir", required=True, help="folder for <benchmark>.parquet files")
@@ -111,6 +119,13 @@ def prepare_math(args: argparse.Namespace) -> int:
     return 0
 
 
+def prepare_gsm8k(args: argparse.Namespace) -> int:
+    rows = read_rows(GSM8K_TRAIN, args.local)
+    path = write_parquet(to_verl_rows(GSM8K_TRAIN, rows, "train", args.system_prompt), args.out)
+    print(f"gsm8k: {len(rows)} problems -> {path}")
+    return 0
+
+
 def prepare_eval(args: argparse.Namespace) -> int:
     local = _local_map(args.local)
     out_dir = Path(args.out_dir).expanduser()
@@ -146,7 +161,7 @@ def prepare_level3(args: argparse.Namespace) -> int:
     return 0
 
 
-STEPS = {"math": prepare_math, "eval": prepare_eval, "level3-500": prepare_level3}
+STEPS = {"math": prepare_math, "gsm8k": prepare_gsm8k, "eval": prepare_eval, "level3-500": prepare_level3}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ A verl row (what ``data.train_files`` / ``data.val_files`` read)::
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -96,6 +97,11 @@ BENCHMARKS: dict[str, DatasetSpec] = {
         ),
     )
 }
+
+# GSM8K's training split (7,473 problems), for the one-GPU A/B recipe (recipes/ab_1gpu.yaml); the benchmark above is
+# its test split.
+GSM8K_TRAIN = dataclasses.replace(BENCHMARKS["gsm8k"], title="GSM8K (train)", hub_split="train")
+
 
 
 def _read_local_file(path: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One-GPU A/B (ab_1gpu.yaml): GRPO, then AVSPO with its defaults (threshold_mode=always), on Qwen2.5-0.5B-Instruct and
+# GSM8K, the same seeds and settings but algorithm.adv_estimator; then `avspo analyze grpo=... avspo=...`.
+# Estimated (not measured here): about 1 to 1.5 hours per run on one 80 GB GPU, 2.5 to 3 hours in all
+# (docs/using/recipes.md, "One-GPU A/B").
+# Usage: [OUT_DIR=...] [MODEL_PATH=...] [DATA_DIR=...] bash recipes/run_ab_1gpu.sh [hydra overrides, for both runs]
+# Data first (docs/using/recipes.md, "2. Data"):
+#   python -m avspo_plugin.tools.math_data.prepare gsm8k --out $DATA_DIR/gsm8k_train.parquet
+#   python -m avspo_plugin.tools.math_data.prepare eval --out-dir $DATA_DIR/eval --benchmarks gsm8k
+# Settings (MODEL_PATH, DATA_DIR, TRAIN_FILES, VAL_FILES, PYTHON, DRY_RUN, ...): recipes/common.sh. OUT_DIR: where the
+# metrics (grpo.metrics.jsonl, avspo.metrics.jsonl) and the analysis go [./ab_1gpu]; AVSPO: the avspo command [avspo].
+set -euo pipefail
+
+MODEL_PATH="${MODEL_PATH:-Qwen/Qwen2.5-0.5B-Instruct}"
+N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-1}"
+NNODES="${NNODES:-1}"
+DATA_DIR="${DATA_DIR:-$HOME/data/avspo}"
+TRAIN_FILES="${TRAIN_FILES:-$DATA_DIR/gsm8k_train.parquet}"
+VAL_FILES="${VAL_FILES:-$DATA_DIR/eval/gsm8k.parquet}"
+OUT_DIR="${OUT_DIR:-$PWD/ab_1gpu}"
+AVSPO="${AVSPO:-avspo}"
+
+# shellcheck source=recipes/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+[[ "$OUT_DIR" == /* ]] || OUT_DIR="$PWD/$OUT_DIR"
+[[ "${DRY_RUN:-0}" == 1 ]] || mkdir -p "$OUT_DIR"
+
+for estimator in grpo avspo; do
+  RUN_ENV=("VERL_FILE_LOGGER_PATH=$OUT_DIR/$estimator.metrics.jsonl")
+  run_recipe ab_1gpu "algorithm.adv_estimator=$estimator" "trainer.default_local_dir=$OUT_DIR/checkpoints/$estimator" "$@"
+done
+launch "$AVSPO" analyze "grpo=$OUT_DIR/grpo.metrics.jsonl" "avspo=$OUT_DIR/avspo.metrics.jsonl" --out "$OUT_DIR/analysis"
