@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "advantages": ("avspo_plugin.tools.synthetic_batches", "GRPO and AVSPO advantages side by side on drawn batches (no training)."),
     "lab": ("avspo_plugin.tools.lab.command", "CPU RLVR lab on a tiny Qwen2: `lab` the demo, GRPO, DAPO and AVSPO; `lab sweep` does early ACR predict the final gain; `lab study` the powered comparison; `lab tune` tuning GRPO."),
     "analyze": ("avspo_plugin.tools.analyze.command", "ACR diagnostics of finished GRPO runs from their dumps and logs."),
-    "math-prepare": ("avspo_plugin.tools.math_data.prepare", "verl parquet files of MATH, the six eval benchmarks, the Level3-500 selection."),
+    "math-prepare": ("avspo_plugin.tools.math_data.prepare", "verl parquet files of MATH, GSM8K (train), the six eval benchmarks, the Level3-500 selection."),
     "math-eval": ("avspo_plugin.tools.math_data.evaluate", "pass@1 / avg@k per benchmark and overall, from a model (vLLM) or generations."),
     "doctor": ("avspo_plugin.tools.doctor", "Check that verl registers the avspo estimator here and in a Ray actor, and the run's config; --host trl|openrlhf checks those adapters."),
     "openrlhf": ("avspo_plugin.openrlhf.launch", "Run OpenRLHF's train_ppo_ray with the avspo estimator."),
