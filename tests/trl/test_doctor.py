@@ -63,3 +63,48 @@ def test_an_override_that_hands_on_args_and_kwargs_applies_while_its_named_param
     assert main(["doctor", "--host", "trl"]) == 1
     assert ("[FAIL] GRPOTrainer.train(self, checkpoint, trial) differs from the override "
             "(self, resume_from_checkpoint, *args, **kwargs)") in capsys.readouterr().out
+
+
+def test_the_first_line_is_the_verdict(monkeypatch, capsys):
+    """Ready or not comes first, then the detail; not ready names the first failed check."""
+    assert main(["doctor", "--host", "trl"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "avspo doctor: READY" and lines[1] == "avspo doctor --host trl"
+    monkeypatch.setattr(doctor, "installed_trl", lambda: None)
+    assert main(["doctor", "--host", "trl"]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("avspo doctor: NOT READY: TRL is not installed in this Python environment: "
+                        "pip install 'avspo-plugin[trl]'")
+    assert lines[1] == "avspo doctor --host trl"
+
+
+def test_third_party_warnings_are_folded_into_one_line_and_shown_when_a_check_fails(monkeypatch, capsys):
+    """What the libraries write on stderr while the checks import them (Python warnings, loggers, file descriptor 2)
+    is one line after the detail when the checks pass, and in full when one fails."""
+    import os
+    import warnings
+
+    def checks_that_import_noisy_libraries(status):
+        def run(args):
+            warnings.warn("torchtitan engine is not available", UserWarning, stacklevel=1)
+            os.write(2, b"WARNING:No supported accelerator detected.\n")
+            print("  [ok] the check")
+            if status:
+                print("  [FAIL] the other check: broken")
+            return status
+        return run
+
+    monkeypatch.setattr(doctor, "run", checks_that_import_noisy_libraries(0))
+    assert main(["doctor", "--host", "trl"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[:2] == ["avspo doctor: READY", "  [ok] the check"]
+    assert len(lines) == 3 and lines[2].startswith("  (2 third-party warning(s) on stderr while the checks imported")
+    assert 'e.g. "UserWarning: torchtitan engine is not available"' in lines[2] and "not about avspo, not shown" in lines[2]
+    assert "torchtitan" not in captured.err
+    monkeypatch.setattr(doctor, "run", checks_that_import_noisy_libraries(1))
+    assert main(["doctor", "--host", "trl"]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "avspo doctor: NOT READY: the other check: broken"
+    assert "third-party output on stderr during the checks (it may bear on the failure):" in out
+    assert "    WARNING:No supported accelerator detected." in out

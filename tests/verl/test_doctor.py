@@ -29,6 +29,7 @@ def test_healthy_install_and_valid_config(capsys):
     overrides = ["algorithm.adv_estimator=avspo", "+algorithm.avspo.alpha=0.3", "algorithm.use_kl_in_reward=true"]
     assert main(["doctor", "--no-ray", *overrides]) == 0
     out = capsys.readouterr().out
+    assert out.splitlines()[:2] == [f"avspo doctor: READY ({out.count('[warn]')} warning(s) below)", "avspo doctor"]
     assert ("config ppo_trainer from pkg://verl.trainer.config (what python -m verl.trainer.main_ppo composes) with "
             "algorithm.adv_estimator=avspo +algorithm.avspo.alpha=0.3") in out
     assert "verl 0.9.1" in out and "entry point: verl.plugins avspo = avspo_plugin.verl" in out
@@ -112,6 +113,8 @@ def test_the_monitor_beside_grpo_is_checked_with_the_hooks_it_wraps(capsys):
 def test_swallowed_import_error_is_shown():
     run = subprocess.run([sys.executable, "-c", BROKEN_PLUGIN], capture_output=True, text=True, timeout=300)
     assert run.returncode == 1
+    # The verdict first, naming the failed check; verl's and the libraries' warnings follow the detail in full then.
+    assert run.stdout.splitlines()[0] == "avspo doctor: NOT READY: avspo NOT registered in this process. Why"
     assert "[FAIL] avspo NOT registered in this process. Why:" in run.stdout
     assert "loading the entry point avspo_plugin.verl raises" in run.stdout
     assert "ImportError: simulated: a dependency of the plugin is missing" in run.stdout
