@@ -319,7 +319,9 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         "or a fixed number.",
         AutoOrInteger(1, MAX_VIRTUAL),
         "Eq. 9 never gives more than the group's size, and verl's rollout.n is at most a few dozen in practice; "
-        "the bound leaves room for 16 times G = 64 and caps the virtual rewards at 8 KB per group",
+        "the bound leaves room for 16 times G = 64; the virtual rewards are stored packed, 8 bytes per virtual "
+        "sample: at most 8 bytes per row with 'auto' (K <= G_j), K x 8 bytes per augmented group with a fixed K "
+        "(8 KB at this bound), whatever the group sizes",
     )
     alpha: float = _key(
         0.5, VIRTUAL_SAMPLES, "Exponent of ACR in Eq. 9.", Number(0.0, 1.0, low_open=True),

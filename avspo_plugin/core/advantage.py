@@ -44,7 +44,9 @@ class AVSPOResult:
     """advantages: (B,) for :func:`compute_group_advantages`, (B, L) for :func:`compute_token_advantages`.
 
     num_virtual: (N,) int64 K_j of each group (0: not augmented), groups in sorted label order;
-    virtual_rewards: (N, K_max) float64 V_j, 0 past K_j. Empty when the batch had no valid row.
+    virtual_rewards: (sum_j K_j,) float64, every virtual reward of the call packed group after group (group
+    j's are the K_j values after the K_1 + ... + K_{j-1} of the groups before it). Empty when the batch had
+    no valid row.
     off_bound_groups: the multi-sample groups collapsed at a value that is neither reward bound;
     off_bound_value: the lowest such value (inf when there is none).
     """
@@ -53,36 +55,34 @@ class AVSPOResult:
     state: ThresholdState
     metrics: dict[str, float]
     num_virtual: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.int64))
-    virtual_rewards: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.float64))
+    virtual_rewards: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.float64))
     off_bound_groups: int = 0
     off_bound_value: float = math.inf
 
-    @property
-    def added_virtual_rewards(self) -> torch.Tensor:
-        """Every virtual reward of the call, group by group, flattened: (sum_j K_j,) float64."""
-        _, in_group = vr.virtual_slots(self.num_virtual)
-        return self.virtual_rewards[in_group]
-
 
 def virtual_rewards(
-    config: AVSPOConfig, num_virtual: torch.Tensor, stats: GroupStats, step: int, call_in_step: int = 0
+    config: AVSPOConfig, num_virtual: torch.Tensor, owners: torch.Tensor, stats: GroupStats, step: int,
+    call_in_step: int = 0,
 ) -> torch.Tensor:
-    """The virtual reward matrix of the configured strategy.  num_virtual: (N,) int64 -> (N, K_max) float64.
+    """The packed virtual rewards of the configured strategy (:mod:`.virtual`).
 
+    num_virtual: (N,) int64 K_j; owners: (T,) int64 the group of each virtual sample -> (T,) float64.
     step, call_in_step: the threshold step t and the call's place within it, which seed ``uniform``.
     """
     lo, hi = config.reward_low, config.reward_high
-    if config.strategy == "stratified":
-        return vr.stratified_rewards(num_virtual, lo, hi)
-    if config.strategy == "stratified_observed":
-        return vr.stratified_observed_rewards(num_virtual, stats.high)
-    if config.strategy == "opposite":
-        return vr.opposite_rewards(num_virtual, stats.mean, lo, hi)
     if config.strategy == "uniform":
-        return vr.uniform_rewards(num_virtual, lo, hi, config.seed, step, call_in_step)
+        return vr.uniform_rewards(owners.shape[0], lo, hi, config.seed, step, call_in_step, owners.device)
+    if config.strategy == "opposite":
+        return vr.opposite_rewards(stats.mean.index_select(0, owners), lo, hi)
+    k = vr.slot_numbers(num_virtual, owners)
+    size = num_virtual.to(torch.float64).index_select(0, owners)
+    if config.strategy == "stratified":
+        return vr.stratified_rewards(k, size, lo, hi)
+    if config.strategy == "stratified_observed":
+        return vr.stratified_observed_rewards(k, size, stats.high.index_select(0, owners))
     if config.strategy == "fixed_partial":
-        return vr.fixed_partial_rewards(num_virtual, lo, hi, config.partial)
-    return vr.exp_decay_rewards(num_virtual, lo, hi, config.decay)
+        return vr.fixed_partial_rewards(k, lo, hi, config.partial)
+    return vr.exp_decay_rewards(k, lo, hi, config.decay)
 
 
 def augmented_group_stats(
@@ -92,15 +92,15 @@ def augmented_group_stats(
 
     mu'_j = (G_j mu_j + sum_k v_jk) / (G_j + K_j)
     sigma'_j^2 = [sum_i (r_i - mu_j)^2 + G_j (mu_j - mu'_j)^2 + sum_k (v_jk - mu'_j)^2] / (G_j + K_j - ddof)
-    stats: per group (N,); num_virtual: (N,) int64 K_j (0 = not augmented); virtual: (N, K_max).
+    stats: per group (N,); num_virtual: (N,) int64 K_j (0 = not augmented); virtual: (sum_j K_j,) float64,
+    packed group after group (:mod:`.virtual`).
     Returns (mu' (N,), sigma' (N,)); with K_j = 0 they are the group's own mean and std.
     """
-    _, in_group = vr.virtual_slots(num_virtual)
-    # Slots past K_j hold undefined values (K_j = 0 divides by zero in Eq. 10): select, never multiply.
-    virtual = torch.where(in_group, virtual, 0.0)
+    num_groups = num_virtual.shape[0]
+    owners = vr.virtual_owners(num_virtual, virtual.shape[0])
     total = stats.count + num_virtual.to(torch.float64)
-    mean = (stats.count * stats.mean + virtual.sum(dim=1)) / total.clamp(min=1)
-    virtual_sq_dev = torch.where(in_group, (virtual - mean.unsqueeze(1)) ** 2, 0.0).sum(dim=1)
+    mean = (stats.count * stats.mean + segment_sum(virtual, owners, num_groups)) / total.clamp(min=1)
+    virtual_sq_dev = segment_sum((virtual - mean.index_select(0, owners)) ** 2, owners, num_groups)
     sum_sq_dev = stats.sum_sq_dev + stats.count * (stats.mean - mean) ** 2 + virtual_sq_dev
     return mean, torch.sqrt(sum_sq_dev / (total - ddof).clamp(min=1))
 
@@ -271,9 +271,9 @@ def compute_group_advantages(
         else:
             num_virtual = torch.full_like(stats.count, config.num_virtual, dtype=torch.int64)
         num_virtual = num_virtual * augmented
-        _, in_group = vr.virtual_slots(num_virtual)
-        # Slots past K_j hold undefined values (K_j = 0 divides by zero in Eq. 10).
-        virtual = torch.where(in_group, virtual_rewards(config, num_virtual, stats, state.step, call_in_step), 0.0)
+        # One sync sizes the packed virtual rewards: T values, linear in the batch (K_j <= G_j, or the fixed K).
+        owners = vr.virtual_owners(num_virtual, int(num_virtual.sum()))
+        virtual = virtual_rewards(config, num_virtual, owners, stats, state.step, call_in_step)
 
         # Eq. 14 in float64 for every group (with K_j = 0: the group's own statistics), and the advantages
         # formed in the rewards' dtype from statistics rounded once to it: an untouched group's are verl's.

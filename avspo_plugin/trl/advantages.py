@@ -138,7 +138,7 @@ def trl_advantages(
     scorable = valid.view(-1, num_generations).sum(dim=1).repeat_interleave(num_generations)
     advantages = torch.where(scorable >= 2, advantages, torch.zeros_like(advantages))
     if scale_rewards == "batch":
-        pooled = torch.cat([scores.detach().to(torch.float64)[valid], result.added_virtual_rewards])
+        pooled = torch.cat([scores.detach().to(torch.float64)[valid], result.virtual_rewards])
         batch_std = pooled.std() if pooled.numel() > 1 else pooled.new_zeros(())
         advantages = advantages / (batch_std.to(advantages.dtype) + TRL_EPSILON)
     metrics = dict(result.metrics)

@@ -68,8 +68,8 @@ def test_uniform_is_seeded_by_seed_and_step(three_groups):
 def test_uniform_rewards_lie_in_bounds():
     from avspo_plugin.core.virtual import uniform_rewards
 
-    values = uniform_rewards(torch.tensor([8, 3]), -1.0, 2.0, seed=0, step=7)
-    assert values.shape == (2, 8)
+    values = uniform_rewards(11, -1.0, 2.0, seed=0, step=7)
+    assert values.shape == (11,)
     assert values.min() >= -1.0 and values.max() <= 2.0
 
 
@@ -192,7 +192,6 @@ def test_result_carries_each_groups_k_and_virtual_rewards():
     # Groups in sorted label order: fail, mixed, pass.
     assert result.num_virtual.tolist() == [4, 0, 4]
     stratified = [1.0, 0.75, 0.5, 0.25]  # r_vk = 1 - (k-1)/K
-    assert result.virtual_rewards.tolist() == [stratified, [0.0] * 4, stratified]
-    assert result.added_virtual_rewards.tolist() == stratified * 2
+    assert result.virtual_rewards.tolist() == stratified * 2  # packed: fail's four, then pass's
     untriggered = compute_group_advantages(scores, labels, config.replace(threshold_mode="never"), ThresholdState.initial(config))
-    assert untriggered.num_virtual.tolist() == [0, 0, 0] and untriggered.added_virtual_rewards.numel() == 0
+    assert untriggered.num_virtual.tolist() == [0, 0, 0] and untriggered.virtual_rewards.numel() == 0

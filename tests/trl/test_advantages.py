@@ -134,7 +134,7 @@ def test_virtual_rewards_the_core_returns_are_those_of_its_advantages(strategy):
     config = always("group", strategy=strategy, apply_to="all_fail")
     state = ThresholdState(tau=0.5, step=3)
     result = trl_advantages(rewards, NUM_GENERATIONS, "group", config, state)
-    virtual = result.added_virtual_rewards
+    virtual = result.virtual_rewards
     # ACR = 1/2 (an all-fail and an all-pass group); only the all-fail one gets K = ceil(4 * sqrt(1/2)) = 3.
     assert virtual.numel() == result.metrics["num_virtual"] == 3
     real = rows[:4]
@@ -149,7 +149,7 @@ def test_virtual_rewards_the_core_returns_are_those_of_its_advantages(strategy):
 def test_no_virtual_rewards_when_not_triggered():
     rows = [0.0] * 16
     result = untriggered(rows, "batch")
-    assert result.added_virtual_rewards.numel() == 0
+    assert result.virtual_rewards.numel() == 0
     assert torch.equal(result.advantages, torch.zeros(BATCH))
 
 

@@ -240,7 +240,7 @@ def compute_ngrpo_outcome_advantage(
     valid = response_mask.any(dim=-1)
     stats = group_stats(scores.detach().to(torch.float64), group_ids, num_groups, valid, ddof=1)
     one_each = (stats.count > 0).to(torch.int64)
-    virtual = torch.full((num_groups, 1), MAX_REWARD, dtype=torch.float64)
+    virtual = torch.full((int(one_each.sum()),), MAX_REWARD, dtype=torch.float64)  # packed: one per group with a row
     mean, std = augmented_group_stats(stats, one_each, virtual, ddof=1)
     advantages = normalized_advantages(scores.detach(), group_ids, mean, std, GRPO_EPSILON, norm_by_std=True)
     advantages = torch.where(valid, advantages, torch.zeros_like(advantages)).unsqueeze(-1) * response_mask
