@@ -1,9 +1,14 @@
 """The speed benchmark still runs end to end (on a tiny batch: this checks that it works, not how fast), as
 `python benchmarks/estimator_bench.py` runs it, in this process."""
 
+import dataclasses
 import runpy
 import sys
 from pathlib import Path
+
+import torch
+
+from avspo_plugin import AVSPOConfig, ThresholdState, compute_token_advantages
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "estimator_bench.py"
 
@@ -14,3 +19,26 @@ def test_benchmark_prints_a_row_per_size(monkeypatch, capsys):
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("cpu ")]
     assert [(row[1], row[2]) for row in rows] == [("64", "16"), ("128", "8")]
     assert all(float(row[4]) > 0 for row in rows)  # avspo ms; the floor of so small a batch can print 0.00
+
+
+
+CHECK = Path(__file__).resolve().parent.parent / "benchmarks" / "device_check.py"
+
+
+def test_the_device_check_runs_on_the_cpu_with_the_same_code():
+    """benchmarks/device_check.py as a GPU runs it, on two tiny CPU shapes: CPU equals CPU, syncs not applicable."""
+    check = runpy.run_path(str(CHECK))
+    records = check["run"]([(32, 8), (64, 4)], [8], "cpu", 1)
+    assert [(r["B"], r["L"], r["G"], r["groups"]) for r in records] == [(32, 8, 8, 4), (64, 4, 8, 8)]
+    for record in records:
+        assert record["equal_to_cpu"] is True
+        assert record["syncs"] is None and record["per_group_syncs"] is None  # no device to wait for on a CPU
+        assert record["core_ms"] > 0 and record["verl_ms"] > 0  # verl imports here
+        assert record["peak_ratio"] == record["peak_bytes"] / (2 * 4 * record["B"] * record["L"]) >= 0
+    # The comparison it makes tells a result from one with a single bit of one advantage changed.
+    token_rewards, mask, labels = check["make_batch"](32, 8, 8)
+    config = AVSPOConfig()
+    result = compute_token_advantages(token_rewards, mask, labels, config, ThresholdState.initial(config))
+    nudged = result.advantages.clone()
+    nudged[0, 0] = torch.nextafter(nudged[0, 0], torch.tensor(1.0))
+    assert check["same_result"](result, result) and not check["same_result"](dataclasses.replace(result, advantages=nudged), result)
