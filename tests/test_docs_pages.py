@@ -31,3 +31,33 @@ def test_selection_page_lists_every_key_as_generated():
     generated = page.split(SELECTION_BEGIN, 1)[1].split(SELECTION_END, 1)[0]
     assert generated == f"\n{selection_config_markdown()}\n", "regenerate: python -m avspo_plugin.tools.docs_pages selection"
     assert all(f"| `{key}` |" in generated for key in SelectionConfig.keys())
+
+
+@pytest.mark.parametrize("name", ["verl-demo", "ab-1gpu-dry-run"])
+def test_every_sample_output_is_what_its_run_renders(name):
+    """Each sample output of the docs is rendered from a real run: the committed block equals the rendering (the
+    A/B recipe's dry run is run now; the verl demo's output comes from its record)."""
+    from avspo_plugin.tools.docs_pages import SAMPLES, committed_sample
+
+    assert committed_sample(name) == SAMPLES[name][1](), "regenerate: python -m avspo_plugin.tools.docs_pages samples"
+
+
+def test_the_recorded_verl_demo_ran_under_the_current_defaults():
+    """A change of an AVSPO default fails here until the demo is recorded again (its output would differ)."""
+    import json
+
+    from avspo_plugin.tools.docs_pages import VERL_DEMO_RECORD, demo_step_metrics
+
+    record = json.loads(VERL_DEMO_RECORD.read_text())
+    assert record["defaults"] == AVSPOConfig().to_dict(), \
+        "the AVSPO defaults changed: python -m avspo_plugin.tools.docs_pages record verl-demo"
+    assert record["command"] == "avspo verl-demo --out /tmp/demo-out"
+    steps = demo_step_metrics(record["output"])
+    assert sorted(steps) == [1, 2, 3, 4]
+    config = AVSPOConfig(**record["defaults"])
+    for step, metrics in steps.items():
+        # What the defaults do, step by step: under always every collapsed group is augmented (with apply_to all).
+        if config.threshold_mode == "always":
+            assert metrics["triggered"] == float(metrics["acr"] > 0) and metrics["threshold"] == 0, (step, metrics)
+        if config.threshold_mode == "always" and config.apply_to == "all":
+            assert metrics["augmented_groups"] == metrics["acr"] and metrics["effective_acr"] == 0, (step, metrics)

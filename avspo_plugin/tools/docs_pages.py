@@ -1,16 +1,29 @@
 """The reference pages docs/using/config.md and docs/using/metrics.md, rendered from the config dataclass and metric table,
-and the generated part of docs/using/selection.md (its keys, from SelectionConfig).
+the generated part of docs/using/selection.md (its keys, from SelectionConfig), and the sample outputs of the docs
+(each from a real run of the current code).
 
     python -m avspo_plugin.tools.docs_pages config > docs/using/config.md
     python -m avspo_plugin.tools.docs_pages metrics > docs/using/metrics.md
     python -m avspo_plugin.tools.docs_pages selection      # rewrites the table between the markers of docs/using/selection.md
+    python -m avspo_plugin.tools.docs_pages samples        # rewrites every sample output between its markers
+    python -m avspo_plugin.tools.docs_pages record verl-demo   # runs `avspo verl-demo` again, keeps its output, renders
 
-A test checks that the committed pages equal what this renders.
+A sample is either run when rendered (the one-GPU A/B recipe's dry run: a shell script, instant) or recorded from a
+run kept in docs/using/samples/ (``avspo verl-demo``: a minute and a half of verl on CPU), with the AVSPO defaults it
+ran under. Tests check that the committed pages equal what this renders and that a recorded run's defaults are the
+current ones, so that a change of default fails until the sample is recorded again.
 """
 
 from __future__ import annotations
 
+import datetime
+import json
+import os
+import re
+import subprocess
 import sys
+from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 
 from avspo_plugin.config import AVSPOConfig, MonitorConfig, SelectionConfig, config_sections
@@ -125,10 +138,125 @@ def metrics_markdown() -> str:
 
 PAGES = {"config": config_markdown, "metrics": metrics_markdown}
 
+# ----------------------------------------------------------------------------------------------
+# Sample outputs
+# ----------------------------------------------------------------------------------------------
+
+ROOT = DOCS.parent
+SAMPLES_DIR = DOCS / "using" / "samples"
+SAMPLE_BEGIN = "<!-- BEGIN SAMPLE {name}: rendered by `python -m avspo_plugin.tools.docs_pages samples` from {source} -->"
+SAMPLE_END = "<!-- END SAMPLE {name} -->"
+# The verl CPU demo as the page shows it: its default run, in the folder the page names.
+VERL_DEMO_OUT = "/tmp/demo-out"
+VERL_DEMO_ARGS = ("verl-demo", "--out", VERL_DEMO_OUT)
+VERL_DEMO_RECORD = SAMPLES_DIR / "verl-demo.json"
+METRIC = re.compile(r"(\w+)=(\S+?)(?:,|$)")
+# The one-GPU A/B's dry run as a user would see it, with these settings (CHECK_PATHS=0: the data need not exist).
+AB_DRY_RUN_ENV = {"DRY_RUN": "1", "CHECK_PATHS": "0", "DATA_DIR": "/data/avspo", "OUT_DIR": "/runs/ab_1gpu",
+                  "PYTHON": "python"}
+
+
+def demo_step_metrics(output: str) -> dict[int, dict[str, float]]:
+    """{step: {metric: value}} from the `  step N: key=value, ...` lines `avspo verl-demo` prints."""
+    steps = {}
+    for line in output.splitlines():
+        match = re.match(r"^  step (\d+): (.*)$", line)
+        if match:
+            steps[int(match.group(1))] = {key: float(value) for key, value in METRIC.findall(match.group(2))}
+    return steps
+
+
+def record_verl_demo() -> dict:
+    """Run `avspo verl-demo --out /tmp/demo-out` (the page's command) with the current code; what the sample keeps: the
+    command, its output, the AVSPO defaults it ran under (AVSPOConfig) and the versions."""
+    command = [sys.executable, "-m", "avspo_plugin.tools.cli", *VERL_DEMO_ARGS]
+    load = os.getloadavg()[0]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    if run.returncode != 0:
+        raise RuntimeError(f"avspo verl-demo failed ({run.returncode}):\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
+    record = {
+        "command": "avspo " + " ".join(VERL_DEMO_ARGS),
+        "output": run.stdout,
+        "defaults": AVSPOConfig().to_dict(),
+        "versions": {name: metadata.version(name) for name in ("avspo-plugin", "verl", "torch", "ray")},
+        "cpus": os.cpu_count(),
+        "load_average": round(load, 1),
+        "recorded": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    SAMPLES_DIR.mkdir(parents=True, exist_ok=True)
+    VERL_DEMO_RECORD.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def verl_demo_sample() -> str:
+    """docs/using/verl-cpu.md's demo output, from the recorded run, and what its steps show."""
+    record = json.loads(VERL_DEMO_RECORD.read_text())
+    steps = demo_step_metrics(record["output"])
+    mode = record["defaults"]["threshold_mode"]
+    lines = [f"A run of `{record['command']}` (recorded {record['recorded']} on {record['cpus']} cores with a load "
+             f"average of {record['load_average']:g} (shared with other work: its times are not those of the table above); "
+             f"verl {record['versions']['verl']}, torch {record['versions']['torch']}; algorithm.avspo at its defaults, "
+             f"threshold_mode={mode}):", "",
+             "```", *record["output"].rstrip("\n").splitlines(), "```", ""]
+    collapsed = [step for step, metrics in steps.items() if metrics["acr"] > 0]
+    augmented = [step for step in collapsed if metrics_of(steps, step, "augmented_groups") > 0]
+    effective = sorted({metrics_of(steps, step, "effective_acr") for step in collapsed})
+    lines.append(f"{len(collapsed)} of the {len(steps)} steps had collapsed groups (acr > 0); virtual samples were added "
+                 f"on {len(augmented)} of them (triggered=1, num_virtual > 0), and the share of groups left without a "
+                 f"signal there (effective_acr) was {' to '.join(f'{value:g}' for value in effective[::max(1, len(effective) - 1)])}.")
+    if mode == "always":
+        lines.append("Under threshold_mode=always (the default) every collapsed group is augmented at every step "
+                     "(the threshold it reports is 0); with algorithm.avspo.threshold_mode=adaptive a step is augmented "
+                     "only when its ACR exceeds the adaptive threshold (threshold_init 0.5 at first).")
+    return "\n".join(lines)
+
+
+def metrics_of(steps: dict[int, dict[str, float]], step: int, key: str) -> float:
+    return steps[step].get(key, 0.0)
+
+
+def ab_dry_run_sample() -> str:
+    """docs/using/recipes.md's dry run of the one-GPU A/B, run now."""
+    env = {**{k: v for k, v in os.environ.items() if k not in ("MODEL_PATH", "N_GPUS_PER_NODE", "NNODES")},
+           **AB_DRY_RUN_ENV}
+    run = subprocess.run(["bash", "recipes/run_ab_1gpu.sh"], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=60, check=True)
+    printed = run.stdout.replace(str(ROOT / "recipes"), "$PWD/recipes").rstrip("\n")
+    settings = " ".join(f"{key}={value}" for key, value in AB_DRY_RUN_ENV.items())
+    return "\n".join(["```", f"$ {settings} bash recipes/run_ab_1gpu.sh", printed, "```"])
+
+
+SAMPLES: dict[str, tuple[Path, Callable[[], str], str]] = {
+    "verl-demo": (DOCS / "using" / "verl-cpu.md", verl_demo_sample, "docs/using/samples/verl-demo.json"),
+    "ab-1gpu-dry-run": (DOCS / "using" / "recipes.md", ab_dry_run_sample, "DRY_RUN=1 bash recipes/run_ab_1gpu.sh"),
+}
+
+
+def sample_markers(name: str) -> tuple[str, str]:
+    return SAMPLE_BEGIN.format(name=name, source=SAMPLES[name][2]), SAMPLE_END.format(name=name)
+
+
+def committed_sample(name: str) -> str:
+    """The text between a sample's markers on its page."""
+    begin, end = sample_markers(name)
+    text = SAMPLES[name][0].read_text()
+    return text.split(begin, 1)[1].split(end, 1)[0][1:-1]
+
+
+def render_samples() -> None:
+    for name, (page, render, _) in SAMPLES.items():
+        replace_between_markers(page, *sample_markers(name), render())
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in (*PAGES, "selection"):
-        sys.exit(f"usage: python -m avspo_plugin.tools.docs_pages {{{','.join(PAGES)},selection}}")
-    if sys.argv[1] == "selection":
+    if sys.argv[1:] == ["record", "verl-demo"]:
+        record_verl_demo()
+        render_samples()
+    elif len(sys.argv) != 2 or sys.argv[1] not in (*PAGES, "selection", "samples"):
+        sys.exit(f"usage: python -m avspo_plugin.tools.docs_pages {{{','.join(PAGES)},selection,samples}} | record verl-demo")
+    elif sys.argv[1] == "selection":
         replace_between_markers(SELECTION_PAGE, SELECTION_BEGIN, SELECTION_END, selection_config_markdown())
+    elif sys.argv[1] == "samples":
+        render_samples()
     else:
         sys.stdout.write(PAGES[sys.argv[1]]())

@@ -30,6 +30,7 @@ from transformers.utils import logging as transformers_logging
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core.metrics import MONITOR_METRICS
 from avspo_plugin.names import MONITOR_STATE_FILE, SELECTION_STATE_FILE, STATE_FILE
+from avspo_plugin.tools.docs_pages import VERL_DEMO_RECORD, demo_step_metrics
 from avspo_plugin.tools.verl_cpu.demo import GROUP_SIZE, DemoFiles, main_ppo_command
 from avspo_plugin.tools.verl_cpu.main_ppo import avspo_metrics_by_step, run_main_ppo
 
@@ -153,6 +154,11 @@ def test_demo_trains_with_the_default_trainer_and_logs_avspo_metrics_at_every_st
     for step in steps:
         assert re.search(rf"^  step {step}: .*\bacr=", demo_run.stdout, re.MULTILINE), demo_run.stdout
     assert "[1/3]" in demo_run.stdout and "[2/3]" in demo_run.stdout and "[3/3]" in demo_run.stdout
+    # docs/using/verl-cpu.md's sample (a recorded run of `avspo verl-demo`) prints the metrics this run prints.
+    recorded = demo_step_metrics(json.loads(VERL_DEMO_RECORD.read_text())["output"])
+    printed = demo_step_metrics(demo_run.stdout)
+    assert set().union(*printed.values()) == set().union(*recorded.values()), \
+        "the demo prints other metrics than the docs' sample: python -m avspo_plugin.tools.docs_pages record verl-demo"
 
 
 def test_the_monitor_beside_grpo_in_the_legacy_trainer_logs_collapse_at_every_step(legacy_run: DemoRun):
