@@ -164,12 +164,11 @@ def training_set(tiers: tuple[int, ...], per_tier: int | tuple[int, ...], seed: 
     return _distinct_problems(tiers, counts, rng, held_out, "training set", share=1.0)
 
 
-def evaluation_set(tiers: tuple[int, ...], per_tier: tuple[int, ...], least_carries: tuple[int, ...], seed: int,
-                   excluded: Problems) -> Problems:
-    """per_tier[i] distinct problems of tier i with at least least_carries[i] carries (:func:`carry_counts`), none
-    in ``excluded``, fixed by ``seed``: held-out problems harder than the training mix, for an endpoint with room."""
+def evaluation_set(tiers: tuple[int, ...], per_tier: tuple[int, ...], seed: int, excluded: Problems) -> Problems:
+    """per_tier[i] distinct problems of tier i, none in ``excluded``, fixed by ``seed``: held-out problems apart
+    from another split (a study's own, weighted as it needs)."""
     rng = np.random.default_rng([seed, 0xE7A1])
-    return _distinct_problems(tiers, per_tier, rng, excluded, "evaluation set", share=0.5, least_carries=least_carries)
+    return _distinct_problems(tiers, per_tier, rng, excluded, "evaluation set", share=0.5)
 
 
 def stratified_split(problems: Problems, first_share: float, seed: int) -> tuple[Problems, Problems]:
@@ -187,11 +186,10 @@ def stratified_split(problems: Problems, first_share: float, seed: int) -> tuple
 
 def _distinct_problems(
     tiers: tuple[int, ...], counts: tuple[int, ...], rng: np.random.Generator, excluded: Problems | None, what: str,
-    share: float, least_carries: tuple[int, ...] | None = None,
+    share: float,
 ) -> Problems:
     """counts[i] distinct problems of tier i, none in ``excluded``; at most ``share`` of a tier's available ones
-    (a held-out split takes at most half, so that training problems remain). least_carries: only problems of tier
-    i with at least least_carries[i] carries (the availability bound then counts every problem of the tier)."""
+    (a held-out split takes at most half, so that training problems remain)."""
     excluded_keys = set() if excluded is None else set(excluded.keys().tolist())
     a_parts, b_parts = [], []
     for d, count in zip(tiers, counts):
@@ -203,12 +201,9 @@ def _distinct_problems(
                 f"at most {most} may be taken"
             )
         chosen: dict[int, tuple[int, int]] = {}
-        least = 0 if least_carries is None else least_carries[tiers.index(d)]
         while len(chosen) < count:
             tier = np.full(count, d)
-            a, b = draw_operands(rng, tier), draw_operands(rng, tier)
-            hard = carry_counts(a, b) >= least
-            for x, y in zip(a[hard].tolist(), b[hard].tolist()):
+            for x, y in zip(draw_operands(rng, tier).tolist(), draw_operands(rng, tier).tolist()):
                 key = x * 10**9 + y
                 if len(chosen) < count and key not in excluded_keys:
                     chosen.setdefault(key, (x, y))

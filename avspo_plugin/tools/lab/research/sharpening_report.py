@@ -52,7 +52,7 @@ def sharpening_markdown(report: dict) -> str:
         "## Split",
         "",
         f"Seed {split['seed']}; {split['sizes']['validation']} validation and {split['sizes']['test']} test problems, "
-        f"stratified by tier, at least {split['least_carries']} carries per tier "
+        f"stratified by tier, {split['per_tier']} per tier before the cut "
         f"(validation {split['validation']}, test {split['test']}).",
         "",
         "## Tuning (validation only)",
