@@ -84,7 +84,9 @@ def test_rollouts_to_target_reads_the_first_crossing_and_counts_not_reached():
 
 
 def test_the_decision_needs_the_seed_interval_above_zero_and_the_bases_mean_positive():
-    assert decision({"ci95": [0.001, 0.02], "bases": {"mean": 0.01}})["verdict"] == "learning"
+    assert decision({"ci95": [0.001, 0.02], "bases": {"mean": 0.01}}) == {
+        "verdict": "learning", "learning": True, "default_threshold_mode": "always"}
+    assert decision({"ci95": [-0.02, -0.001], "bases": {"mean": -0.01}})["default_threshold_mode"] == "adaptive"
     assert decision({"ci95": [-0.001, 0.02], "bases": {"mean": 0.01}})["verdict"] == "not_shown_beyond_sharpening"
     assert decision({"ci95": [0.001, 0.02], "bases": {"mean": -0.01}})["verdict"] == "not_shown_beyond_sharpening"
     assert decision(None)["verdict"] == "not_compared"

@@ -29,8 +29,10 @@ in code before its first run (docs/evidence/sharpening.md states it in words):
 6. Mechanism: ppo_kl, clip_fraction, sum |A| and sum A per step, the update's parameter norm and entropy, kept in
    every run's series and summarised per arm and base over the budget.
 7. The decision for the product's default (:func:`decision`), fixed here: learning when the primary's pooled
-   seed-pair interval lies above 0 and the bases-as-unit mean difference is positive; otherwise not shown beyond
-   sharpening.
+   seed-pair interval lies above 0 and the bases-as-unit mean difference is positive, and ``threshold_mode=always``
+   stays the default; otherwise the gain at T = 1 is not shown to be more than sharpening, and the default becomes
+   ``adaptive``, the paper's equations as written (in a batch of many prompts it seldom acts, so a run stays close to
+   GRPO until ACR rises above its threshold).
 
 Cost (design point 9 of the issue that asked for this study): 3.5 hours of compute at most with 2 workers. Fewer
 arms before fewer seeds: the all-pass-only arm is not run (DROPPED says why).
@@ -384,13 +386,18 @@ def mechanism(runs: Sequence[dict], budget: int) -> dict:
     return {"series": series, "means": means}
 
 
+DEFAULT_IF_LEARNING, DEFAULT_OTHERWISE = "always", "adaptive"
+
+
 def decision(primary: dict | None) -> dict:
     """Design point 7: learning when the primary's pooled seed-pair interval lies above 0 and the bases-as-unit mean
-    difference is positive; otherwise the T = 1 gain is not shown to be more than sharpening."""
+    difference is positive (the default threshold_mode stays DEFAULT_IF_LEARNING); otherwise the T = 1 gain is not
+    shown to be more than sharpening (the default becomes DEFAULT_OTHERWISE)."""
     if not primary:
-        return {"verdict": "not_compared", "learning": False}
+        return {"verdict": "not_compared", "learning": False, "default_threshold_mode": None}
     learning = primary["ci95"][0] > 0 and (primary["bases"]["mean"] or 0) > 0
-    return {"verdict": "learning" if learning else "not_shown_beyond_sharpening", "learning": learning}
+    return {"verdict": "learning" if learning else "not_shown_beyond_sharpening", "learning": learning,
+            "default_threshold_mode": DEFAULT_IF_LEARNING if learning else DEFAULT_OTHERWISE}
 
 
 def run(args) -> int:
