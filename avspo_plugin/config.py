@@ -1,7 +1,8 @@
 """The one AVSPO configuration: every key, its section, default, allowed values and help text.
 
 Hosts read it from their own config systems (verl: ``algorithm.avspo.<key>``;
-TRL: fields of the trainer config; OpenRLHF: ``--avspo.<key>`` flags) and build
+TRL: the ``avspo_<key>`` fields of the trainer config; OpenRLHF: ``--algo.advantage.avspo.<key>``
+flags, ``--avspo_<key>`` up to OpenRLHF 0.10.1, avspo_plugin/openrlhf/args.py) and build
 it with :meth:`AVSPOConfig.from_mapping`, which rejects unknown keys. The
 packaged verl YAML and docs/using/config.md are generated from these fields.
 """
