@@ -56,14 +56,14 @@ class StreakWarning:
         self.fired_step = None if fired is None else int(fired)
 
 
-# The flags RunMonitor.observe returns, each 1 from the step its warning fired.
+# The flags EarlyWarnings.observe returns, each 1 from the step its warning fired.
 WARNING_FLAGS = ("stagnation", "entropy_collapse")
 # The streak of steps on which AVSPO's trigger could have augmented collapsed groups and augmented none. It logs
 # no flag (the step's avspo/triggered and avspo/augmented_groups already say it), only its warning.
 INERT_TRIGGER = "inert_trigger"
 
 
-class RunMonitor:
+class EarlyWarnings:
     """The early warnings of AVSPOConfig: ``stagnation`` (ACR), ``entropy_collapse`` (entropy) and the inert
     trigger (AVSPO augmented no group on more than stagnation_steps consecutive steps with a collapsed group)."""
 

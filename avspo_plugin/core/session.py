@@ -26,13 +26,14 @@ from ..config import AVSPOConfig
 from ..state_files import INT64_MAX, InRange, check_fields
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .collapse import off_bound_message
-from .early_warnings import INERT_TRIGGER, RunMonitor
+from .early_warnings import INERT_TRIGGER, WARNING_FLAGS, EarlyWarnings
 from .metrics import aggregate_metrics, filtered_group_metrics
 from .threshold import ThresholdState, advance
 
 # Version of the dict that state_dict() returns and checkpoints hold.
 STATE_FORMAT = 1
-# What state_dict() holds besides its format.
+# What state_dict() holds besides its format. "monitor" holds the early-warning streaks: the checkpoint format's
+# name from before the ACR monitor existed, kept so that every saved checkpoint still loads.
 STATE_KEYS = ("threshold", "monitor", "logged_steps")
 # A count or a step number of the state.
 COUNT = InRange(int, 0, INT64_MAX)
@@ -49,14 +50,16 @@ logger = logging.getLogger(__name__)
 
 
 class AVSPOSession:
-    """Config in force, threshold state, early-warning monitor and pending metrics of one process.
+    """Config in force, threshold state, early warnings and pending metrics of one training loop.
 
-    log: the logger that fired warnings go to (the host adapter's, so users filter them by host).
-    Thread-safe: every method holds the session's lock.
+    log: the logger that fired warnings go to (the host adapter's, so users filter them by host);
+    metric_names: the core metrics :meth:`pop_metrics` reports (None: all; the warning flags always), e.g.
+    :data:`~.metrics.MONITOR_METRICS` for the ACR monitor. Thread-safe: every method holds the session's lock.
     """
 
-    def __init__(self, log: logging.Logger = logger) -> None:
+    def __init__(self, log: logging.Logger = logger, metric_names: tuple[str, ...] | None = None) -> None:
         self.log = log
+        self.metric_names = metric_names
         self._lock = threading.RLock()
         self.reset()
 
@@ -66,7 +69,7 @@ class AVSPOSession:
             self.config: AVSPOConfig | None = None
             self.state: ThresholdState | None = None
             # Its limits become the run's at the first configure; streaks survive a resume through state_dict.
-            self.monitor = RunMonitor(AVSPOConfig())
+            self.warnings = EarlyWarnings(AVSPOConfig())
             # Metrics of this step's calls (open step), and of closed steps not yet logged.
             self._pending: list[dict[str, float]] = []
             self._closed: list[dict[str, float]] = []
@@ -88,7 +91,7 @@ class AVSPOSession:
                 self.config is not None and _threshold_keys(self.config) != _threshold_keys(config)
             ):
                 self.state = ThresholdState.initial(config)
-            self.monitor.reconfigure(config)
+            self.warnings.reconfigure(config)
             self.config = config
             self._fit_state_to_config()
 
@@ -190,7 +193,7 @@ class AVSPOSession:
             if metrics["samples"] > 0:
                 self.state = advance(self.config, self.state, metrics["acr"], metrics["reward_mean"])
             self._logged_steps += 1
-            flags, fired = self.monitor.observe(
+            flags, fired = self.warnings.observe(
                 self._logged_steps if step is None else step, acr=metrics["acr"], entropy=entropy,
                 augmented=metrics.get("augmented_groups"), threshold=metrics.get("threshold"),
             )
@@ -214,18 +217,20 @@ class AVSPOSession:
             if closed:
                 metrics = aggregate_metrics(closed)
                 if entropy is not None and not self._entropy_observed:
-                    flags, fired = self.monitor.observe(self._logged_steps if step is None else step, entropy=entropy)
+                    flags, fired = self.warnings.observe(self._logged_steps if step is None else step, entropy=entropy)
                     metrics.update(flags)
                     self._entropy_observed = True
             elif entropy is not None and self.config is not None:
                 # Entropy alone counts only in an AVSPO run (a config is in force): a host may load the
                 # plugin in runs of other estimators.
                 self._logged_steps += 1
-                metrics, fired = self.monitor.observe(self._logged_steps if step is None else step, entropy=entropy)
+                metrics, fired = self.warnings.observe(self._logged_steps if step is None else step, entropy=entropy)
             else:
                 return {}
         self._warn(fired)
-        return metrics
+        if self.metric_names is None:
+            return metrics
+        return {name: value for name, value in metrics.items() if name in self.metric_names or name in WARNING_FLAGS}
 
     def observe_entropy(self, entropy: float) -> dict[str, float]:
         """The entropy-collapse flag after the policy entropy of the step last popped; {} outside an AVSPO run.
@@ -235,7 +240,7 @@ class AVSPOSession:
         with self._lock:
             if self.state is None:
                 return {}
-            flags, fired = self.monitor.observe(self._logged_steps, entropy=entropy)
+            flags, fired = self.warnings.observe(self._logged_steps, entropy=entropy)
         self._warn(fired)
         return flags
 
@@ -249,7 +254,7 @@ class AVSPOSession:
             return {
                 "format": STATE_FORMAT,
                 "threshold": None if self.state is None else self.state.state_dict(),
-                "monitor": self.monitor.state_dict(),
+                "monitor": self.warnings.state_dict(),
                 "logged_steps": self._logged_steps,
             }
 
@@ -260,7 +265,7 @@ class AVSPOSession:
         with self._lock:
             saved = state["threshold"]
             self.state = None if saved is None else ThresholdState.from_state_dict(saved)
-            self.monitor.load_state_dict(state["monitor"])
+            self.warnings.load_state_dict(state["monitor"])
             self._logged_steps = int(state["logged_steps"])
             self._pending, self._closed, self._entropy_observed = [], [], True
             self._fit_state_to_config()

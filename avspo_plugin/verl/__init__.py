@@ -9,7 +9,7 @@ checkpoints, the ACR monitor beside other estimators, prompt selection). See doc
 Its modules, by concern:
 
 * ``run_config``: what a run's config asks of the plugin (its blocks read and checked, the features it uses);
-* ``state``: everything the plugin keeps in one process, in one object, and the one place a step closes;
+* ``process``: the sessions the plugin keeps in one process, in one object, and the one place a step closes;
 * ``guards``: launch-time guards (the trainer, DAPO's group filtering, the verl release);
 * ``hooks``: the hook registry, where each hook is placed, its status, and the launcher's and trainers' entry checks;
 * ``estimator``, ``multi_output``, ``monitor``, ``selection`` (with ``sampler``), ``checkpoint``,
@@ -30,11 +30,11 @@ a test checks both against the registry of :mod:`avspo_plugin.verl.hooks` and it
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer.__init__` | trainer start, before workers | every feature (every process) | `hooks` | no trainer start callback |
 | `verl.trainer.ppo.ray_trainer.RayPPOTrainer._load_checkpoint` | resume | every feature (every process) | `checkpoint` | checkpoints have no callback for extra state |
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer._load_checkpoint` | resume | every feature (every process) | `checkpoint` | checkpoints have no callback for extra state |
-| `verl.trainer.ppo.v1.utils.compute_advantage_for_multi_trajectories` | each advantage step (v1) | estimator, selection (every process) | `multi_output` | its GRPO-only session grouping is a name check inside the function |
+| `verl.trainer.ppo.v1.utils.compute_advantage_for_multi_trajectories` | each advantage step (v1) | estimator, selection (every process) | `multi_output` | its GRPO-only trajectory grouping is a name check inside the function |
 | `verl.utils.tracking.Tracking.log` | each logged step | every feature | `metric_routing` | the estimator registry takes a function, not its metrics (an upstream channel is proposed in patches/) |
 | `verl.trainer.ppo.ray_trainer.RayPPOTrainer._save_checkpoint` | each checkpoint | every feature | `checkpoint` | checkpoints have no callback for extra state |
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer._save_checkpoint` | each checkpoint | every feature | `checkpoint` | checkpoints have no callback for extra state |
-| `verl.trainer.ppo.v1.trainer_base.PPOTrainer.step` | end of each global step (v1) | estimator, monitor | `estimator` | no end-of-step callback; one step of Eq. 12 spans several mini-batch calls |
+| `verl.trainer.ppo.v1.trainer_base.PPOTrainer.step` | end of each global step (v1) | estimator, monitor | `process` | no end-of-step callback; one step of Eq. 12 spans several mini-batch calls |
 | `verl.trainer.ppo.ray_trainer.compute_advantage` | each advantage step | monitor, selection | `monitor` | no observer of the rows an estimator gets |
 | `verl.trainer.ppo.ray_trainer.RayPPOTrainer._create_dataloader` | trainer start | selection | `selection` | `create_rl_sampler` reads no sampler class from the config |
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer._init_dataloader` | trainer start | selection | `selection` | `create_rl_sampler` reads no sampler class from the config |

@@ -23,7 +23,7 @@ from ..names import STATE_FILE
 from ..state_files import load_json, write_json
 from . import selection
 from .guards import refuse_unsupported_trainer
-from .state import process_state
+from .process import this_process
 
 logger = logging.getLogger("avspo_plugin.verl")
 
@@ -86,18 +86,19 @@ def save_with_state(original: Callable) -> Callable:
 
     @functools.wraps(original)
     def _save_checkpoint(self, *args, **kwargs):
-        state = process_state()
-        if state.selection is not None:
-            path = selection.write_state(saved_step_folder(self.config.trainer, self.global_steps), state.selection)
+        run = selection.active()
+        if run is not None:
+            path = selection.write_state(saved_step_folder(self.config.trainer, self.global_steps), run)
             logger.info("prompt-selection state saved to %s", path)
-        sessions = state.sessions_of(self.config)
-        state.close_step(sessions, self.global_steps)
+        process = this_process()
+        sessions = process.sessions_of(self.config)
+        process.close_step(sessions, self.global_steps)
         for live in sessions:
             folder = saved_step_folder(self.config.trainer, self.global_steps)
             # Before verl records this folder as the latest checkpoint: a run killed in between resumes
             # from the previous one, never from a folder without AVSPO state.
-            path = write_state(folder, live.state_dict(), live.state_file)
-            live.await_log(folder)
+            path = write_state(folder, live.session.state_dict(), live.state_file)
+            live.unlogged_checkpoint = folder
             logger.info("AVSPO state saved to %s", path)
         return original(self, *args, **kwargs)
 
@@ -113,17 +114,17 @@ def load_with_state(original: Callable) -> Callable:
         result = original(self, *args, **kwargs)
         if not getattr(self, "global_steps", 0):  # a fresh start: nothing to restore
             return result
-        state = process_state()
-        if state.selection is not None:
+        run = selection.active()
+        if run is not None:
             folder = resumed_step_folder(self.config.trainer, self.global_steps)
-            if selection.read_state(folder, state.selection):
+            if selection.read_state(folder, run):
                 logger.info("prompt-selection state restored from %s", folder)
-        for live in state.sessions_of(self.config):
+        for live in this_process().sessions_of(self.config):
             folder = resumed_step_folder(self.config.trainer, self.global_steps)
             saved = read_state(folder, live.state_file)
             if saved is not None:
-                live.load_state_dict(saved)
-                logger.info("AVSPO state restored from %s: %s", folder, describe_state(live.state_dict()))
+                live.session.load_state_dict(saved)
+                logger.info("AVSPO state restored from %s: %s", folder, describe_state(live.session.state_dict()))
         return result
 
     return _load_checkpoint

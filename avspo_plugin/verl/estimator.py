@@ -1,36 +1,31 @@
-"""The ``avspo`` advantage estimator as verl calls it, its registration, and the end of a v1 step.
+"""The ``avspo`` advantage estimator as verl calls it, and its registration.
 
 verl calls a registered estimator with (token_level_rewards, response_mask, index, config) and
 keeps only the two returned tensors; the estimator's session (threshold state, warnings, pending
-metrics) is this process's (:mod:`avspo_plugin.verl.state`), and the metrics wait there until the
+metrics) is this process's (:mod:`avspo_plugin.verl.process`), and the metrics wait there until the
 trainer's logging hook (or a user's loop, :func:`pop_metrics`) collects them.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from verl.trainer.ppo import core_algos
 
+from ..core import AVSPOSession
 from ..names import ESTIMATOR
-from .metric_routing import step_entropy
-from .state import EstimatorSession, process_state
-
-# verl.trainer.ppo.v1.replay_buffer.DAPO_FILTERED_REWARD_COUNTS_KEY: {shared value: groups} of the groups
-# its group filtering evicted in the step, in the step's metrics until the trainer logs them.
-DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
+from .process import this_process
+from .run_config import avspo_config_from_algorithm
 
 
 class RegistrationError(RuntimeError):
     """The name ``avspo`` is taken in verl's registry by an estimator that is not this package's."""
 
 
-def session() -> EstimatorSession:
-    """This process's AVSPO session (threshold state, warnings, pending metrics)."""
-    return process_state().estimator
+def session() -> AVSPOSession:
+    """This process's session of the verl estimator (config in force, threshold state, warnings, pending metrics)."""
+    return this_process().estimator.session
 
 
 def compute_avspo_outcome_advantage(
@@ -47,7 +42,9 @@ def compute_avspo_outcome_advantage(
     """
     if index is None:
         raise ValueError("the avspo estimator needs the batch's uid (index) to form groups; verl passed none")
-    result = session().step(token_level_rewards, response_mask, index, config)
+    avspo = avspo_config_from_algorithm(config)
+    this_process().warn_kl_in_reward(config)
+    result = session().step_tokens(token_level_rewards, response_mask, index, avspo)
     return result.advantages, result.advantages
 
 
@@ -81,24 +78,3 @@ def register_estimator() -> None:
             f"{getattr(existing, '__module__', '?')}.{getattr(existing, '__qualname__', existing)}, "
             "which is not avspo_plugin's; remove the other plugin or rename its estimator"
         )
-
-
-def close_v1_step(original: Callable) -> Callable:
-    """Wraps ``PPOTrainer.step``: one global step of the v1 trainer is one step of Eq. 12 (and of the warnings)."""
-
-    @functools.wraps(original)
-    def step(self, metrics, *args, **kwargs):
-        batch = original(self, metrics, *args, **kwargs)
-        state = process_state()
-        sessions = state.sessions_of(self.config)
-        # Groups verl's group filtering evicted never reach the estimator: counted here, so the
-        # step's ACR and its split are over the groups as generated.
-        filtered = metrics.get(DAPO_FILTERED_REWARD_COUNTS_KEY)
-        if isinstance(filtered, Mapping) and filtered:
-            for live in sessions:
-                live.avspo.observe_filtered_groups(filtered, int(self.config.actor_rollout_ref.rollout.n))
-        # However many parameter_sync_step updates the step took; it closes before verl saves its checkpoint.
-        state.close_step(sessions, self.global_steps, step_entropy(metrics))
-        return batch
-
-    return step

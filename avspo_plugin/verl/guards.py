@@ -4,37 +4,32 @@ Each check refuses (HookError, ConfigError, UnsupportedHostVersion) what would r
 be what the config asks: verl's experimental fully-async trainer, AVSPO's augmentation or prompt
 selection under DAPO's group filtering, a verl release known to break the plugin (an untested one
 is a warning). The launcher's and the trainer's entry hooks (:mod:`avspo_plugin.verl.hooks`) run
-them before Ray starts and again before any worker starts. The Ray runtime env is changed here too,
+them before Ray starts and again before any worker starts (a trainer class that overrides a hooked method
+without calling it is refused there, beside the hook registry). The Ray runtime env is changed here too,
 so that the trainer process imports the plugin with its errors raised.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import verl
 
 from ..config import ConfigError
 from ..host_versions import VERL, UnsupportedHostVersion
-from ..import_patching import is_patched
 from ..names import PLUGIN_MODULE
 from .run_config import (
-    FEATURE_SETTING,
     avspo_config_from_algorithm,
     config_entry,
     features_of,
     uses_avspo,
     uses_selection,
 )
-
-if TYPE_CHECKING:
-    from .hooks import Hook
 
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
 # verl.trainer.ppo.v1.replay_buffer.FILTER_GROUPS_REWARD_METRIC: the filter metric that is the sequence reward.
@@ -156,56 +151,6 @@ def check_verl_release() -> None:
     if problem is not None and version not in _warned_versions:
         _warned_versions.add(version)
         logger.warning("avspo_plugin: %s", problem)
-
-
-def refuse_unhooked_overrides(trainer_class: type, config: Any, hooks: Iterable[Hook]) -> None:
-    """Raise HookError when ``trainer_class`` (a subclass of a hooked verl trainer) overrides a method the run
-    needs hooked without calling the parent's: the plugin's hook would never run.
-
-    hooks: the registry's (:data:`avspo_plugin.verl.hooks.HOOKS`). "Calls the parent's" is read from the
-    override's code: it names the method (``super().<name>(...)`` or ``Parent.<name>(self, ...)``).
-    """
-    for feature in features_of(config):
-        # Either trainer's hooks: the class, not trainer.use_v1, says which verl trainer it extends.
-        for hook in (hook for hook in hooks if feature in hook.features):
-            hooked = _hooked_class(trainer_class, hook)
-            if hooked is None:
-                continue
-            override = inspect.getattr_static(trainer_class, hook.attribute, None)
-            if override is None or is_patched(override) or _calls_by_name(override, hook.attribute):
-                continue
-            owner = next(cls for cls in trainer_class.__mro__ if hook.attribute in cls.__dict__)
-            raise HookError(
-                f"{FEATURE_SETTING[feature]} cannot run with the trainer class {_qualified(trainer_class)}: "
-                f"{_qualified(owner)}.{hook.attribute} overrides {hook.name} without calling it, so the plugin's hook "
-                f"({hook.purpose}) would never run. Call super().{hook.attribute}(...) in the override, or run verl's "
-                f"{_qualified(hooked)}."
-            )
-
-
-def _hooked_class(trainer_class: type, hook: Hook) -> type | None:
-    """The verl class of ``hook`` among ``trainer_class``'s bases, when it is a hooked method of a trainer."""
-    if hook.owner is None or hook.attribute == "__init__":
-        return None
-    for cls in trainer_class.__mro__[1:]:
-        if cls.__name__ == hook.owner and cls.__module__ == hook.module:
-            return cls
-    return None
-
-
-def _calls_by_name(function: Any, name: str) -> bool:
-    code = getattr(getattr(function, "__func__", function), "__code__", None)
-    stack = [code] if code is not None else []
-    while stack:
-        code = stack.pop()
-        if name in code.co_names:
-            return True
-        stack.extend(const for const in code.co_consts if inspect.iscode(const))
-    return False
-
-
-def _qualified(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def with_plugin_module(modules: str) -> str:

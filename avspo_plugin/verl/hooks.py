@@ -1,7 +1,7 @@
 """The hook registry: every verl function the plugin wraps (:data:`HOOKS`), where it is placed, and its status.
 
 verl gives a registered estimator no way to log metrics, to check its config before the first
-rollout, to keep state across a resume, or to see agent-loop sessions; it has no way to choose
+rollout, to keep state across a resume, or to see agent-loop trajectories; it has no way to choose
 prompts before generation, and no place for a monitor beside another estimator. Loading the plugin
 therefore wraps, in memory (verl's files stay as installed), the functions of :data:`HOOKS`; the
 package's docstring and docs/using/verl.md list them with when each runs in a step, the module of its
@@ -30,18 +30,17 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..import_patching import after_import, is_patched, rebind, wrap
 from .checkpoint import load_with_state, save_with_state
-from .estimator import close_v1_step, register_estimator, session
+from .estimator import register_estimator, session
 from .guards import (
     KNOWN_GOOD_VERL,
     HookError,
     check_verl_release,
-    refuse_unhooked_overrides,
     refuse_unsupported_trainer,
     refuse_with_group_filtering,
     runtime_env_with_plugin,
@@ -50,7 +49,8 @@ from .guards import (
 from .metric_routing import log_with_avspo_metrics, use_metrics_channel
 from .model_build_fix import skip_missing_trl_value_head, trl_installed
 from .monitor import launch_notes, monitor, observe_advantage_step
-from .multi_output import group_sessions_for_avspo
+from .multi_output import group_trajectories_for_avspo
+from .process import close_v1_step
 from .run_config import (
     AVSPO,
     FEATURE_SETTING,
@@ -60,6 +60,7 @@ from .run_config import (
     avspo_config_from_algorithm,
     config_entry,
     features_of,
+    monitor_avspo_config,
     monitor_config_from_algorithm,
     selection_config_from_algorithm,
     trainer_of,
@@ -183,13 +184,13 @@ def prepare_trainer(config: Any) -> None:
     for note in launch_notes(config):
         logger.warning(note)
     if uses_monitor(config):
-        monitor().configure(config.algorithm)
+        monitor().configure(monitor_avspo_config(config.algorithm))
         require_hooks(trainer_of(config), MONITOR)
     if not uses_avspo(config):
         return
     # verl's own unit tests clear the registry; a run must not depend on the import order.
     register_estimator()
-    session().configure(config.algorithm)
+    session().configure(avspo_config_from_algorithm(config.algorithm))
     require_hooks(trainer_of(config), AVSPO)
     logger.info("avspo estimator registered in process %d with %s", os.getpid(), session().config)
 
@@ -216,6 +217,57 @@ def init_with_trainer_checks(original: Callable) -> Callable:
         return original(self, *args, **kwargs)
 
     return __init__
+
+
+def refuse_unhooked_overrides(trainer_class: type, config: Any, hooks: Iterable[Hook]) -> None:
+    """Raise HookError when ``trainer_class`` (a subclass of a hooked verl trainer) overrides a method the run
+    needs hooked without calling the parent's: the plugin's hook would never run.
+
+    hooks: the registry's (:data:`HOOKS`). "Calls the parent's" is read from the
+    override's code: it names the method (``super().<name>(...)`` or ``Parent.<name>(self, ...)``).
+    """
+    for feature in features_of(config):
+        # Either trainer's hooks: the class, not trainer.use_v1, says which verl trainer it extends.
+        for hook in (hook for hook in hooks if feature in hook.features):
+            hooked = _hooked_class(trainer_class, hook)
+            if hooked is None:
+                continue
+            override = inspect.getattr_static(trainer_class, hook.attribute, None)
+            if override is None or is_patched(override) or _calls_by_name(override, hook.attribute):
+                continue
+            owner = next(cls for cls in trainer_class.__mro__ if hook.attribute in cls.__dict__)
+            raise HookError(
+                f"{FEATURE_SETTING[feature]} cannot run with the trainer class {_qualified(trainer_class)}: "
+                f"{_qualified(owner)}.{hook.attribute} overrides {hook.name} without calling it, so the plugin's hook "
+                f"({hook.purpose}) would never run. Call super().{hook.attribute}(...) in the override, or run verl's "
+                f"{_qualified(hooked)}."
+            )
+
+
+def _hooked_class(trainer_class: type, hook: Hook) -> type | None:
+    """The verl class of ``hook`` among ``trainer_class``'s bases, when it is a hooked method of a trainer."""
+    if hook.owner is None or hook.attribute == "__init__":
+        return None
+    for cls in trainer_class.__mro__[1:]:
+        if cls.__name__ == hook.owner and cls.__module__ == hook.module:
+            return cls
+    return None
+
+
+def _calls_by_name(function: Any, name: str) -> bool:
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    stack = [code] if code is not None else []
+    while stack:
+        code = stack.pop()
+        if name in code.co_names:
+            return True
+        stack.extend(const for const in code.co_consts if inspect.iscode(const))
+    return False
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -249,9 +301,9 @@ HOOKS: tuple[Hook, ...] = (
          "one step of Eq. 12 (and of the monitor's warnings) per global step", ("self", "metrics"), trainer="v1",
          features=(AVSPO, MONITOR)),
     # Placed in every process that loads verl's v1 utils, trainer or not: a script calling verl's function with
-    # the avspo estimator gets GRPO's session grouping, never one sample per output. Other estimators pass through.
-    Hook("verl.trainer.ppo.v1.utils", None, "compute_advantage_for_multi_trajectories", group_sessions_for_avspo,
-         "groups agent-loop sessions as GRPO does; feeds prompt selection the step's rewards",
+    # the avspo estimator gets GRPO's trajectory grouping, never one sample per output. Other estimators pass through.
+    Hook("verl.trainer.ppo.v1.utils", None, "compute_advantage_for_multi_trajectories", group_trajectories_for_avspo,
+         "groups agent-loop trajectories as GRPO does; feeds prompt selection the step's rewards",
          _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO, SELECTION), always=True),
     Hook("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "_create_dataloader", dataloader_with_selection("legacy"),
          "draws the training prompts through prompt selection",

@@ -11,41 +11,26 @@ step's entropy is observed.
 from __future__ import annotations
 
 import functools
-import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from verl.trainer.ppo import core_algos
 
 from ..names import ESTIMATOR, METRIC_PREFIX
-from . import checkpoint
-from .state import EstimatorSession, process_state
+from . import checkpoint, selection
+from .process import CheckpointedSession, step_entropy, this_process
 
-ENTROPY_KEY = "actor/entropy"
 # Name of the upstream channel (patches/verl-estimator-metrics.patch) in verl's core_algos.
 METRICS_CHANNEL = "register_adv_est_metrics"
 
 
-def step_entropy(metrics: Mapping) -> float | None:
-    """The step's ``actor/entropy`` among verl's metrics, as a float (None when absent or not a number)."""
-    value = metrics.get(ENTROPY_KEY)
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, numbers.Real):
-        return float(value)
-    try:  # 0-d tensors and numpy scalars
-        return float(value.item())
-    except (AttributeError, TypeError, ValueError, RuntimeError):
-        return None
-
-
 def selection_metrics() -> dict[str, float]:
     """The ``avspo/selection/*`` metrics since the last log, when this process's trainer selects prompts."""
-    run = process_state().selection
+    run = selection.active()
     return {} if run is None else run.pop_metrics()
 
 
-def step_metrics(data: Mapping, step: int | None, live: EstimatorSession | None = None) -> dict[str, float]:
+def step_metrics(data: Mapping, step: int | None, live: CheckpointedSession | None = None) -> dict[str, float]:
     """The ``avspo/*`` metrics of the step being logged: the calls of ``live`` (default: the estimator's
     session) since the last log, folded into one step, with the warning flags (the entropy one fed from
     ``actor/entropy``).
@@ -53,14 +38,14 @@ def step_metrics(data: Mapping, step: int | None, live: EstimatorSession | None 
     A checkpoint saved during this step (verl saves before it logs) gets the state again, with the
     step's entropy observed.
     """
-    state = process_state()
-    live = state.estimator if live is None else live
+    process = this_process()
+    live = process.estimator if live is None else live
     entropy = step_entropy(data)
-    state.close_step([live], step, entropy)
-    metrics = live.pop_metrics(step=step, entropy=entropy)
-    folder = live.take_checkpoint_folder()
+    process.close_step([live], step, entropy)
+    metrics = live.session.pop_metrics(step=step, entropy=entropy)
+    folder, live.unlogged_checkpoint = live.unlogged_checkpoint, None
     if folder is not None:
-        checkpoint.write_state(folder, live.state_dict(), live.state_file)
+        checkpoint.write_state(folder, live.session.state_dict(), live.state_file)
     return {METRIC_PREFIX + name: value for name, value in metrics.items()}
 
 
@@ -106,7 +91,7 @@ def log_with_avspo_metrics(original: Callable) -> Callable:
             # channel calls the metrics function of the run's estimator, which is not ours).
             extra = {
                 **(step_metrics(data, step) if verl_metrics_channel() is None else {}),
-                **step_metrics(data, step, process_state().monitor),
+                **step_metrics(data, step, this_process().monitor),
                 **selection_metrics(),
             }
             if extra:

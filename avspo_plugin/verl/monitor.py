@@ -17,10 +17,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ..core import AVSPOSession
 from ..names import ESTIMATOR
 from . import selection
-from .run_config import MONITOR_BLOCK, config_entry, monitor_config_from_algorithm, monitors
-from .state import EstimatorSession, process_state
+from .process import this_process
+from .run_config import MONITOR_BLOCK, config_entry, monitor_avspo_config, monitor_config_from_algorithm, monitors
 
 # verl's registered estimators whose advantages do not come from the group of a prompt's responses.
 UNGROUPED_ESTIMATORS = {
@@ -32,9 +33,10 @@ UNGROUPED_ESTIMATORS = {
 logger = logging.getLogger("avspo_plugin.verl")
 
 
-def monitor() -> EstimatorSession:
-    """This process's monitor session (configured by the trainer's hook)."""
-    return process_state().monitor
+def monitor() -> AVSPOSession:
+    """This process's ACR monitor: its session (configured by the trainer's hook), whose ``pop_metrics()`` reports
+    the monitor's metrics and the warning flags."""
+    return this_process().monitor.session
 
 
 def launch_notes(config: Any) -> list[str]:
@@ -70,7 +72,7 @@ def observe(data: Any, algorithm: Any, adv_estimator: Any) -> None:
     """Count the batch verl's ``compute_advantage`` is about to estimate, as one call of the monitor's open step.
 
     data: verl's DataProto with ``token_level_rewards``, ``response_mask`` (B, L) and ``uid`` (B,), the
-    rows the estimator gets (in the v1 trainer, each agent-loop session's final output for GRPO). A
+    rows the estimator gets (in the v1 trainer, each agent-loop trajectory's final output for GRPO). A
     batch the monitor cannot read is a warning naming why; the estimator runs either way.
     """
     if not monitors(algorithm, adv_estimator):
@@ -78,10 +80,9 @@ def observe(data: Any, algorithm: Any, adv_estimator: Any) -> None:
     try:
         if "uid" not in data.non_tensor_batch:
             raise ValueError("the batch has no uid column, so its rows cannot be grouped by prompt")
-        live = monitor()
-        live.configure(algorithm)
-        live.avspo.step(
-            data.batch["token_level_rewards"].sum(dim=-1), data.non_tensor_batch["uid"], live.config,
+        this_process().warn_kl_in_reward(algorithm)
+        monitor().step(
+            data.batch["token_level_rewards"].sum(dim=-1), data.non_tensor_batch["uid"], monitor_avspo_config(algorithm),
             response_mask=data.batch["response_mask"],
         )  # fmt: skip
     except (KeyError, ValueError) as err:

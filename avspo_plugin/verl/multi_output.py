@@ -1,11 +1,11 @@
-"""Agent-loop sessions with several outputs, grouped for ``avspo`` exactly as verl groups them for GRPO.
+"""Agent-loop trajectories with several outputs, grouped for ``avspo`` exactly as verl groups them for GRPO.
 
-In verl's default (v1) trainer an agent loop may put several outputs of one session into the
-batch, keyed ``{uid}_{session_id}_{index}``. verl's ``compute_advantage_for_multi_trajectories``
-(verl/trainer/ppo/v1/utils.py) computes GRPO on each session's final output (largest index) and
-broadcasts that advantage to the session's other outputs; every other estimator gets all rows.
-For ``avspo`` the plugin takes GRPO's route: the estimator sees one row per session, so a group
-is a prompt's sessions (its G samples), as for GRPO, in the advantages, in ACR and in every
+In verl's default (v1) trainer an agent loop may put several outputs of one trajectory (what verl calls
+a session) into the batch, keyed ``{uid}_{session_id}_{index}``. verl's ``compute_advantage_for_multi_trajectories``
+(verl/trainer/ppo/v1/utils.py) computes GRPO on each trajectory's final output (largest index) and
+broadcasts that advantage to the trajectory's other outputs; every other estimator gets all rows.
+For ``avspo`` the plugin takes GRPO's route: the estimator sees one row per trajectory, so a group
+is a prompt's trajectories (its G samples), as for GRPO, in the advantages, in ACR and in every
 metric. tests/verl/test_paths.py checks the result against verl's own GRPO route, bit for bit.
 The same hook shows prompt selection the v1 step's rewards (:func:`avspo_plugin.verl.selection.observe_rewards`).
 """
@@ -24,50 +24,50 @@ from . import selection
 
 
 def final_output_rows(batch_keys: list[str]) -> tuple[list[int], list[int]]:
-    """Each session's final output, by verl's rule.
+    """Each trajectory's final output, by verl's rule.
 
     batch_keys: (B,) keys ``{uid}_{session_id}_{index}`` (the uid may contain underscores).
-    Returns (final_rows: the row of each session's largest index, in order of first appearance;
-    row_to_session: (B,) for each row, its session's position in final_rows).
+    Returns (final_rows: the row of each trajectory's largest index, in order of first appearance;
+    row_to_trajectory: (B,) for each row, its trajectory's position in final_rows).
     """
     final: dict[str, tuple[int, int]] = {}
-    row_sessions = []
+    row_trajectories = []
     for row, key in enumerate(batch_keys):
         fields = str(key).rsplit("_", 2)
         if len(fields) != 3 or not fields[2].lstrip("-").isdigit():
             raise ValueError(
                 f"batch key {key!r} (row {row}) is not of verl's form '{{uid}}_{{session_id}}_{{index}}': "
-                "the avspo estimator cannot tell which outputs belong to one agent-loop session"
+                "the avspo estimator cannot tell which outputs belong to one agent-loop trajectory"
             )
-        session, index = f"{fields[0]}_{fields[1]}", int(fields[2])
-        row_sessions.append(session)
-        if session not in final or final[session][0] < index:
-            final[session] = (index, row)
-    position = {session: place for place, session in enumerate(final)}
-    return [row for _, row in final.values()], [position[session] for session in row_sessions]
+        trajectory, index = f"{fields[0]}_{fields[1]}", int(fields[2])
+        row_trajectories.append(trajectory)
+        if trajectory not in final or final[trajectory][0] < index:
+            final[trajectory] = (index, row)
+    position = {trajectory: place for place, trajectory in enumerate(final)}
+    return [row for _, row in final.values()], [position[trajectory] for trajectory in row_trajectories]
 
 
-def session_advantages(data, batch_keys: list[str], compute_final: Callable):
-    """Advantages of every row from its session's final output, as verl's GRPO route forms them.
+def trajectory_advantages(data, batch_keys: list[str], compute_final: Callable):
+    """Advantages of every row from its trajectory's final output, as verl's GRPO route forms them.
 
     data: verl's DataProto with ``response_mask`` (B, L); compute_final: verl's ``compute_advantage``
-    bound to the run's estimator settings, called on the final outputs alone. Each session's
-    advantage is read at the final output's first response token and broadcast over the session's
+    bound to the run's estimator settings, called on the final outputs alone. Each trajectory's
+    advantage is read at the final output's first response token and broadcast over the trajectory's
     rows' response masks. Returns data with ``advantages`` and ``returns`` (B, L).
     """
-    final_rows, row_to_session = final_output_rows(batch_keys)
+    final_rows, row_to_trajectory = final_output_rows(batch_keys)
     final = compute_final(data.select_idxs(final_rows))
     first_token = final.batch["response_mask"].argmax(dim=1)
-    per_session = final.batch["advantages"][torch.arange(len(final)), first_token]
-    advantages = per_session[row_to_session].unsqueeze(-1) * data.batch["response_mask"]
+    per_trajectory = final.batch["advantages"][torch.arange(len(final)), first_token]
+    advantages = per_trajectory[row_to_trajectory].unsqueeze(-1) * data.batch["response_mask"]
     data.batch["advantages"] = advantages
     data.batch["returns"] = advantages
     return data
 
 
-def group_sessions_for_avspo(original: Callable) -> Callable:
+def group_trajectories_for_avspo(original: Callable) -> Callable:
     """Wraps v1 ``compute_advantage_for_multi_trajectories``: ``avspo`` takes GRPO's route (one row per agent-loop
-    session); other estimators pass through. Prompt selection sees the rewards of either."""
+    trajectory); other estimators pass through. Prompt selection sees the rewards of either."""
     signature = inspect.signature(original)
 
     @functools.wraps(original)
@@ -79,8 +79,8 @@ def group_sessions_for_avspo(original: Callable) -> Callable:
         if str(arguments["adv_estimator"]) != ESTIMATOR:
             return original(*args, **kwargs)
         data, batch_keys = arguments.pop("data"), arguments.pop("batch_keys")
-        # verl's own compute_advantage, as its GRPO route calls it, on each session's final output.
+        # verl's own compute_advantage, as its GRPO route calls it, on each trajectory's final output.
         compute = sys.modules[original.__module__].compute_advantage
-        return session_advantages(data, batch_keys, functools.partial(compute, **arguments))
+        return trajectory_advantages(data, batch_keys, functools.partial(compute, **arguments))
 
     return compute_advantage_for_multi_trajectories

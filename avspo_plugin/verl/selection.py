@@ -36,11 +36,11 @@ import torch
 
 from ..config import SelectionConfig
 from ..core.selection import PromptSelector
-from ..names import METRIC_PREFIX, SELECTION_STATE_FILE
+from ..import_patching import process_wide
+from ..names import METRIC_PREFIX, PLUGIN_MODULE, SELECTION_STATE_FILE
 from ..state_files import load_json, write_json
 from .run_config import SELECTION_BLOCK, selection_config_from_algorithm
 from .sampler import SelectiveSampler, with_sampler
-from .state import process_state
 
 # uid -> prompt id entries kept for the v1 trainer (prompts handed out, awaiting their rewards), in
 # batches of train_batch_size: more than any off-policy window verl allows.
@@ -179,9 +179,21 @@ class SelectionRun:
         return {METRIC_PREFIX + name: value for name, value in metrics.items()}
 
 
+class AttachedRun:
+    """The selection run of this process's trainer (None until a trainer with selection on builds its dataloader);
+    one per process, whichever copy of this package asks."""
+
+    def __init__(self) -> None:
+        self.run: SelectionRun | None = None
+
+
+def attached() -> AttachedRun:
+    return process_wide(f"{PLUGIN_MODULE}.selection", AttachedRun)
+
+
 def active() -> SelectionRun | None:
     """This process's selection run, when its trainer has selection on."""
-    return process_state().selection
+    return attached().run
 
 
 def attach(trainer: Any, kind: str) -> SelectionRun | None:
@@ -190,17 +202,17 @@ def attach(trainer: Any, kind: str) -> SelectionRun | None:
     kind: ``legacy`` or ``v1``. Raises ConfigError for a bad block, ValueError for a dataset without
     stable ids (naming the field to set) or with repeated ones.
     """
-    state = process_state()
+    slot = attached()
     config = selection_config_from_algorithm(trainer.config.algorithm)
     if not config.enable:
-        state.selection = None
+        slot.run = None
         return None
     loader = trainer.train_dataloader
     ids = dataset_prompt_ids(loader.dataset, config.id_key)
     selector = PromptSelector(config, dataset_ids=ids, log=logger)
     sampler = SelectiveSampler(loader.sampler, ids, selector, batch_size=trainer.config.data.train_batch_size)
     trainer.train_dataloader = with_sampler(loader, sampler)
-    state.selection = SelectionRun(
+    slot.run = SelectionRun(
         config=config, sampler=sampler, trainer=kind,
         rollouts_per_prompt=int(trainer.config.actor_rollout_ref.rollout.n),
     )  # fmt: skip
@@ -208,12 +220,12 @@ def attach(trainer: Any, kind: str) -> SelectionRun | None:
         "prompt selection on (%s trainer): %d prompts keyed by %s, dataset fingerprint %s, %s",
         kind, len(ids), config.id_key, selector.fingerprint, config,
     )  # fmt: skip
-    return state.selection
+    return slot.run
 
 
 def detach() -> None:
     """Forget this process's selection run (tests; a new trainer attaches its own)."""
-    process_state().selection = None
+    attached().run = None
 
 
 def observe_rewards(data: Any, trainer: str) -> None:

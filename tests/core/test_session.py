@@ -82,7 +82,7 @@ def test_threshold_restarts_only_when_its_own_settings_change():
 
     session.configure(config.replace(alpha=0.25, stagnation_steps=7))
     assert session.state == carried
-    assert session.monitor.stagnation.patience == 7  # the monitor takes the new limits
+    assert session.warnings.stagnation.patience == 7  # the warnings take the new limits
     session.configure(config.replace(alpha=0.25, threshold_init=0.3))
     assert session.state == ThresholdState(tau=0.3)
     session.step(*BATCHES[0], config.replace(alpha=0.25, threshold_init=0.3))
@@ -94,7 +94,7 @@ def test_restored_state_is_kept_by_the_first_config():
     config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, threshold_init=0.3)
     saved = ThresholdState(tau=0.7, prev_reward_mean=0.25, step=4)
     session = AVSPOSession()
-    session.load_state_dict({"format": 1, "threshold": saved.state_dict(), "monitor": session.monitor.state_dict(),
+    session.load_state_dict({"format": 1, "threshold": saved.state_dict(), "monitor": session.warnings.state_dict(),
                              "logged_steps": 4})  # fmt: skip
     session.configure(config)
     assert session.state == saved
@@ -161,7 +161,7 @@ def test_a_restored_tau_outside_a_narrowed_range_is_clipped(caplog):
     session = AVSPOSession(log=logging.getLogger(LOGGER))
     session.configure(AVSPOConfig(threshold_mode="adaptive", threshold_max=0.6))
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        session.load_state_dict({"format": 1, "threshold": saved.state_dict(), "monitor": session.monitor.state_dict(),
+        session.load_state_dict({"format": 1, "threshold": saved.state_dict(), "monitor": session.warnings.state_dict(),
                                  "logged_steps": 4})  # fmt: skip
     assert session.state == ThresholdState(tau=0.6, prev_reward_mean=0.25, step=4)
     assert "tau=0.8 lies outside [threshold_min, threshold_max] = [0.1, 0.6]" in caplog.text

@@ -1,4 +1,4 @@
-"""Shared fixtures of the verl adapter tests: a clean AVSPO session per test, verl-shaped batches, and what a plain
+"""Shared fixtures of the verl adapter tests: the plugin's sessions clean in each test, verl-shaped batches, and what a plain
 `import verl` does in a fresh interpreter."""
 
 import numpy as np
@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import avspo_plugin.verl  # noqa: F401  (registers avspo and installs the hooks, as verl's entry point does)
-from avspo_plugin.verl import hooks, session
+from avspo_plugin.verl import hooks
+from avspo_plugin.verl.process import this_process
 
 # The tests here run verl's trainer methods on stand-in trainers, which skip verl's __init__ (where a run
 # places the hooks its config uses): every hook is placed once for them. Which hooks a given config places
@@ -16,10 +17,10 @@ for _hook in hooks.HOOKS:
 
 
 @pytest.fixture(autouse=True)
-def clean_session():
-    session().reset()
+def clean_process():
+    this_process().reset()
     yield
-    session().reset()
+    this_process().reset()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.core.early_warnings import RunMonitor, StreakWarning
+from avspo_plugin.core.early_warnings import EarlyWarnings, StreakWarning
 
 
 def test_streak_fires_once_after_more_than_patience_steps_and_stays_flagged():
@@ -32,7 +32,7 @@ def test_entropy_counts_values_below_the_floor():
 
 @pytest.mark.parametrize("changes", [{"stagnation_acr": 0.0}, {"stagnation_steps": 0}])
 def test_zero_disables_stagnation(changes):
-    monitor = RunMonitor(AVSPOConfig(**changes))
+    monitor = EarlyWarnings(AVSPOConfig(**changes))
     for step in range(1, 200):
         flags, fired = monitor.observe(step, acr=1.0, entropy=None)
         assert flags == {} and fired == []
@@ -40,10 +40,10 @@ def test_zero_disables_stagnation(changes):
 
 def test_monitor_state_round_trips():
     config = AVSPOConfig(stagnation_steps=3)
-    monitor = RunMonitor(config)
+    monitor = EarlyWarnings(config)
     for step in range(1, 6):
         monitor.observe(step, acr=0.9, entropy=0.1)
-    restored = RunMonitor(config)
+    restored = EarlyWarnings(config)
     restored.load_state_dict(monitor.state_dict())
     assert restored.state_dict() == monitor.state_dict() == {
         "stagnation": {"streak": 5, "fired_step": 4},
@@ -53,7 +53,7 @@ def test_monitor_state_round_trips():
 
 
 def test_inert_trigger_counts_steps_with_collapsed_groups_and_none_augmented():
-    monitor = RunMonitor(AVSPOConfig(threshold_mode="adaptive", stagnation_steps=2))
+    monitor = EarlyWarnings(AVSPOConfig(threshold_mode="adaptive", stagnation_steps=2))
     observed = [(0.4, 0.0), (0.0, 0.0), (0.4, 0.0), (0.4, 0.2), (0.3, 0.0), (0.3, 0.0), (0.3, 0.0), (0.3, 0.0)]
     fired = [monitor.observe(step, acr=acr, augmented=augmented, threshold=0.5)[1]
              for step, (acr, augmented) in enumerate(observed, 1)]
@@ -66,7 +66,7 @@ def test_inert_trigger_counts_steps_with_collapsed_groups_and_none_augmented():
 
 @pytest.mark.parametrize("mode", ["always", "never"])
 def test_inert_trigger_is_off_where_the_trigger_cannot_stay_shut(mode):
-    monitor = RunMonitor(AVSPOConfig(threshold_mode=mode, stagnation_steps=1))
+    monitor = EarlyWarnings(AVSPOConfig(threshold_mode=mode, stagnation_steps=1))
     assert all(monitor.observe(step, acr=0.3, augmented=0.0)[1] == [] for step in range(1, 10))
 
 

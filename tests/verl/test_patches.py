@@ -9,7 +9,7 @@ import types
 import pytest
 from hydra import compose, initialize_config_module
 
-from avspo_plugin.verl import checkpoint, estimator, guards, hooks
+from avspo_plugin.verl import checkpoint, guards, hooks, process
 from avspo_plugin.verl.run_config import AVSPO, MONITOR, SELECTION
 
 
@@ -59,7 +59,7 @@ def test_a_changed_target_warns_naming_it_and_refuses_avspo_runs(monkeypatch, ca
     name = "verl_release_with_a_changed_trainer"
     module = changed_verl_module(name)
     monkeypatch.setitem(sys.modules, name, module)
-    changed = hooks.Hook(name, "Trainer", "step", estimator.close_v1_step, "one step of Eq. 12 per global step",
+    changed = hooks.Hook(name, "Trainer", "step", process.close_v1_step, "one step of Eq. 12 per global step",
                          ("self", "metrics"), trainer="v1")  # fmt: skip
     absent = hooks.Hook(name, "Trainer", "_save_checkpoint", checkpoint.save_with_state, "saves the AVSPO state",
                         ("self",), trainer="legacy")  # fmt: skip
@@ -216,18 +216,18 @@ def test_a_trainer_subclass_that_bypasses_a_hooked_method_is_refused_at_start(av
             return 0
 
     with pytest.raises(guards.HookError, match=r"LegacyTrainer._load_checkpoint overrides .*RayPPOTrainer._load_checkpoint"):
-        guards.refuse_unhooked_overrides(LegacyTrainer, avspo_run_config, hooks.HOOKS)
+        hooks.refuse_unhooked_overrides(LegacyTrainer, avspo_run_config, hooks.HOOKS)
 
     class PoliteTrainer(PPOTrainerSync):
         def _save_checkpoint(self):
             print("saving")
             return super()._save_checkpoint()
 
-    guards.refuse_unhooked_overrides(PoliteTrainer, avspo_run_config, hooks.HOOKS)
-    guards.refuse_unhooked_overrides(PPOTrainerSync, avspo_run_config, hooks.HOOKS)
+    hooks.refuse_unhooked_overrides(PoliteTrainer, avspo_run_config, hooks.HOOKS)
+    hooks.refuse_unhooked_overrides(PPOTrainerSync, avspo_run_config, hooks.HOOKS)
     grpo = avspo_run_config.copy()
     grpo.algorithm.adv_estimator = "grpo"
-    guards.refuse_unhooked_overrides(SilentTrainer, grpo, hooks.HOOKS)  # runs without the plugin are not its concern
+    hooks.refuse_unhooked_overrides(SilentTrainer, grpo, hooks.HOOKS)  # runs without the plugin are not its concern
 
 
 def test_the_touch_point_table_lists_every_verl_function_the_plugin_touches():
