@@ -19,6 +19,8 @@ STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed
 # Strategies whose virtual rewards are placed between reward_low and reward_high.
 BOUNDED_STRATEGIES = frozenset(STRATEGIES) - {"stratified_observed"}
 THRESHOLD_MODES = ("adaptive", "fixed", "always", "never")
+# The ACR monitor's mode: collapse measured, no virtual sample, every advantage plain GRPO's.
+MONITOR_MODE = "never"
 # The modes under which AVSPO's trigger can stay shut on a step with collapsed groups (always augments every
 # collapsed group; never is the monitor's mode, which augments nothing by design).
 TRIGGERED_MODES = ("adaptive", "fixed")
@@ -414,6 +416,17 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         """Whether the strategy places virtual rewards by reward_low/reward_high (so rewards must lie there)."""
         return self.strategy in BOUNDED_STRATEGIES
 
+    @property
+    def places_virtual_rewards_in_bounds(self) -> bool:
+        """Whether virtual rewards may be placed between reward_low and reward_high, so that every reward must lie
+        there; the monitor places none, and its bounds only name the all-fail / all-pass regimes."""
+        return self.bounded and self.threshold_mode != MONITOR_MODE
+
+    def as_monitor(self) -> AVSPOConfig:
+        """These settings as the ACR monitor measures with them: ``threshold_mode`` never (the one place the
+        monitor's config is made)."""
+        return self.replace(threshold_mode=MONITOR_MODE)
+
 
 @dataclass(frozen=True)
 class SelectionConfig(CollapseSettings):
@@ -512,7 +525,7 @@ class MonitorConfig(CollapseSettings, EarlyWarningSettings):
         """The AVSPO settings the monitor measures with: its shared keys, ``threshold_mode=never`` (no virtual
         sample, plain GRPO statistics)."""
         shared = {key: getattr(self, key) for key in self.keys() if key != "enable"}
-        return AVSPOConfig(threshold_mode="never", **shared)
+        return AVSPOConfig(**shared).as_monitor()
 
 
 def _bad(name: str, value: Any, allowed: str) -> str:

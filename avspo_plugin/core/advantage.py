@@ -11,13 +11,14 @@ final broadcast A_i * response_mask, the two passes verl's own estimators make.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..config import AVSPOConfig
+from ..config import MONITOR_MODE, AVSPOConfig
 from . import virtual as vr
 from .collapse import (
     collapse_regimes,
@@ -123,18 +124,34 @@ def normalized_advantages(
     return (scores - mean) / (std.to(scores.dtype).index_select(0, group_ids) + epsilon)
 
 
-def places_virtual_rewards_in_bounds(config: AVSPOConfig) -> bool:
-    """Whether this config may place virtual rewards between reward_low and reward_high.
+def reward_range_problem(
+    scores: torch.Tensor,
+    valid: torch.Tensor,
+    config: AVSPOConfig,
+    describe_row: Callable[[int], str],
+    setting_names: tuple[str, str, str] = ("reward_low", "reward_high", "threshold_mode"),
+    reward_source: Callable[[int], str] | None = None,
+) -> str | None:
+    """What is wrong when virtual rewards are placed between reward_low and reward_high and a valid reward lies
+    farther than BOUNDS_TOL outside them; None when nothing is (the one message every host gives).
 
-    Only then must every reward lie in those bounds; in monitor-only mode (threshold_mode never) no
-    virtual reward is ever placed, and the bounds only name the all-fail / all-pass regimes.
+    scores, valid: (B,); describe_row(row): how the host names a row ("uid 'p2' at row 8"); setting_names: the host's
+    names of reward_low, reward_high and threshold_mode; reward_source(row): where the host's reward of that row
+    comes from, said after the range ("; the reward is ...").
     """
-    return config.bounded and config.threshold_mode != "never"
-
-
-def rewards_outside_bounds(scores: torch.Tensor, valid: torch.Tensor, config: AVSPOConfig) -> torch.Tensor:
-    """(B,) bool: valid rewards farther than BOUNDS_TOL outside [reward_low, reward_high]."""
-    return valid & ((scores < config.reward_low - BOUNDS_TOL) | (scores > config.reward_high + BOUNDS_TOL))
+    if not config.places_virtual_rewards_in_bounds:
+        return None
+    outside = valid & ((scores < config.reward_low - BOUNDS_TOL) | (scores > config.reward_high + BOUNDS_TOL))
+    if not bool(outside.any()):
+        return None
+    row = int(outside.nonzero()[0])
+    low, high, mode = setting_names
+    return (
+        f"reward {float(scores[row]):g} of {describe_row(row)} ({int(outside.sum())} in all) lies outside "
+        f"[{low}, {high}] = [{config.reward_low}, {config.reward_high}], where strategy {config.strategy!r} places "
+        f"virtual rewards{'' if reward_source is None else reward_source(row)}. Set {low} and {high} to the reward's range (for a sum of rewards, the sum of their "
+        f"lowest and of their highest values); or {mode}={MONITOR_MODE} to monitor ACR only, with any reward range"
+    )
 
 
 def label_at(labels: np.ndarray, row: int) -> Any:
@@ -172,18 +189,9 @@ def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray,
             f"{int(bad.sum())} non-finite reward(s) (NaN or inf); the first is {float(scores[first])} "
             f"at row {first}, uid {label_at(labels, first)!r}"
         )
-    if not places_virtual_rewards_in_bounds(config):
-        return
-    outside = rewards_outside_bounds(scores, valid, config)
-    if bool(outside.any()):
-        first = int(outside.nonzero()[0])
-        raise ValueError(
-            f"reward {float(scores[first])!r} of uid {label_at(labels, first)!r} (row {first}; {int(outside.sum())} in all) "
-            f"lies outside [reward_low, reward_high] = [{config.reward_low}, {config.reward_high}], which strategy "
-            f"{config.strategy!r} uses to place virtual rewards: set reward_low/reward_high to your reward range "
-            "(for a sum of rewards, the sum of their lowest and of their highest values); monitor-only runs "
-            "(threshold_mode never) accept any range"
-        )
+    problem = reward_range_problem(scores, valid, config, lambda row: f"uid {label_at(labels, row)!r} at row {row}")
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def non_finite_advantages(

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ..config import AVSPOConfig
+from ..config import MONITOR_MODE, AVSPOConfig
 from ..state_files import INT64_MAX, InRange, check_fields
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .collapse import off_bound_message
@@ -171,7 +171,7 @@ class AVSPOSession:
             # Rewards on a narrower scale than [reward_low, reward_high] collapse at neither bound: say so once.
             self._off_bound_warned = True
             config = self.config
-            augments = config.threshold_mode != "never" and config.apply_to == "all"
+            augments = config.threshold_mode != MONITOR_MODE and config.apply_to == "all"
             self.log.warning(off_bound_message(
                 result.off_bound_groups, int(result.metrics["groups"]), result.off_bound_value,
                 config.reward_low, config.reward_high, augments,

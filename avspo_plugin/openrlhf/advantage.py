@@ -23,7 +23,7 @@ import torch
 
 from ..config import AVSPOConfig
 from ..core import AVSPOSession
-from ..core.advantage import places_virtual_rewards_in_bounds, rewards_outside_bounds
+from ..core.advantage import reward_range_problem
 from ..names import METRIC_PREFIX
 from .args import ArgLayout, avspo_config_from_args, layout_of, read_arg
 
@@ -69,24 +69,15 @@ def reward_bounds_problem(rewards: torch.Tensor, args: Any, config: AVSPOConfig)
     rewards: (prompts, n_samples_per_prompt). The message names where OpenRLHF's reward came from (reward
     function or model, length penalties) and how to set the bounds. Monitor-only runs accept any reward.
     """
-    if not places_virtual_rewards_in_bounds(config):
-        return None
     flat = rewards.detach().reshape(-1).to(torch.float64)
-    outside = rewards_outside_bounds(flat, torch.isfinite(flat), config)
-    if not bool(outside.any()):
-        return None
-    row = int(outside.nonzero()[0])
     layout = layout_of(args)
-    low, high, mode = (layout.flag(layout.avspo_dest(key)) for key in ("reward_low", "reward_high", "threshold_mode"))
-    return (
-        f"reward {float(flat[row]):g} of prompt row {row // rewards.shape[1]} (sample {row % rewards.shape[1]}; "
-        f"{int(outside.sum())} in all) lies outside [reward_low, reward_high] = [{config.reward_low}, "
-        f"{config.reward_high}] ({low}, {high}), where strategy {config.strategy!r} places virtual rewards. "
-        f"The reward is {_reward_source(args, layout)}. Set {low} and {high} to its range: for a reward function "
-        f"that adds several scores, the sum of their lowest and of their highest values (accuracy + format, each "
-        f"in [0, 1]: {high} 2), and an overlong penalty lowers the lowest by up to its factor; or {mode} never to "
-        "monitor ACR only, with any reward range"
-    )
+    samples = rewards.shape[1]
+    return reward_range_problem(
+        flat, torch.isfinite(flat), config, lambda row: f"prompt row {row // samples}, sample {row % samples}",
+        tuple(layout.flag(layout.avspo_dest(key)) for key in ("reward_low", "reward_high", "threshold_mode")),
+        lambda row: f"; the reward is {_reward_source(args, layout)}, and an overlong penalty lowers its lowest value "
+        "by up to its factor",
+    )  # fmt: skip
 
 
 def _reward_source(args: Any, layout: ArgLayout) -> str:

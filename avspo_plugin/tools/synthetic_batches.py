@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     pass_rates = np.linspace(0.0, 1.0, args.prompts) ** 3  # more hard prompts than easy ones, as in RLVR
     avspo = AVSPOConfig()
-    grpo = avspo.replace(threshold_mode="never")
+    grpo = avspo.as_monitor()
     avspo_state, grpo_state = ThresholdState.initial(avspo), ThresholdState.initial(grpo)
     labels = np.repeat([f"prompt-{j}" for j in range(args.prompts)], args.group_size)
     for step in range(1, args.steps + 1):

@@ -33,7 +33,7 @@ import torch
 
 from ..config import AVSPOConfig
 from ..core import AVSPOResult, ThresholdState, compute_group_advantages
-from ..core.advantage import places_virtual_rewards_in_bounds, rewards_outside_bounds
+from ..core.advantage import reward_range_problem
 
 # GRPOTrainer adds this to the std in every advantage denominator (hard-coded, not a GRPOConfig field).
 TRL_EPSILON = 1e-4
@@ -73,30 +73,25 @@ def reward_bounds_problem(
     how to set the bounds of a weighted sum. In monitor-only mode (threshold_mode never) any range is fine.
     rewards_per_func: (B, F) gathered, NaN where a function returned None; reward_weights: (F,).
     """
-    if not places_virtual_rewards_in_bounds(config):
-        return None
     rewards = weighted_rewards(rewards_per_func, reward_weights)
     valid = ~torch.isnan(rewards)
     scores = torch.where(valid, rewards, torch.zeros_like(rewards)).to(torch.float64)
-    outside = rewards_outside_bounds(scores, valid, config)
-    if not bool(outside.any()):
-        return None
-    row = int(outside.nonzero()[0])
     weights = [float(w) for w in reward_weights]
-    values = ["None" if math.isnan(v) else f"{v:g}" for v in rewards_per_func[row].tolist()]
-    terms = " + ".join(f"{w:g} * {name} ({v})" for w, name, v in zip(weights, reward_func_names, values))
-    unit_low = sum(min(w, 0.0) for w in weights)
-    unit_high = sum(max(w, 0.0) for w in weights)
-    return (
-        f"reward {float(scores[row]):g} of completion {row} (group {row // num_generations}; "
-        f"{int(outside.sum())} in all) lies outside [avspo_reward_low, avspo_reward_high] = "
-        f"[{config.reward_low}, {config.reward_high}], where strategy {config.strategy!r} places virtual rewards. "
-        f"TRL's reward is the weighted sum of reward_funcs (reward_weights): {terms}. Set avspo_reward_low and "
-        "avspo_reward_high to the range of that sum, sum_k w_k * (lowest reward of function k) and "
-        "sum_k w_k * (highest), lowest and highest swapped for a negative weight (with every function in [0, 1]: "
-        f"avspo_reward_low={unit_low:g}, avspo_reward_high={unit_high:g}); or use_avspo=False "
-        "(avspo_threshold_mode='never') to monitor ACR only, with any reward range"
-    )
+
+    def weighted_sum(row: int) -> str:
+        values = ["None" if math.isnan(v) else f"{v:g}" for v in rewards_per_func[row].tolist()]
+        terms = " + ".join(f"{w:g} * {name} ({v})" for w, name, v in zip(weights, reward_func_names, values))
+        return (
+            f"; TRL's reward is the weighted sum of reward_funcs (reward_weights), {terms}, whose range runs from "
+            "sum_k w_k * (lowest reward of function k) to sum_k w_k * (highest), lowest and highest swapped for a "
+            f"negative weight (with every function in [0, 1]: {sum(min(w, 0.0) for w in weights):g} to "
+            f"{sum(max(w, 0.0) for w in weights):g})"
+        )
+
+    return reward_range_problem(
+        scores, valid, config, lambda row: f"completion {row} in group {row // num_generations}",
+        ("avspo_reward_low", "avspo_reward_high", "avspo_threshold_mode"), weighted_sum,
+    )  # fmt: skip
 
 
 def group_labels(num_rows: int, num_generations: int) -> np.ndarray:

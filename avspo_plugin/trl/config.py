@@ -22,7 +22,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..config import AVSPOConfig, ConfigError
+from ..config import MONITOR_MODE, AVSPOConfig, ConfigError
 from .advantages import host_settings
 from .bases import GRPOConfig
 
@@ -108,14 +108,14 @@ class AVSPOGRPOConfig(GRPOConfig):
             return
         name = FIELD_PREFIX + "threshold_mode"
         mode = getattr(self, name)
-        if self.use_avspo and mode == "never":
-            raise ConfigError(f"use_avspo=True contradicts {name}='never' (monitoring only): set one")
+        if self.use_avspo and mode == MONITOR_MODE:
+            raise ConfigError(f"use_avspo=True contradicts {name}={MONITOR_MODE!r} (monitoring only): set one")
         if not self.use_avspo:
-            if mode not in ("never", _default("threshold_mode")):
+            if mode not in (MONITOR_MODE, _default("threshold_mode")):
                 raise ConfigError(
-                    f"use_avspo=False (threshold_mode 'never') contradicts {name}={mode!r}: set one"
+                    f"use_avspo=False (threshold_mode {MONITOR_MODE!r}) contradicts {name}={mode!r}: set one"
                 )
-            setattr(self, name, "never")
+            setattr(self, name, MONITOR_MODE)
 
     def avspo_config(self) -> AVSPOConfig:
         """The core's config: the ``avspo_<key>`` fields plus the keys TRL's ``scale_rewards`` decides."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import verl
 
-from ..config import ConfigError
+from ..config import MONITOR_MODE, ConfigError
 from ..host_versions import VERL, UnsupportedHostVersion
 from ..names import PLUGIN_MODULE
 from .run_config import (
@@ -34,8 +34,6 @@ from .run_config import (
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
 # verl.trainer.ppo.v1.replay_buffer.FILTER_GROUPS_REWARD_METRIC: the filter metric that is the sequence reward.
 FILTER_GROUPS_REWARD_METRIC = "reward"
-# threshold_mode of a run that only measures (plain GRPO advantages, every metric).
-MONITOR_ONLY = "never"
 
 logger = logging.getLogger("avspo_plugin.verl")
 
@@ -82,14 +80,14 @@ def group_filtering_problem(config: Any) -> str | None:
     if not (uses_avspo(config) and uses_group_filtering(config)):
         return None
     mode = avspo_config_from_algorithm(config_entry(config, "algorithm")).threshold_mode
-    if mode == MONITOR_ONLY:
+    if mode == MONITOR_MODE:
         return None
     return (
         f"algorithm.adv_estimator=avspo with algorithm.avspo.threshold_mode={mode} cannot run with "
         "algorithm.filter_groups.enable=true (DAPO's group filtering): verl evicts the zero-variance groups "
         "(every response rewarded alike) before the advantage estimator sees them, and AVSPO's augmentation acts "
         "only on those collapsed groups, so it would never trigger and the run would silently be GRPO. Either turn "
-        f"filtering off, or keep it with algorithm.avspo.threshold_mode={MONITOR_ONLY} (monitor only), which works "
+        f"filtering off, or keep it with algorithm.avspo.threshold_mode={MONITOR_MODE} (monitor only), which works "
         "with filtering: collapse is then counted on the groups as generated, before filtering."
     )
 

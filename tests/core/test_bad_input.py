@@ -50,7 +50,7 @@ def test_all_padding_batch_is_empty_too():
 
 
 def test_rewards_outside_the_bounds_name_value_and_uid():
-    with pytest.raises(ValueError, match=r"reward 1\.5 of uid 'b'.*reward_low/reward_high"):
+    with pytest.raises(ValueError, match=r"reward 1\.5 of uid 'b' at row 1.*Set reward_low and reward_high"):
         run([0.0, 1.5, 1.0], ["a", "b", "b"])
     # stratified_observed places virtual rewards by the group's own maximum: no bounds needed.
     assert run([0.0, 1.5, 1.0], ["a", "b", "b"], strategy="stratified_observed").metrics["groups"] == 1

@@ -11,7 +11,6 @@ import torch
 from avspo_plugin import AVSPOConfig
 from avspo_plugin.config import STRATEGIES, THRESHOLD_MODES
 from avspo_plugin.core import AVSPOSession, ThresholdState, compute_group_advantages
-from avspo_plugin.core.advantage import places_virtual_rewards_in_bounds
 
 # Accuracy + format, each 0 or 1, summed: groups collapsed at 0, 1 and 2, and a mixed one.
 SUMMED = torch.tensor([0.0] * 4 + [1.0] * 4 + [2.0] * 4 + [0.0, 1.0, 2.0, 1.0])
@@ -52,14 +51,14 @@ def test_avspo_on_refuses_rewards_outside_the_bounds_with_the_fix(mode):
     with pytest.raises(ValueError) as error:
         compute_group_advantages(SUMMED, LABELS, config, ThresholdState.initial(config))
     message = str(error.value)
-    assert "reward 2.0 of uid 'p2' (row 8; 5 in all) lies outside [reward_low, reward_high] = [0.0, 1.0]" in message
+    assert "reward 2 of uid 'p2' at row 8 (5 in all) lies outside [reward_low, reward_high] = [0.0, 1.0]" in message
     assert "for a sum of rewards, the sum of their lowest and of their highest values" in message
-    assert message.endswith("monitor-only runs (threshold_mode never) accept any range")
+    assert message.endswith("or threshold_mode=never to monitor ACR only, with any reward range")
 
 
 def test_only_bounded_strategies_with_avspo_on_need_the_bounds():
     needs = {(s, m) for s in STRATEGIES for m in THRESHOLD_MODES
-             if places_virtual_rewards_in_bounds(AVSPOConfig(strategy=s, threshold_mode=m))}  # fmt: skip
+             if AVSPOConfig(strategy=s, threshold_mode=m).places_virtual_rewards_in_bounds}  # fmt: skip
     assert needs == {(s, m) for s in STRATEGIES if s != "stratified_observed" for m in THRESHOLD_MODES if m != "never"}
 
 

@@ -143,13 +143,13 @@ def test_avspo_on_names_the_reward_source_and_how_to_bound_a_sum():
         group_advantages(summed_rewards(), args)
     message = str(error.value)
     assert message.startswith(
-        "reward 2 of prompt row 0 (sample 0; 5 in all) lies outside [reward_low, reward_high] = [0.0, 1.0] "
-        "(--algo.advantage.avspo.reward_low, --algo.advantage.avspo.reward_high), where strategy 'stratified' "
-        "places virtual rewards. The reward is what --reward.remote_url reward_func.py returned, after OpenRLHF's "
-        "length penalties (--reward.overlong_buffer_len 64.0)."
+        "reward 2 of prompt row 0, sample 0 (5 in all) lies outside [--algo.advantage.avspo.reward_low, "
+        "--algo.advantage.avspo.reward_high] = [0.0, 1.0], where strategy 'stratified' places virtual rewards; the "
+        "reward is what --reward.remote_url reward_func.py returned, after OpenRLHF's length penalties "
+        "(--reward.overlong_buffer_len 64.0)"
     )
-    assert "(accuracy + format, each in [0, 1]: --algo.advantage.avspo.reward_high 2)" in message
-    assert "--algo.advantage.avspo.threshold_mode never to monitor ACR only" in message
+    assert "the sum of their lowest and of their highest values" in message
+    assert "--algo.advantage.avspo.threshold_mode=never to monitor ACR only" in message
     assert SESSION.state is None  # nothing computed
     # With the bounds of the sum the run goes on, and every collapsed row is augmented.
     group_advantages(summed_rewards(), openrlhf_args(reward_high=2.0, threshold_mode="always"))
@@ -160,8 +160,8 @@ def test_bad_rewards_are_named_with_flat_flags_and_a_reward_model():
     rewards = grouped_rewards(0)
     rewards[2, 1] = 3.0
     args = SimpleNamespace(advantage_estimator="avspo", n_samples_per_prompt=4, reward_pretrain="my/rm", avspo_reward_high=1.0)
-    expected = (r"^reward 3 of prompt row 2 \(sample 1; 1 in all\) .* \(--avspo_reward_low, --avspo_reward_high\).*"
-                r"The reward is the score of the reward model --reward_pretrain my/rm\. ")  # fmt: skip
+    expected = (r"^reward 3 of prompt row 2, sample 1 \(1 in all\) lies outside \[--avspo_reward_low, --avspo_reward_high\].*"
+                r"the reward is the score of the reward model --reward_pretrain my/rm, ")  # fmt: skip
     with pytest.raises(ValueError, match=expected):
         group_advantages(rewards, args)
 

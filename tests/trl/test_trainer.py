@@ -186,11 +186,11 @@ def test_avspo_on_names_the_reward_functions_and_the_bounds_of_their_sum(kit, ma
         score_summed(trainer, funcs, generation_inputs)
     message = str(error.value)
     assert message.startswith(
-        "AVSPO (train, global step 0): reward 2 of completion 0 (group 0; 5 in all) lies outside "
-        "[avspo_reward_low, avspo_reward_high] = [0.0, 1.0], where strategy 'stratified' places virtual rewards."
+        "AVSPO (train, global step 0): reward 2 of completion 0 in group 0 (5 in all) lies outside "
+        "[avspo_reward_low, avspo_reward_high] = [0.0, 1.0], where strategy 'stratified' places virtual rewards"
     )
-    assert "weighted sum of reward_funcs (reward_weights): 1 * accuracy (1) + 1 * format (1)." in message
-    assert "avspo_reward_low=0, avspo_reward_high=2" in message and "use_avspo=False" in message
+    assert "weighted sum of reward_funcs (reward_weights), 1 * accuracy (1) + 1 * format (1)," in message
+    assert "with every function in [0, 1]: 0 to 2" in message and "avspo_threshold_mode=never" in message
     assert trainer.avspo_session.state.step == 0  # nothing was computed
     # With the bounds of the sum the same rewards run, and the collapsed groups are augmented.
     trainer = make_trainer(list(funcs), avspo_reward_high=2.0, avspo_threshold_mode="always")

@@ -77,11 +77,11 @@ def run(args: argparse.Namespace) -> int:
     if args.fit and args.paper_fit:
         raise AnalyzeError("--fit and --paper-fit both name the projection line: give one")
     monitor = AVSPOConfig.from_mapping(
-        {"threshold_mode": "never", "reward_low": args.reward_low, "reward_high": args.reward_high,
+        {"reward_low": args.reward_low, "reward_high": args.reward_high,
          "collapse_tol": args.collapse_tol, "stagnation_acr": args.stagnation_acr,
          "stagnation_steps": args.stagnation_steps},
         where="avspo analyze",
-    )
+    ).as_monitor()
     settings = analysis.Settings(
         monitor=monitor,
         replay=monitor.replace(threshold_mode=DEFAULTS.threshold_mode),

@@ -211,7 +211,8 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     # Here, after the registration checks: importing the verl adapter registers the estimator (module docstring).
     from omegaconf import OmegaConf
 
-    from avspo_plugin.verl.guards import MONITOR_ONLY, group_filtering_problem, uses_group_filtering
+    from avspo_plugin.config import MONITOR_MODE
+    from avspo_plugin.verl.guards import group_filtering_problem, uses_group_filtering
     from avspo_plugin.verl.hooks import hooks_for
     from avspo_plugin.verl.monitor import launch_notes
     from avspo_plugin.verl.run_config import (
@@ -252,7 +253,7 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
         findings.append(("FAIL", problem) if problem else (
             "ok", "algorithm.filter_groups.enable=true: verl evicts the zero-variance groups before the estimator sees "
                   "them; collapse is counted on the groups as generated, before filtering"
-                  + (f" (algorithm.avspo.threshold_mode={MONITOR_ONLY}: monitor only)" if AVSPO in features else ""),
+                  + (f" (algorithm.avspo.threshold_mode={MONITOR_MODE}: monitor only)" if AVSPO in features else ""),
         ))  # fmt: skip
     if algorithm.get("use_kl_in_reward"):
         findings.append(("warn", "algorithm.use_kl_in_reward=True: ACR then measures rewards that include the KL penalty"))
