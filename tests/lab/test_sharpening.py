@@ -109,5 +109,8 @@ def test_quick_study_writes_what_the_report_promises(tmp_path):
     series = report["mechanism"]["avspo_always"][base]["series"]
     assert {"ppo_kl", "clip_fraction", "advantage_abs_sum", "advantage_sum", "update_norm", "entropy"} <= set(series)
     assert len(series["update_norm"]) == 6
+    tracking = report["mechanism_tracking"]["avspo_always"]
+    assert set(tracking) >= {"ppo_kl", "advantage_abs_sum", "update_norm", "entropy"}
+    assert all(t["n"] == 2 for t in tracking.values())
     assert report["decision"]["verdict"] in ("learning", "not_shown_beyond_sharpening")
     assert "## Rollouts to GRPO's greedy test accuracy at the budget" in (tmp_path / "sharpening.md").read_text()

@@ -389,6 +389,32 @@ def mechanism(runs: Sequence[dict], budget: int) -> dict:
 DEFAULT_IF_LEARNING, DEFAULT_OTHERWISE = "always", "adaptive"
 
 
+def run_mean(run: dict, key: str, budget: int) -> float:
+    """A run's mean of one per-step series over the steps within the budget (NaN when it has no value there)."""
+    values = [v for v in run["steps"][key][: budget_steps(run, budget)] if v is not None]
+    return float(np.mean(values)) if values else math.nan
+
+
+def mechanism_tracking(runs: Mapping[str, Mapping[str, Mapping[int, dict]]], endpoints: Mapping, arm: str,
+                       budget: int) -> dict:
+    """Does the gain track the mechanism? Over the seed pairs (base, seed): the Pearson correlation between the
+    primary's difference (arm - GRPO) and the difference in each mechanism series' mean over the budget's steps."""
+    out = {}
+    pairs = [(b, s) for b in runs[arm] for s in runs[arm][b]]
+    gains = np.array([endpoints[arm][b][s]["primary"] - endpoints[BASELINE][b][s]["primary"] for b, s in pairs])
+    for key in MECHANISM_KEYS:
+        if not all(key in runs[a][b][s]["steps"] for a in (arm, BASELINE) for b, s in pairs):
+            continue
+        diffs = np.array([run_mean(runs[arm][b][s], key, budget) - run_mean(runs[BASELINE][b][s], key, budget)
+                          for b, s in pairs])
+        if len(pairs) >= 3 and np.all(np.isfinite(diffs)) and diffs.std() > 0 and gains.std() > 0:
+            r, p = stats.pearsonr(diffs, gains)
+            out[key] = {"mean_difference": float(diffs.mean()), "r": float(r), "p": float(p), "n": len(pairs)}
+        else:
+            out[key] = {"mean_difference": float(np.mean(diffs)), "r": None, "p": None, "n": len(pairs)}
+    return out
+
+
 def decision(primary: dict | None) -> dict:
     """Design point 7: learning when the primary's pooled seed-pair interval lies above 0 and the bases-as-unit mean
     difference is positive (the default threshold_mode stays DEFAULT_IF_LEARNING); otherwise the T = 1 gain is not
@@ -498,6 +524,7 @@ def analyse(runs, tuning, base_readings, bases, budget: int, design: Design, qui
         "rollouts_to_target": rollouts_to_target(runs, budget),
         "mechanism": {arm: {b: mechanism(list(by_seed.values()), budget) for b, by_seed in by_base.items()}
                       for arm, by_base in runs.items()},
+        "mechanism_tracking": {arm: mechanism_tracking(runs, endpoints, arm, budget) for arm in arms if arm != BASELINE},
         "decision": decision(primary),
         "run_cost": {arm: {"wall_s": float(np.mean([r["wall_s"] for by in runs[arm].values() for r in by.values()])),
                            "cpu_s": float(np.mean([r["cpu_s"] for by in runs[arm].values() for r in by.values()]))}
