@@ -25,7 +25,7 @@ os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 E2E_FILES = {
     "verl/test_e2e.py",  # verl's main_ppo on CPU, several launches
     "verl/test_e2e_cpu_support.py",  # verl's workers on the CPU platform
-    "verl/test_verl_patches.py",  # applies the verl patches to verl's released source and runs their tests
+    "verl/test_upstream_patches.py",  # applies the proposed verl patches (patches/) to verl's released source and runs their tests
     "lab/test_command.py",  # the quick lab and sweep
     "recipes/test_recipes.py",  # recipes through verl's validation, shellcheck, a local Ray cluster
     "openrlhf/test_routes.py",  # OpenRLHF's releases run in processes of their own

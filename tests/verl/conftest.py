@@ -11,7 +11,7 @@ from avspo_plugin.verl.process import this_process
 
 # The tests here run verl's trainer methods on stand-in trainers, which skip verl's __init__ (where a run
 # places the hooks its config uses): every hook is placed once for them. Which hooks a given config places
-# is checked in fresh processes (tests/verl/test_patches.py).
+# is checked in fresh processes (tests/verl/test_hooks.py).
 for _hook in hooks.HOOKS:
     _hook.place()
 
