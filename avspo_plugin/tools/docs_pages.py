@@ -7,6 +7,8 @@ the generated part of docs/using/selection.md (its keys, from SelectionConfig), 
     python -m avspo_plugin.tools.docs_pages selection      # rewrites the table between the markers of docs/using/selection.md
     python -m avspo_plugin.tools.docs_pages samples        # rewrites every sample output between its markers
     python -m avspo_plugin.tools.docs_pages record verl-demo   # runs `avspo verl-demo` again, keeps its output, renders
+    python -m avspo_plugin.tools.docs_pages evidence       # the study figures of README, results.md, the paper recipe and
+                                                           # avspo_plugin/default_evidence.json, from the study's JSON
 
 A sample is either run when rendered (the one-GPU A/B recipe's dry run: a shell script, instant) or recorded from a
 run kept in docs/using/samples/ (``avspo verl-demo``: a minute and a half of verl on CPU), with the AVSPO defaults it
@@ -29,6 +31,7 @@ from pathlib import Path
 from avspo_plugin.config import AVSPOConfig, MonitorConfig, SelectionConfig, config_sections
 from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS, MONITOR_METRICS, REDUCTION_HELP
 from avspo_plugin.core.selection import SELECTION_METRIC_HELP
+from avspo_plugin.tools.lab.research import sharpening_report as evidence
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SELECTION_PAGE = DOCS / "using" / "selection.md"
@@ -248,12 +251,61 @@ def render_samples() -> None:
         replace_between_markers(page, *sample_markers(name), render())
 
 
+# ----------------------------------------------------------------------------------------------
+# The evidence behind the default, quoted from one study's JSON
+# ----------------------------------------------------------------------------------------------
+
+EVIDENCE_SOURCE = DOCS / "evidence" / "sharpening" / "sharpening.json"
+HEADROOM_SOURCE = DOCS / "evidence" / "sharpening" / "headroom_pilot.json"
+PACKAGED_EVIDENCE = ROOT / "avspo_plugin" / "default_evidence.json"
+EVIDENCE_BEGIN = ("<!-- BEGIN EVIDENCE {name}: rendered by `python -m avspo_plugin.tools.docs_pages evidence` from "
+                  "docs/evidence/sharpening/ -->")
+EVIDENCE_END = "<!-- END EVIDENCE {name} -->"
+
+
+def evidence_blocks() -> dict[str, tuple[Path, str, str]]:
+    """name -> (page, comment prefix of its markers, rendered text): each place a study figure is quoted."""
+    report = json.loads(EVIDENCE_SOURCE.read_text())
+    return {"readme": (ROOT / "README.md", "", evidence.readme_block(report)),
+            "results": (DOCS / "evidence" / "results.md", "", evidence.results_block(report)),
+            "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", evidence.recipe_comment(report)),
+            "headroom": (DOCS / "evidence" / "sharpening.md", "",
+                         evidence.headroom_summary(json.loads(HEADROOM_SOURCE.read_text())))}
+
+
+def evidence_markers(name: str, prefix: str) -> tuple[str, str]:
+    return prefix + EVIDENCE_BEGIN.format(name=name), prefix + EVIDENCE_END.format(name=name)
+
+
+def committed_evidence(page: Path, name: str, prefix: str) -> str:
+    begin, end = evidence_markers(name, prefix)
+    return page.read_text().split(begin, 1)[1].split(end, 1)[0][1:-1]
+
+
+def packaged_evidence(report: dict) -> dict:
+    """What avspo_plugin/default_evidence.json holds: the default the study's decision chose and its one-sentence
+    reason, which config.py quotes in threshold_mode's help."""
+    return {"source": "docs/evidence/sharpening/sharpening.json",
+            "default_threshold_mode": report["decision"]["default_threshold_mode"],
+            "threshold_mode_reason": evidence.default_reason(report)}
+
+
+def render_evidence() -> None:
+    report = json.loads(EVIDENCE_SOURCE.read_text())
+    PACKAGED_EVIDENCE.write_text(json.dumps(packaged_evidence(report), indent=1) + "\n")
+    for name, (page, prefix, text) in evidence_blocks().items():
+        replace_between_markers(page, *evidence_markers(name, prefix), text)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["record", "verl-demo"]:
         record_verl_demo()
         render_samples()
-    elif len(sys.argv) != 2 or sys.argv[1] not in (*PAGES, "selection", "samples"):
-        sys.exit(f"usage: python -m avspo_plugin.tools.docs_pages {{{','.join(PAGES)},selection,samples}} | record verl-demo")
+    elif len(sys.argv) != 2 or sys.argv[1] not in (*PAGES, "selection", "samples", "evidence"):
+        sys.exit(f"usage: python -m avspo_plugin.tools.docs_pages {{{','.join(PAGES)},selection,samples,evidence}} | "
+                 "record verl-demo")
+    elif sys.argv[1] == "evidence":
+        render_evidence()
     elif sys.argv[1] == "selection":
         replace_between_markers(SELECTION_PAGE, SELECTION_BEGIN, SELECTION_END, selection_config_markdown())
     elif sys.argv[1] == "samples":

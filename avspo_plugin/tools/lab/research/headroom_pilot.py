@@ -105,19 +105,3 @@ def main(out: Path) -> None:
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
 
-
-def summary(pilot: dict) -> str:
-    """What the pilot found, in the words of docs/evidence/sharpening.md (rendered there by docs_pages)."""
-    classes = [(base, tier, carries, c["greedy"]) for base, by_tier in pilot["carry_classes"].items()
-               for tier, by_carries in by_tier.items() for carries, c in by_carries.items()]
-    low = min(classes, key=lambda c: c[3])
-    wide = []
-    for weight, entry in pilot["wider_fields"].items():
-        top = str(max(WIDE_TIERS))
-        wide.append(f"sixth-tier warm-up weight {float(weight):g}: tiers 5 and 6 greedy "
-                    f"{entry['base']['5']['greedy']:.2f} and {entry['base'][top]['greedy']:.2f} at the base, "
-                    f"{entry['after_grpo']['5']['greedy']:.2f} and {entry['after_grpo'][top]['greedy']:.2f} after GRPO")
-    return (f"After GRPO's budget (lr {pilot['lr']:g}, pilot seed {pilot['pilot_seed']}), greedy accuracy by tier and "
-            f"carry count ranged from {low[3]:.3f} ({low[0]}, tier {low[1]}, {low[2]} carries) to "
-            f"{max(c[3] for c in classes):.3f} over {len(classes)} classes of at least {LEAST_PER_CLASS} problems. "
-            f"With a sixth tier ({WIDE_WARMUP_STEPS:,} warm-up steps): " + "; ".join(wide) + ".")

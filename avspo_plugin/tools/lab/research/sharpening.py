@@ -67,6 +67,8 @@ from ..task import (
     stratified_split,
     training_set,
 )
+from ..train import load_policy
+from .sharpening_report import sharpening_markdown
 from .statistics import ALPHA, holm, paired_test
 from .study import BASE_CANDIDATES, QUICK, QUICK_WARMUP, STUDY_SETTINGS, manipulation
 
@@ -464,7 +466,6 @@ def run(args) -> int:
             runs[arm][name] = {s: results[f"{arm}/{name}/seed{s}"] for s in range(design.seeds)}
     report = analyse(runs, tuning, base_readings, bases, budget, design, args.quick)
     report.update(settings=settings.to_dict(), timing=run_timing(started, jobs))
-    from .sharpening_report import sharpening_markdown
     write_report(out, "sharpening", report, sharpening_markdown(report))
     print(f"avspo lab sharpening: wrote sharpening.json and sharpening.md in {out}/", file=sys.stderr)
     return 0
@@ -472,7 +473,6 @@ def run(args) -> int:
 
 def read_base(base: dict, design: Design) -> dict:
     """The base policy's full reading on validation and test (step 0)."""
-    from ..train import load_policy
     evaluation = evaluation_for(base["settings"], design, read_test=True)
     policy = load_policy(base["settings"], base["state"])
     validation, test = evaluation_parts(evaluation)

@@ -221,3 +221,22 @@ def readme_block(report: dict) -> str:
 def recipe_comment(report: dict) -> str:
     """The comment of recipes/run_avspo_paper.sh on the default it runs with."""
     return "\n".join(f"# {line}" for line in textwrap.wrap(default_reason(report), 110))
+
+
+def headroom_summary(pilot: dict) -> str:
+    """What the headroom pilot (headroom_pilot.py) found, in the words of docs/evidence/sharpening.md."""
+    classes = [(base, tier, carries, c["greedy"], c["problems"]) for base, by_tier in pilot["carry_classes"].items()
+               for tier, by_carries in by_tier.items() if tier not in ("step", "rollouts")
+               for carries, c in by_carries.items()]
+    low = min(classes, key=lambda c: c[3])
+    wide = []
+    for weight, entry in pilot["wider_fields"].items():
+        base, after = entry["base"], entry["after_grpo"]
+        top = max((t for t in base), key=int)
+        wide.append(f"sixth-tier warm-up weight {float(weight):g}: tiers 5 and {top} greedy {base['5']['greedy']:.2f} "
+                    f"and {base[top]['greedy']:.2f} at the base, {after['5']['greedy']:.2f} and "
+                    f"{after[top]['greedy']:.2f} after GRPO")
+    return (f"After GRPO's budget (lr {_lr(pilot['lr'])}, pilot seed {pilot['pilot_seed']}), greedy accuracy by tier "
+            f"and carry count ranged from {low[3]:.3f} ({low[0]}, tier {low[1]}, {low[2]} carries) to "
+            f"{max(c[3] for c in classes):.3f} over {len(classes)} classes of {min(c[4] for c in classes)} to "
+            f"{max(c[4] for c in classes):,} problems. With a sixth tier: " + "; ".join(wide) + ".")

@@ -48,7 +48,7 @@ from .study import QUICK as STUDY_QUICK
 from .study import QUICK_WARMUP, STUDY_SETTINGS, BaseCandidate, choose_bases, regime_of
 from .sweep_analysis import MIN_BASES, analyse, early_signals, final_gain, stagnation
 from .sweep_models import MIN_TRAIN_GROUPS
-from .sweep_preregistered import PACKAGED_FIT, preregistered, result
+from .sweep_preregistered import EVIDENCE, EXPLORATORY_WHY, PACKAGED_FIT, preregistered, render_block, result
 from .sweep_report import plot_signals, preregistered_markdown, sweep_markdown
 
 
@@ -364,3 +364,29 @@ def run(args) -> int:
     plot_signals(points, analysis["prediction"], out / "sweep_signals.png")
     print(f"avspo lab sweep: wrote sweep.json, sweep.md, fit.json and sweep_signals.png in {out}/", file=sys.stderr)
     return 0
+
+
+def write_preregistered(argv: Sequence[str] | None = None) -> int:
+    """``python -m avspo_plugin.tools.lab.research.sweep [DIR]``: the pre-registered analysis of DIR's sweep.json
+    (default docs/evidence/sweep) into its fit.json (keeping a confirmation already there), and, for the docs' own
+    sweep, into the packaged fit file and sweep.md's block."""
+    directory = Path((argv or sys.argv[1:] or [str(EVIDENCE / "sweep")])[0])
+    report = json.loads((directory / "sweep.json").read_text(encoding="utf-8"))
+    fit = json.loads((directory / "fit.json").read_text(encoding="utf-8"))
+    confirmation = (fit.get("preregistered") or {}).get("confirmation")
+    fit["preregistered"] = preregistered(
+        result(report["points"], "exploratory", "docs/evidence/sweep/sweep.json", EXPLORATORY_WHY), confirmation,
+        confirmation_plan())
+    text = json.dumps(fit, indent=1) + "\n"
+    (directory / "fit.json").write_text(text, encoding="utf-8")
+    if directory.resolve() == (EVIDENCE / "sweep").resolve():
+        PACKAGED_FIT.write_text(text, encoding="utf-8")
+        page = EVIDENCE / "sweep.md"
+        page.write_text(render_block(page.read_text(encoding="utf-8"), preregistered_markdown(fit["preregistered"])),
+                        encoding="utf-8")
+    print(f"wrote the pre-registered table into {directory / 'fit.json'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(write_preregistered())

@@ -1,6 +1,6 @@
 """The pre-registered analysis (sweep_models.py) applied to a sweep's runs, and what the sweep's fit file carries of it.
 
-``python -m avspo_plugin.tools.lab.research.sweep_preregistered [DIR]`` (default docs/evidence/sweep) is the
+``python -m avspo_plugin.tools.lab.research.sweep [DIR]`` (default docs/evidence/sweep, sweep.write_preregistered) is the
 exploratory pass: it reads the runs of DIR/sweep.json (no run is made), fits the pre-registered models on them, labels
 the result exploratory (the specification was chosen after looking at these runs), writes it into DIR/fit.json under
 ``preregistered`` (and the copy analyze reads, when DIR is the docs' sweep), and renders docs/evidence/sweep.md's
@@ -10,8 +10,6 @@ key's ``confirmation`` with the same table on its own runs.
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,29 +54,3 @@ def render_block(markdown: str, block: Sequence[str]) -> str:
     if begin < 0 or end < begin:
         raise ValueError(f"the page has no block between {PREREGISTERED_BEGIN!r} and {PREREGISTERED_END!r}")
     return markdown[:begin + len(PREREGISTERED_BEGIN)] + "\n" + "\n".join(block) + "\n" + markdown[end:]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from .sweep import confirmation_plan
-    from .sweep_report import preregistered_markdown
-
-    directory = Path((argv or sys.argv[1:] or [str(EVIDENCE / "sweep")])[0])
-    report = json.loads((directory / "sweep.json").read_text(encoding="utf-8"))
-    fit = json.loads((directory / "fit.json").read_text(encoding="utf-8"))
-    confirmation = (fit.get("preregistered") or {}).get("confirmation")
-    fit["preregistered"] = preregistered(
-        result(report["points"], "exploratory", "docs/evidence/sweep/sweep.json", EXPLORATORY_WHY), confirmation,
-        confirmation_plan())
-    text = json.dumps(fit, indent=1) + "\n"
-    (directory / "fit.json").write_text(text, encoding="utf-8")
-    if directory.resolve() == (EVIDENCE / "sweep").resolve():
-        PACKAGED_FIT.write_text(text, encoding="utf-8")
-        page = EVIDENCE / "sweep.md"
-        page.write_text(render_block(page.read_text(encoding="utf-8"), preregistered_markdown(fit["preregistered"])),
-                        encoding="utf-8")
-    print(f"wrote the pre-registered table into {directory / 'fit.json'}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
