@@ -220,6 +220,164 @@ def empty_metrics(threshold: float) -> dict[str, float]:
     return metrics
 
 
+def check_shapes(
+    scores: torch.Tensor, labels: np.ndarray, valid: torch.Tensor | None, response_mask: torch.Tensor | None
+) -> None:
+    """Rewards (B,), labels (B,), valid (B,) and response_mask (B, L), or an error that names the shapes."""
+    if scores.dim() != 1 or labels.shape[0] != scores.shape[0]:
+        raise ValueError(
+            f"rewards and group index disagree: rewards have shape {tuple(scores.shape)}, "
+            f"index has shape {labels.shape}; need rewards (B,) and index (B,)"
+        )
+    if valid is not None and valid.shape != scores.shape:
+        raise ValueError(f"valid mask shape {tuple(valid.shape)} differs from rewards shape {tuple(scores.shape)}")
+    if response_mask is not None and (response_mask.dim() != 2 or response_mask.shape[0] != scores.shape[0]):
+        raise ValueError(
+            f"response_mask shape {tuple(response_mask.shape)} is not (B, L) for rewards of shape {tuple(scores.shape)}"
+        )
+
+
+@dataclass(frozen=True)
+class GroupCollapse:
+    """Eq. 4 / Eq. 11 on one call's groups.
+
+    multi: 1[G_j >= 2], the groups that count; collapsed: 1[G_j >= 2 and sigma_{R_j} < tau];
+    all_fail, all_pass: the collapsed groups at reward_low, resp. reward_high. Each (N,) bool.
+    acr: ACR_t = (1/N) sum_j collapsed_j over the multi-sample groups (0 when there is none).
+    """
+
+    multi: torch.Tensor
+    collapsed: torch.Tensor
+    all_fail: torch.Tensor
+    all_pass: torch.Tensor
+    acr: float
+
+
+def group_collapse(stats: GroupStats, config: AVSPOConfig) -> GroupCollapse:
+    """Eq. 4 / Eq. 11: which groups collapsed (sigma_{R_j} < tau = collapse_tol), in which regime, and ACR_t.
+
+    stats: per group (N,).
+    """
+    multi = multi_sample_groups(stats)
+    collapsed = collapsed_groups(stats, config.collapse_tol)
+    all_fail, all_pass = collapse_regimes(collapsed, stats, config.reward_low, config.reward_high)
+    return GroupCollapse(multi, collapsed, all_fail, all_pass, group_rate(collapsed, multi))
+
+
+def num_virtual_samples(config: AVSPOConfig, group_size: torch.Tensor, acr: float, augmented: torch.Tensor) -> torch.Tensor:
+    """Eq. 9: K_j = max(1, min(G_j, ceil(G_j * ACR_t ** alpha))) for an augmented group (or the fixed num_virtual),
+    K_j = 0 for any other.
+
+    group_size: (N,) float64 G_j; augmented: (N,) bool (Eq. 13) -> (N,) int64.
+    """
+    if config.num_virtual == "auto":
+        num_virtual = vr.num_virtual_auto(group_size, acr, config.alpha)
+    else:
+        num_virtual = torch.full_like(group_size, config.num_virtual, dtype=torch.int64)
+    return num_virtual * augmented
+
+
+def with_singleton_convention(
+    stats: GroupStats, mean: torch.Tensor, std: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl's convention for a group of one valid sample: mu_j = 0, sigma_j = 1 (its advantage is r_i / (1 + eps)).
+
+    mean, std: (N,) -> (N,), (N,) with the singleton groups' values replaced.
+    """
+    singleton = stats.count == 1
+    return torch.where(singleton, 0.0, mean), torch.where(singleton, 1.0, std)
+
+
+def statistics_in_reward_dtype(
+    stats: GroupStats, augmented: torch.Tensor, exact_mean: torch.Tensor, exact_std: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mu_j and sigma_j that Eq. 14 divides by, in the rewards' dtype: an augmented group's float64 mu'_j and
+    sigma'_j rounded once to it, any other group's mean and std as verl's GRPO computes them (stats.host_mean,
+    stats.host_std), so that an untouched group's advantages are verl's to the last bit.
+
+    augmented: (N,) bool; exact_mean, exact_std: (N,) float64, singleton convention applied -> (N,), (N,) in dtype.
+    """
+    singleton = stats.count == 1
+    mean = torch.where(augmented, exact_mean.to(dtype), torch.where(singleton, 0.0, stats.host_mean))
+    std = torch.where(augmented, exact_std.to(dtype), torch.where(singleton, 1.0, stats.host_std))
+    return mean, std
+
+
+def effectively_collapsed(
+    stats: GroupStats, multi: torch.Tensor, exact_mean: torch.Tensor, exact_std: torch.Tensor, config: AVSPOConfig
+) -> torch.Tensor:
+    """Multi-sample groups whose Eq. 14 advantages, in float64, are all below collapse_tol in magnitude.
+
+    A group's advantages are largest in magnitude at its lowest or its highest reward, so those two values per
+    group decide. multi: (N,) bool; exact_mean, exact_std: (N,) float64 mu'_j, sigma'_j -> (N,) bool.
+    """
+    num_groups = stats.count.shape[0]
+    extremes = torch.cat([stats.low, stats.high])
+    extreme_ids = torch.arange(num_groups, device=extremes.device).repeat(2)
+    extreme_advantages = normalized_advantages(
+        extremes, extreme_ids, exact_mean, exact_std, config.epsilon, config.norm_by_std
+    )
+    return effectively_collapsed_groups(
+        extreme_advantages, extreme_ids, (stats.count > 0).repeat(2), multi, config.collapse_tol
+    )
+
+
+def call_metrics(
+    stats: GroupStats,
+    collapse: GroupCollapse,
+    exact: torch.Tensor,
+    group_ids: torch.Tensor,
+    valid: torch.Tensor,
+    advantages: torch.Tensor,
+    effective: torch.Tensor,
+    augmented: torch.Tensor,
+    num_virtual: torch.Tensor,
+    triggered: bool,
+    threshold: float,
+    collapse_tol: float,
+) -> tuple[dict[str, float], int, float]:
+    """The call's metrics (docs/using/metrics.md), the number of groups collapsed at neither reward bound and the
+    lowest value of those (inf when there is none).
+
+    exact: (B,) float64 rewards; group_ids, valid, advantages: (B,); effective, augmented: (N,) bool;
+    num_virtual: (N,) int64 K_j. "reward_mean" is J_t of Eq. 12; "adv_abs_max" is NaN or inf when an
+    advantage is.
+    """
+    multi, collapsed = collapse.multi, collapse.collapsed
+    lone_success, lone_failure = near_collapse_groups(exact, group_ids, valid, stats, collapsed, collapse_tol)
+    off_bound = off_bound_groups(collapsed, collapse.all_fail, collapse.all_pass)
+    # Every metric in one transfer: one device sync per call, not one per metric.
+    num_samples, wasted, reward_sum, adv_abs_max, off_bound_value = torch.stack([
+        stats.count.sum(), torch.where(effective, stats.count, 0.0).sum(),
+        torch.where(valid, exact, 0.0).sum(), advantages.abs().max().to(torch.float64),
+        torch.where(off_bound, stats.mean, torch.inf).min(),
+    ]).tolist()
+    counts = torch.stack([
+        (flags & multi).sum()
+        for flags in (collapse.all_fail, collapse.all_pass, effective, lone_success, lone_failure, augmented)
+    ] + [multi.sum(), augmented.sum(), num_virtual.sum(), off_bound.sum()]).tolist()
+    fail, pass_, effective_multi, success, failure, augmented_multi, num_multi, num_augmented, total_virtual = counts[:9]
+    metrics = {
+        "acr": collapse.acr,
+        "acr_all_fail": share(fail, num_multi),
+        "acr_all_pass": share(pass_, num_multi),
+        "effective_acr": share(effective_multi, num_multi),
+        "near_collapse": share(success + failure, num_multi),
+        "near_collapse_success": share(success, num_multi),
+        "near_collapse_failure": share(failure, num_multi),
+        "triggered": float(triggered),
+        "threshold": threshold,
+        "num_virtual": share(total_virtual, num_augmented),
+        "augmented_groups": share(augmented_multi, num_multi),
+        "groups": float(num_multi),
+        "samples": num_samples,
+        "wasted_rollouts": wasted,
+        "reward_mean": reward_sum / num_samples,
+        "adv_abs_max": adv_abs_max,  # padding rows hold 0
+    }
+    return metrics, int(counts[9]), off_bound_value
+
+
 def compute_group_advantages(
     scores: torch.Tensor,
     index: Any,
@@ -243,17 +401,7 @@ def compute_group_advantages(
     whole step (:class:`~.session.AVSPOSession` advances once per step over all of its calls).
     """
     labels = label_array(index)
-    if scores.dim() != 1 or labels.shape[0] != scores.shape[0]:
-        raise ValueError(
-            f"rewards and group index disagree: rewards have shape {tuple(scores.shape)}, "
-            f"index has shape {labels.shape}; need rewards (B,) and index (B,)"
-        )
-    if valid is not None and valid.shape != scores.shape:
-        raise ValueError(f"valid mask shape {tuple(valid.shape)} differs from rewards shape {tuple(scores.shape)}")
-    if response_mask is not None and (response_mask.dim() != 2 or response_mask.shape[0] != scores.shape[0]):
-        raise ValueError(
-            f"response_mask shape {tuple(response_mask.shape)} is not (B, L) for rewards of shape {tuple(scores.shape)}"
-        )
+    check_shapes(scores, labels, valid, response_mask)
     scores = float_rewards(scores.detach(), labels)
     valid = torch.ones_like(scores, dtype=torch.bool) if valid is None else valid.to(torch.bool)
     threshold = threshold_in_force(config, state)
@@ -268,77 +416,32 @@ def compute_group_advantages(
 
         ddof = 1 if config.std == "unbiased" else 0
         stats = group_stats(scores, group_ids, num_groups, valid, ddof)
-        multi = multi_sample_groups(stats)
-        collapsed = collapsed_groups(stats, config.collapse_tol)
-        all_fail, all_pass = collapse_regimes(collapsed, stats, config.reward_low, config.reward_high)
-        acr = group_rate(collapsed, multi)
-
-        triggered, augmented = groups_to_augment(config, acr, threshold, collapsed, all_fail, all_pass)
-        if config.num_virtual == "auto":
-            num_virtual = vr.num_virtual_auto(stats.count, acr, config.alpha)
-        else:
-            num_virtual = torch.full_like(stats.count, config.num_virtual, dtype=torch.int64)
-        num_virtual = num_virtual * augmented
+        collapse = group_collapse(stats, config)
+        triggered, augmented = groups_to_augment(
+            config, collapse.acr, threshold, collapse.collapsed, collapse.all_fail, collapse.all_pass
+        )
+        num_virtual = num_virtual_samples(config, stats.count, collapse.acr, augmented)
         # One sync sizes the packed virtual rewards: T values, linear in the batch (K_j <= G_j, or the fixed K).
         owners = vr.virtual_owners(num_virtual, int(num_virtual.sum()))
         virtual = virtual_rewards(config, num_virtual, owners, stats, state.step, call_in_step)
-
-        # Eq. 14 in float64 for every group (with K_j = 0: the group's own statistics), and the advantages
-        # formed in the rewards' dtype from statistics rounded once to it: an untouched group's are verl's.
-        exact_mean, exact_std = augmented_group_stats(stats, num_virtual, virtual, ddof)
-        singleton = stats.count == 1
-        exact_mean, exact_std = torch.where(singleton, 0.0, exact_mean), torch.where(singleton, 1.0, exact_std)
-        mean = torch.where(augmented, exact_mean.to(scores.dtype), torch.where(singleton, 0.0, stats.host_mean))
-        std = torch.where(augmented, exact_std.to(scores.dtype), torch.where(singleton, 1.0, stats.host_std))
+        # Eq. 14's statistics in float64 for every group (with K_j = 0: the group's own).
+        exact_mean, exact_std = with_singleton_convention(
+            stats, *augmented_group_stats(stats, num_virtual, virtual, ddof)
+        )
+        mean, std = statistics_in_reward_dtype(stats, augmented, exact_mean, exact_std, scores.dtype)
         advantages = normalized_advantages(scores, group_ids, mean, std, config.epsilon, config.norm_by_std)
         advantages = torch.where(valid, advantages, 0.0)
 
-        # A group's advantages are largest in magnitude at its lowest or its highest reward: Eq. 14's
-        # advantages of those two values per group decide effective collapse, in float64.
-        extremes = torch.cat([stats.low, stats.high])
-        extreme_ids = torch.arange(num_groups, device=scores.device).repeat(2)
-        extreme_advantages = normalized_advantages(
-            extremes, extreme_ids, exact_mean, exact_std, config.epsilon, config.norm_by_std
+        effective = effectively_collapsed(stats, collapse.multi, exact_mean, exact_std, config)
+        metrics, off_bound_count, off_bound_value = call_metrics(
+            stats, collapse, exact, group_ids, valid, advantages, effective, augmented, num_virtual,
+            triggered, threshold, config.collapse_tol,
         )
-        effective = effectively_collapsed_groups(
-            extreme_advantages, extreme_ids, (stats.count > 0).repeat(2), multi, config.collapse_tol
-        )
-        lone_success, lone_failure = near_collapse_groups(exact, group_ids, valid, stats, collapsed, config.collapse_tol)
-        off_bound = off_bound_groups(collapsed, all_fail, all_pass)
-        # Every metric in one transfer: one device sync per call, not one per metric.
-        num_samples, wasted, reward_sum, adv_abs_max, off_bound_value = torch.stack([
-            stats.count.sum(), torch.where(effective, stats.count, 0.0).sum(),
-            torch.where(valid, exact, 0.0).sum(), advantages.abs().max().to(torch.float64),
-            torch.where(off_bound, stats.mean, torch.inf).min(),
-        ]).tolist()
-        counts = torch.stack([
-            (flags & multi).sum() for flags in (all_fail, all_pass, effective, lone_success, lone_failure, augmented)
-        ] + [multi.sum(), augmented.sum(), num_virtual.sum(), off_bound.sum()]).tolist()
-        fail, pass_, effective, success, failure, augmented_multi, num_multi, num_augmented, total_virtual = counts[:9]
-        if not math.isfinite(adv_abs_max):  # NaN and inf propagate through the max
+        if not math.isfinite(metrics["adv_abs_max"]):  # NaN and inf propagate through the max
             raise ValueError(non_finite_advantages(advantages, labels, group_ids, mean, std, config.epsilon))
-        reward_mean = reward_sum / num_samples
-        metrics = {
-            "acr": acr,
-            "acr_all_fail": share(fail, num_multi),
-            "acr_all_pass": share(pass_, num_multi),
-            "effective_acr": share(effective, num_multi),
-            "near_collapse": share(success + failure, num_multi),
-            "near_collapse_success": share(success, num_multi),
-            "near_collapse_failure": share(failure, num_multi),
-            "triggered": float(triggered),
-            "threshold": threshold,
-            "num_virtual": share(total_virtual, num_augmented),
-            "augmented_groups": share(augmented_multi, num_multi),
-            "groups": float(num_multi),
-            "samples": num_samples,
-            "wasted_rollouts": wasted,
-            "reward_mean": reward_mean,
-            "adv_abs_max": adv_abs_max,  # padding rows hold 0
-        }
     return AVSPOResult(
-        advantages, advance(config, state, acr, reward_mean), metrics, num_virtual, virtual,
-        off_bound_groups=int(counts[9]), off_bound_value=off_bound_value,
+        advantages, advance(config, state, collapse.acr, metrics["reward_mean"]), metrics, num_virtual, virtual,
+        off_bound_groups=off_bound_count, off_bound_value=off_bound_value,
     )
 
 
