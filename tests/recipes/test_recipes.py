@@ -20,7 +20,7 @@ from avspo_plugin.tools.math_data import prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "math" / "fixtures"  # the math data tests own them (tests/math)
 RUN_SCRIPTS = {
     "avspo_paper": "run_avspo_paper.sh",
     "grpo_paper": "run_grpo_paper.sh",

@@ -1,6 +1,6 @@
 """How often the math reward and verl's built-in math scorers agree with hand-given labels.
 
-    python -m avspo_plugin.tools.math_data.agreement tests/recipes/fixtures/reward_pairs.yaml
+    python -m avspo_plugin.tools.math_data.agreement tests/math/fixtures/reward_pairs.yaml
     python -m avspo_plugin.tools.math_data.agreement PAIRS.yaml --timing --write-docs docs/using/recipes.md
 
 A pairs file is YAML: a list of ``{category, response, reference, expected}`` items (``expected``:

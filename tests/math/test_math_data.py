@@ -140,7 +140,7 @@ def test_selection_keeps_the_pass_rate_range_inclusive(prepared):
 
 
 def _samples():
-    """Recorded selector samples per problem index (tests/recipes/fixtures/math_level3_samples.jsonl)."""
+    """Recorded selector samples per problem index (tests/math/fixtures/math_level3_samples.jsonl)."""
     records = [json.loads(line) for line in (FIXTURES / "math_level3_samples.jsonl").read_text().splitlines()]
     return {record["index"]: [text for text, count in record["responses"] for _ in range(count)] for record in records}
 

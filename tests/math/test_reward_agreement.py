@@ -1,5 +1,5 @@
 """The math reward against hand-given labels and against verl's own math scorers (imported from the
-installed verl), on tests/recipes/fixtures/reward_pairs.yaml: every verdict of this package's two
+installed verl), on tests/math/fixtures/reward_pairs.yaml: every verdict of this package's two
 answer rules equals the label except the misses the file lists, and the table in docs/using/recipes.md
 is the one computed here."""
 
@@ -56,7 +56,7 @@ def test_docs_table_is_the_computed_one(pairs, results):
     text = DOCS.read_text(encoding="utf-8")
     assert agreement.TABLE_START + "\n" + table + agreement.TABLE_END in text, (
         "docs/using/recipes.md's agreement table is stale: run "
-        "python -m avspo_plugin.tools.math_data.agreement tests/recipes/fixtures/reward_pairs.yaml --write-docs docs/using/recipes.md\n"
+        "python -m avspo_plugin.tools.math_data.agreement tests/math/fixtures/reward_pairs.yaml --write-docs docs/using/recipes.md\n"
         + table
     )
     timing = text.split(agreement.TIMING_START + "\n", 1)[1].split(agreement.TIMING_END, 1)[0]
