@@ -10,9 +10,11 @@ packaged verl YAML and docs/using/config.md are generated from these fields.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed_partial", "exp_decay")
@@ -25,6 +27,9 @@ MONITOR_MODE = "never"
 # collapsed group; never is the monitor's mode, which augments nothing by design).
 TRIGGERED_MODES = ("adaptive", "fixed")
 APPLY_TO = ("all", "all_fail", "all_pass")
+# Why threshold_mode has its default: one sentence rendered from the lab's learning-or-sharpening study
+# (python -m avspo_plugin.tools.docs_pages evidence writes the file; tests/test_docs_pages.py checks both agree).
+DEFAULT_EVIDENCE = json.loads(Path(__file__).with_name("default_evidence.json").read_text(encoding="utf-8"))
 STD_KINDS = ("unbiased", "population")
 
 
@@ -352,14 +357,12 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     )
     # Threshold: when virtual samples are added (Eqs. 11-12).
     threshold_mode: str = _key(
-        "always", THRESHOLD,
-        "When virtual samples are added. always: every step, every collapsed group (the paper's operating point, one "
-        "prompt per step, in a batch of any size); adaptive: ACR_t > tau_t, tau updated by Eq. 12 after each step "
-        "(the paper's equations: the faithful mode); fixed: ACR_t > threshold_init; never: monitor only (plain GRPO "
-        "advantages, all metrics). The default is always because in a batch of many prompts ACR_t seldom exceeds "
-        "tau_t, so the adaptive trigger leaves the run plain GRPO: in the lab's study (docs/evidence/results.md) adaptive did "
-        "not act at 128 prompts per step, and always gained +0.0104 [+0.0075, +0.0133] held-out accuracy over GRPO, "
-        "+0.032 [+0.010, +0.054] over GRPO at its own best learning rate.",
+        "adaptive", THRESHOLD,
+        "When virtual samples are added. always: every step, every collapsed group (the paper's operating point: it "
+        "trained on one prompt per step); adaptive: ACR_t > tau_t, tau updated by Eq. 12 after each step (the paper's "
+        "equations; in a batch of many prompts ACR_t seldom exceeds tau_t, docs/evidence/study.md); fixed: ACR_t > "
+        "threshold_init; never: monitor only (plain GRPO advantages, all metrics). "
+        + DEFAULT_EVIDENCE["threshold_mode_reason"],
         OneOf(THRESHOLD_MODES),
     )
     threshold_init: float = _key(

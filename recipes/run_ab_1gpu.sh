@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-GPU A/B (ab_1gpu.yaml): GRPO, then AVSPO with its defaults (threshold_mode=always), on Qwen2.5-0.5B-Instruct and
+# One-GPU A/B (ab_1gpu.yaml): GRPO, then AVSPO with its defaults (threshold_mode=adaptive), on Qwen2.5-0.5B-Instruct and
 # GSM8K, the same seeds and settings but algorithm.adv_estimator; then `avspo analyze grpo=... avspo=...`.
 # Estimated (not measured here): about 1 to 1.5 hours per run on one 80 GB GPU, 2.5 to 3 hours in all
 # (docs/using/recipes.md, "One-GPU A/B").

@@ -61,3 +61,42 @@ def test_the_recorded_verl_demo_ran_under_the_current_defaults():
             assert metrics["triggered"] == float(metrics["acr"] > 0) and metrics["threshold"] == 0, (step, metrics)
         if config.threshold_mode == "always" and config.apply_to == "all":
             assert metrics["augmented_groups"] == metrics["acr"] and metrics["effective_acr"] == 0, (step, metrics)
+        # Under the adaptive trigger a step is augmented only when its ACR exceeds the threshold it reports.
+        if config.threshold_mode == "adaptive":
+            assert metrics["triggered"] == float(metrics["acr"] > metrics["threshold"]), (step, metrics)
+            if not metrics["triggered"]:
+                assert metrics["augmented_groups"] == 0 and metrics["effective_acr"] == metrics["acr"], (step, metrics)
+
+
+def test_every_quoted_study_figure_is_rendered_from_the_study():
+    """README, results.md, the paper recipe, sharpening.md's pilot summary and the packaged default_evidence.json
+    (which the config help quotes) equal what docs_pages renders from docs/evidence/sharpening/: a figure edited by
+    hand, or a study run again without rendering, fails here."""
+    import json
+
+    from avspo_plugin.tools.docs_pages import (
+        EVIDENCE_SOURCE,
+        PACKAGED_EVIDENCE,
+        committed_evidence,
+        evidence_blocks,
+        packaged_evidence,
+    )
+
+    for name, (page, prefix, text) in evidence_blocks().items():
+        assert committed_evidence(page, name, prefix) == text, \
+            f"{page.name}: regenerate with python -m avspo_plugin.tools.docs_pages evidence"
+    report = json.loads(EVIDENCE_SOURCE.read_text())
+    assert json.loads(PACKAGED_EVIDENCE.read_text()) == packaged_evidence(report)
+
+
+def test_the_default_threshold_mode_is_the_one_the_study_decided_and_its_help_says_why():
+    import json
+
+    from avspo_plugin.config import AVSPOConfig
+    from avspo_plugin.tools.docs_pages import EVIDENCE_SOURCE, PACKAGED_EVIDENCE
+
+    decision = json.loads(EVIDENCE_SOURCE.read_text())["decision"]
+    assert AVSPOConfig().threshold_mode == decision["default_threshold_mode"]
+    reason = json.loads(PACKAGED_EVIDENCE.read_text())["threshold_mode_reason"]
+    (threshold_mode,) = [f for f in AVSPOConfig.ordered_fields() if f.name == "threshold_mode"]
+    assert threshold_mode.metadata["help"].endswith(reason)

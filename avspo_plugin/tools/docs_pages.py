@@ -211,6 +211,11 @@ def verl_demo_sample() -> str:
         lines.append("Under threshold_mode=always (the default) every collapsed group is augmented at every step "
                      "(the threshold it reports is 0); with algorithm.avspo.threshold_mode=adaptive a step is augmented "
                      "only when its ACR exceeds the adaptive threshold (threshold_init 0.5 at first).")
+    elif mode == "adaptive":
+        lines.append("Under threshold_mode=adaptive (the default, the paper's trigger) a step is augmented only when its "
+                     "ACR exceeds the adaptive threshold it reports (threshold_init 0.5 at first, moved by Eq. 12 after "
+                     "each step); with algorithm.avspo.threshold_mode=always every collapsed group is augmented at every "
+                     "step.")
     return "\n".join(lines)
 
 

@@ -116,8 +116,9 @@ def test_avspo_estimate_without_replay_counts_steps_above_the_initial_threshold(
     run = {"rollout_shares": {"collapsed": None}, "dapo": {"dropped_groups": 0}, "avspo": estimate,
            "stagnation": {"fired": False}}
     assert signals.advice(run) == [
-        "AVSPO with its default (threshold_mode=always) would add virtual rewards to the collapsed groups, 47.5% of "
-        "groups on average, at every step; with the paper's adaptive trigger only on the 50.0% of logged steps whose "
+        "AVSPO with threshold_mode=always would add virtual rewards to the collapsed groups, 47.5% of "
+        "groups on average, at every step; with the paper's adaptive trigger (threshold_mode=adaptive) only on the "
+        "50.0% of logged steps whose "
         "ACR exceeded tau_0 = 0.5 (estimate: the adaptive threshold moves during training)."]
 
 

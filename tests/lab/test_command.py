@@ -67,17 +67,18 @@ def test_quick_lab_writes_every_output(quick_reports):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_demo_shows_the_default_beside_the_papers_mode_each_labelled(quick_reports):
-    """make demo's AVSPO arm is what algorithm.adv_estimator=avspo does (every algorithm.avspo key at its default),
-    beside the paper's adaptive mode; each arm's label says its setting, and the report says what the run can and
-    cannot tell apart."""
+def test_the_demo_shows_the_default_beside_the_acting_mode_each_labelled(quick_reports):
+    """make demo's AVSPO arm is what algorithm.adv_estimator=avspo does (every algorithm.avspo key at its default: the
+    paper's adaptive trigger), beside threshold_mode=always; each arm's label says its setting, and the report says
+    what the run can and cannot tell apart."""
     report = json.loads((quick_reports[0] / "report.json").read_text())
     methods = report["methods"]
     default = AVSPOConfig()
     assert methods["avspo_default"]["algorithm"]["avspo"] == {"reward_low": MIN_REWARD, "reward_high": MAX_REWARD}
-    assert methods["avspo_default"]["label"] == f"avspo_default (threshold_mode={default.threshold_mode}, the default)"
-    assert methods["avspo_adaptive"]["algorithm"]["avspo"]["threshold_mode"] == "adaptive"
-    assert methods["avspo_adaptive"]["label"] == "avspo_adaptive (threshold_mode=adaptive, the paper's trigger)"
+    assert methods["avspo_default"]["label"] == \
+        f"avspo_default (threshold_mode={default.threshold_mode}, the default, the paper's trigger)"
+    assert methods["avspo_always"]["algorithm"]["avspo"]["threshold_mode"] == "always"
+    assert methods["avspo_always"]["label"] == "avspo_always (threshold_mode=always)"
     assert methods["grpo"]["label"] == "grpo (adv_estimator=grpo)"
     markdown = (quick_reports[0] / "report.md").read_text()
     assert "## What this run can and cannot tell apart" in markdown
@@ -86,7 +87,7 @@ def test_the_demo_shows_the_default_beside_the_papers_mode_each_labelled(quick_r
     # Two seeds: the report says that no accuracy difference can be told apart.
     assert f"- {methods['avspo_default']['label']}: effective ACR " in markdown
     assert "too few seeds for an interval: no difference can be told apart from seed noise" in markdown
-    # The default arm's trigger is open whenever a group collapsed; the report says on which share of steps.
+    # The report says on which share of steps the default arm's trigger was open.
     steps = [s for run in report["runs"]["avspo_default"].values() for s in run["steps"]["triggered"]]
     assert f"trigger open on {sum(steps) / len(steps):.0%} of steps" in markdown
 

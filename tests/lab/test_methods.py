@@ -187,10 +187,11 @@ def test_every_arm_is_labelled_by_its_setting():
     from avspo_plugin.tools.lab.methods import DEFAULT_METHODS, parse_method, setting_label
 
     mode = AVSPOConfig().threshold_mode
+    assert mode == "adaptive"  # the default the learning-or-sharpening study chose (docs/evidence/results.md)
     assert [setting_label(parse_method(name)) for name in DEFAULT_METHODS] == [
         "grpo (adv_estimator=grpo)", "dapo (adv_estimator=grpo, + dynamic sampling)",
-        f"avspo_default (threshold_mode={mode}, the default)",
-        "avspo_adaptive (threshold_mode=adaptive, the paper's trigger)"]
+        "avspo_default (threshold_mode=adaptive, the default, the paper's trigger)",
+        "avspo_always (threshold_mode=always)"]
     # The default arm sets no key: it is what algorithm.adv_estimator=avspo does, whatever the defaults are.
     assert PRESETS["avspo_default"].avspo == {}
     assert setting_label(parse_method("avspo:strategy=opposite")) == \

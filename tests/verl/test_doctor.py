@@ -45,20 +45,20 @@ def test_healthy_install_and_valid_config(capsys):
 
 
 def test_at_launch_the_doctor_says_what_the_batch_means_for_the_trigger(capsys):
-    adaptive = ["algorithm.adv_estimator=avspo", "+algorithm.avspo.threshold_mode=adaptive"]
-    assert main(["doctor", "--no-ray", *adaptive, "data.train_batch_size=256"]) == 0
-    out = capsys.readouterr().out
-    assert ("[warn] algorithm.avspo.threshold_mode=adaptive: virtual samples are added only on steps whose ACR exceeds "
-            "the threshold (tau_0 = 0.5), that is when more than 50% of the groups of 256 prompts per step "
-            "(data.train_batch_size) are collapsed") in out
-    assert "algorithm.avspo.threshold_mode=always does that in any batch" in out
-    assert "every collapsed group is augmented at every step" not in out
-    always = ("[ok] algorithm.avspo.threshold_mode=always: every collapsed group is augmented at every step, whatever "
-              "the ACR of 256 prompts per step (data.train_batch_size) (the paper's operating point)")
-    for mode in (["+algorithm.avspo.threshold_mode=always"], []):  # always, set or the default
+    for mode in (["+algorithm.avspo.threshold_mode=adaptive"], []):  # adaptive, set or the default
         assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", *mode, "data.train_batch_size=256"]) == 0
         out = capsys.readouterr().out
-        assert always in out and "virtual samples are added only on steps" not in out
+        assert ("[warn] algorithm.avspo.threshold_mode=adaptive: virtual samples are added only on steps whose ACR "
+                "exceeds the threshold (tau_0 = 0.5), that is when more than 50% of the groups of 256 prompts per step "
+                "(data.train_batch_size) are collapsed") in out
+        assert "algorithm.avspo.threshold_mode=always does that in any batch" in out
+        assert "every collapsed group is augmented at every step" not in out
+    always = ("[ok] algorithm.avspo.threshold_mode=always: every collapsed group is augmented at every step, whatever "
+              "the ACR of 256 prompts per step (data.train_batch_size) (the paper's operating point)")
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "+algorithm.avspo.threshold_mode=always",
+                 "data.train_batch_size=256"]) == 0
+    out = capsys.readouterr().out
+    assert always in out and "virtual samples are added only on steps" not in out
 
 
 def test_avspo_with_one_response_per_prompt_is_a_warning(capsys):

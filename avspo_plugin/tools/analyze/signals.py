@@ -343,8 +343,9 @@ def advice(run: dict[str, Any]) -> list[str]:
             )
     elif avspo["acr"] > 0:
         lines.append(
-            f"AVSPO with its default (threshold_mode=always) would add virtual rewards to the collapsed groups, "
-            f"{_pct(avspo['acr'])} of groups on average, at every step; with the paper's adaptive trigger only on "
+            f"AVSPO with threshold_mode=always would add virtual rewards to the collapsed groups, "
+            f"{_pct(avspo['acr'])} of groups on average, at every step; with the paper's adaptive trigger "
+            f"(threshold_mode=adaptive) only on "
             f"the {_pct(avspo['steps_above_threshold'])} of logged steps whose ACR exceeded tau_0 = "
             f"{avspo['threshold_init']} (estimate: the adaptive threshold moves during training)."
         )

@@ -93,17 +93,16 @@ PRESETS: dict[str, Method] = {
                avspo={"threshold_mode": "adaptive", "strategy": "opposite"}, acts_on="all"),
         Method("avspo_always", "avspo", "AVSPO stratified, K by Eq. 9 at the batch ACR, every collapsed group augmented "
                "at every step (threshold_mode=always)", avspo={"threshold_mode": "always"}, acts_on="all"),
-        # The demo's two AVSPO arms. avspo_default sets no algorithm.avspo key, so it follows AVSPOConfig's defaults
-        # (a change of default changes this arm); avspo_adaptive is `avspo` under the name the demo shows.
+        # The demo's default AVSPO arm: it sets no algorithm.avspo key, so it follows AVSPOConfig's defaults (a change
+        # of default changes this arm).
         Method("avspo_default", "avspo", "AVSPO as algorithm.adv_estimator=avspo runs it: every algorithm.avspo key at "
                "its default (AVSPOConfig)", acts_on="all"),
-        Method("avspo_adaptive", "avspo", "AVSPO with the paper's adaptive trigger (threshold_mode=adaptive, Eqs. 12-13): "
-               "the study's `avspo`", avspo={"threshold_mode": "adaptive"}, acts_on="all"),
     )
 }
 # What `avspo lab` (make demo) compares by default: GRPO, the usual fix for collapse (DAPO), AVSPO as
-# adv_estimator=avspo runs it by default, and the paper's adaptive mode; the study compares every method.
-DEFAULT_METHODS = ("grpo", "dapo", "avspo_default", "avspo_adaptive")
+# adv_estimator=avspo runs it by default (the paper's adaptive trigger), and AVSPO acting on every collapsed group
+# (threshold_mode=always); the studies compare more.
+DEFAULT_METHODS = ("grpo", "dapo", "avspo_default", "avspo_always")
 
 
 def setting_label(method: Method) -> str:
@@ -121,7 +120,7 @@ def setting_label(method: Method) -> str:
         changed = {key: value for key, value in method.avspo.items() if getattr(default, key) != value}
         if not changed:
             parts.append("the default")
-        elif config.threshold_mode == "adaptive":
+        if config.threshold_mode == "adaptive":
             parts.append("the paper's trigger")
         parts += [f"{key}={value}" for key, value in changed.items() if key != "threshold_mode"]
     if method.selection:

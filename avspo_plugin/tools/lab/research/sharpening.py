@@ -251,7 +251,8 @@ def tune(arm: str, bases: Mapping[str, dict], design: Design, jobs: int, progres
         temperature, by_temperature = best_temperature(readings)
         return {"score": by_temperature[repr(temperature)], "temperature": temperature,
                 "by_temperature": by_temperature, "unstable": unstable(runs, budget),
-                "per_run": [r["validation"]["accuracy"][repr(temperature)] for r in readings]}
+                "per_run": [r["validation"]["accuracy"][repr(temperature)] for r in readings],
+                "runs_cpu_s": float(sum(r["cpu_s"] for r in runs))}
 
     grid = list(design.lr_grid)
     for lr in grid:
@@ -465,7 +466,13 @@ def run(args) -> int:
         for arm in ARMS:
             runs[arm][name] = {s: results[f"{arm}/{name}/seed{s}"] for s in range(design.seeds)}
     report = analyse(runs, tuning, base_readings, bases, budget, design, args.quick)
-    report.update(settings=settings.to_dict(), timing=run_timing(started, jobs))
+    # Each run's own CPU clock (workers fork from a server process, which the caller's clock does not count).
+    runs_cpu_s = sum(s["runs_cpu_s"] for t in tuning.values() for s in t["scores"].values()) + \
+        sum(r["cpu_s"] for by_base in runs.values() for by_seed in by_base.values() for r in by_seed.values())
+    report.update(settings=settings.to_dict(), timing={**run_timing(started, jobs), "runs_cpu_s": runs_cpu_s,
+                                                        "runs": sum(len(t["scores"]) * len(design.tuning_bases) *
+                                                                    len(design.tuning_seeds) for t in tuning.values())
+                                                        + len(ARMS) * len(design.bases) * design.seeds})
     write_report(out, "sharpening", report, sharpening_markdown(report))
     print(f"avspo lab sharpening: wrote sharpening.json and sharpening.md in {out}/", file=sys.stderr)
     return 0

@@ -117,8 +117,9 @@ def sharpening_markdown(report: dict) -> str:
              str(t["n"])] for arm, by_key in report["mechanism_tracking"].items() for key, t in by_key.items()]
     lines += markdown_table(["arm", "series", "mean difference", "r", "p", "pairs"], rows)
     timing = report["timing"]
-    lines += ["", f"Cost: {timing['wall_s'] / 3600:.2f} h wall, {timing['cpu_s'] / 3600:.2f} CPU-hours, "
-                  f"{timing['jobs']} workers.", ""]
+    lines += ["", f"Cost: {timing['runs']} runs, {timing['runs_cpu_s'] / 3600:.2f} CPU-hours by each run's own clock; "
+                  f"this invocation {timing['wall_s'] / 3600:.2f} h wall with {timing['jobs']} workers (runs found in "
+                  "its run cache are read back, not run again).", ""]
     return "\n".join(lines)
 
 
@@ -214,8 +215,21 @@ def readme_block(report: dict) -> str:
         "",
         f"- {headline(report)};",
         f"- at T = 1, the earlier study's endpoint: {interval(t1)}; greedy: {interval(greedy)}; "
-        f"pass@{report['design']['pass_k']} at T = 1 (coverage): {interval(coverage)}.",
+        f"pass@{report['design']['pass_k']} at T = 1 (coverage): {interval(coverage)};",
+        f"- {rollouts_range(report)} (a secondary endpoint, not the decision's; each arm at its own best learning "
+        f"rate: GRPO {_lr(report['tuning']['grpo']['best'])}, always {_lr(report['tuning']['avspo_always']['best'])}).",
     ])
+
+
+def rollouts_range(report: dict) -> str:
+    """Per arm, the range over bases of the median rollouts to GRPO's greedy test accuracy at the budget."""
+    def span(arm: str) -> str:
+        medians = [entry["arms"][arm]["median"] for entry in report["rollouts_to_target"].values()]
+        reached = [m for m in medians if m is not None]
+        text = f"{_rollouts(min(reached))}-{_rollouts(max(reached))}" if reached else "not reached"
+        return text + (f" ({len(medians) - len(reached)} base(s) not reached)" if len(reached) < len(medians) else "")
+    return (f"greedy test accuracy reached GRPO's at the budget after a median of {span('avspo_always')} rollouts per "
+            f"base with always, {span('grpo')} with GRPO")
 
 
 def recipe_comment(report: dict) -> str:
