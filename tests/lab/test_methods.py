@@ -195,5 +195,5 @@ def test_every_arm_is_labelled_by_its_setting():
     # The default arm sets no key: it is what algorithm.adv_estimator=avspo does, whatever the defaults are.
     assert PRESETS["avspo_default"].avspo == {}
     assert setting_label(parse_method("avspo:strategy=opposite")) == \
-        f"avspo:strategy=opposite (threshold_mode={mode}, strategy=opposite)"
+        "avspo:strategy=opposite (threshold_mode=adaptive, the paper's trigger, strategy=opposite)"
     assert setting_label(PRESETS["drgrpo"]) == "drgrpo (adv_estimator=grpo, norm_adv_by_std_in_grpo=False)"
