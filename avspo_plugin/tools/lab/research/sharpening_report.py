@@ -23,6 +23,10 @@ def _lr(value: float) -> str:
     return f"{value:.1e}".replace("e-0", "e-").replace(".0e", "e")
 
 
+def _temperature(value: float) -> str:
+    return "greedy" if value == 0 else f"T = {value:g}"
+
+
 def _rollouts(value: float | None) -> str:
     return "not reached" if value is None else f"{value / 1000:.0f}k"
 
@@ -35,8 +39,8 @@ def headline(report: dict) -> str:
     verdict = ("the gain is learning, not only sharpening" if report["decision"]["learning"] else
                "the gain at T = 1 is not shown to be more than sharpening")
     return (f"with GRPO and `threshold_mode=always` each tuned (learning rate on validation) and each evaluated at its "
-            f"own best temperature (GRPO T = {temperatures['grpo']['temperature']:g}, AVSPO T = "
-            f"{temperatures['avspo_always']['temperature']:g}), on test problems no choice saw, AVSPO's held-out "
+            f"own best temperature (GRPO {_temperature(temperatures['grpo']['temperature'])}, AVSPO "
+            f"{_temperature(temperatures['avspo_always']['temperature'])}), on test problems no choice saw, AVSPO's held-out "
             f"accuracy differed from GRPO's by {interval(test)} ({test['n']} seed pairs; bases as the unit "
             f"{interval(bases) if 'ci95' in bases else 'n/a'}, {bases['n']} base{'s' if bases['n'] != 1 else ''}): {verdict}")
 
@@ -150,8 +154,9 @@ def results_table(report: dict) -> list[str]:
     for name, family in report["comparison"].items():
         test = family["avspo_always"]
         bases = test["bases"]
-        label = (f"each at its best T (GRPO {report['best_temperature']['grpo']['temperature']:g}, always "
-                 f"{report['best_temperature']['avspo_always']['temperature']:g})" if name == PRIMARY_ENDPOINT
+        label = (f"each at its best temperature (GRPO {_temperature(report['best_temperature']['grpo']['temperature'])}, "
+                 f"always {_temperature(report['best_temperature']['avspo_always']['temperature'])})"
+                 if name == PRIMARY_ENDPOINT
                  else "greedy" if name == "T=0.0" else name)
         rows.append([label, f"{1 - test['grpo_error']:.4f}", f"{1 - test['error']:.4f}",
                      ("**" if test["significant"] else "") + interval(test) + ("**" if test["significant"] else ""),
