@@ -26,6 +26,17 @@ def avspo_state():
     return session.state_dict()
 
 
+def avspo_state_with(field: tuple[str, ...], value):
+    """A valid saved AVSPO state with the field at path ``field`` set to ``value``."""
+    state = avspo_state()
+    *outer, last = field
+    target = state
+    for key in outer:
+        target = target[key]
+    target[last] = value
+    return state
+
+
 def selection_run():
     selector = PromptSelector(SelectionConfig(enable=True), dataset_ids=["p0", "p1"])
     selector.observe(["p0"] * 4 + ["p1"] * 4, torch.tensor([0.0] * 4 + [1.0, 0.0, 1.0, 0.0]), step=1)
@@ -103,12 +114,7 @@ def test_a_damaged_avspo_state_names_the_file_and_what_to_do(tmp_path, damage):
     ],
 )
 def test_every_field_of_the_avspo_state_has_its_type_checked(tmp_path, field, value, message):
-    state = avspo_state()
-    *outer, last = field
-    target = state
-    for key in outer:
-        target = target[key]
-    target[last] = value
+    state = avspo_state_with(field, value)
     (tmp_path / STATE_FILE).write_text(json.dumps(state))
     with pytest.raises(StateFileError, match=rf"{tmp_path / STATE_FILE} cannot be resumed: avspo checkpoint state: "
                                              rf"{message}.*delete"):
@@ -180,12 +186,7 @@ MONITORED = ("stagnation", "entropy_collapse", "inert_trigger")
     ids=lambda x: ".".join(x) if isinstance(x, tuple) else repr(x),
 )
 def test_every_field_of_the_avspo_state_has_its_range_checked(tmp_path, field, value, allowed):
-    state = avspo_state()
-    *outer, last = field
-    target = state
-    for key in outer:
-        target = target[key]
-    target[last] = value
+    state = avspo_state_with(field, value)
     path = tmp_path / STATE_FILE
     path.write_text(json.dumps(state))  # Python's JSON writes and reads NaN and Infinity
     message = f"field {'.'.join(field)} is {value!r}; allowed: {allowed}"

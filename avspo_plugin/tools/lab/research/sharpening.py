@@ -216,13 +216,19 @@ def budget_reading(run: dict, budget: int) -> dict:
 def unstable(runs: Sequence[dict], budget: int) -> str | None:
     """Why a learning rate is unstable on these tuning runs, or None: a gradient norm that is not finite, or the
     gradient clip binding on more than CLIP_BOUND_LIMIT of the updates within the budget."""
-    bound = [b for r in runs for b in r["steps"]["clip_bound"][: budget_steps(r, budget)] if b is not None]
     norms = [n for r in runs for n in r["steps"]["grad_norm"] if n is not None]
     if norms and not np.all(np.isfinite(norms)):
         return "a gradient norm was not finite"
-    if bound and float(np.mean(bound)) > CLIP_BOUND_LIMIT:
-        return f"the gradient clip bound on {np.mean(bound):.0%} of updates (> {CLIP_BOUND_LIMIT:.0%})"
+    clip = clip_bound_rate(runs, budget)
+    if clip > CLIP_BOUND_LIMIT:
+        return f"the gradient clip bound on {clip:.0%} of updates (> {CLIP_BOUND_LIMIT:.0%})"
     return None
+
+
+def clip_bound_rate(runs: Sequence[dict], budget: int) -> float:
+    """The share of the updates within the budget on which the gradient clip bound (0 without any update)."""
+    bound = [b for r in runs for b in r["steps"]["clip_bound"][: budget_steps(r, budget)] if b is not None]
+    return float(np.mean(bound)) if bound else 0.0
 
 
 def budget_steps(run: dict, budget: int) -> int:
@@ -282,8 +288,7 @@ def grpo_learns(grpo_runs: Sequence[dict], base_reading: dict, budget: int) -> d
     """GRPO learns on a base (a choice: it reads validation): its greedy validation accuracy at the budget above
     the base's on average, and the gradient clip bound on at most CLIP_BOUND_LIMIT of updates."""
     greedy = float(np.mean([budget_reading(r, budget)["validation"]["accuracy"]["0.0"] for r in grpo_runs]))
-    bound = [b for r in grpo_runs for b in r["steps"]["clip_bound"][: budget_steps(r, budget)] if b is not None]
-    clip = float(np.mean(bound)) if bound else 0.0
+    clip = clip_bound_rate(grpo_runs, budget)
     base = base_reading["validation"]["accuracy"]["0.0"]
     return {"greedy_gain": greedy - base, "clip_bound": clip,
             "passed": greedy - base > 0 and clip <= CLIP_BOUND_LIMIT}
