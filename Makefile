@@ -37,7 +37,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 demo: $(STAMP)
-	$(VENV)/bin/avspo lab --out build/lab
+	$(VENV)/bin/python -m lab --out build/lab
 
 bench: $(STAMP)
 	$(PY) benchmarks/estimator_bench.py $(BENCH_ARGS)

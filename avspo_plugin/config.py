@@ -28,7 +28,7 @@ MONITOR_MODE = "never"
 TRIGGERED_MODES = ("adaptive", "fixed")
 APPLY_TO = ("all", "all_fail", "all_pass")
 # Why threshold_mode has its default: one sentence rendered from the lab's learning-or-sharpening study
-# (python -m avspo_plugin.tools.docs_pages evidence writes the file; tests/test_docs_pages.py checks both agree).
+# (python -m renderer writes the file; tests/test_rendered.py checks both agree).
 DEFAULT_EVIDENCE = json.loads(Path(__file__).with_name("default_evidence.json").read_text(encoding="utf-8"))
 STD_KINDS = ("unbiased", "population")
 

@@ -3,7 +3,7 @@
 #
 # Settings come from environment variables; unset or empty means the default in brackets.
 #   MODEL_PATH       the model: a local folder, or a hub id (org/name)           [the recipe's]
-#   DATA_DIR         where `python -m avspo_plugin.tools.math_data.prepare` wrote its files  [$HOME/data/avspo]
+#   DATA_DIR         where `python -m recipes.math_data.prepare` wrote its files  [$HOME/data/avspo]
 #   TRAIN_FILES      training parquet file(s), space-separated                    [$DATA_DIR/level3_500.parquet]
 #   VAL_FILES        validation parquet file(s), space-separated                  [$DATA_DIR/eval/math500.parquet]
 #   N_GPUS_PER_NODE  GPUs per node                                                [the recipe's]
@@ -48,7 +48,8 @@ absolute_path() {
 # make_file_hint FILE: the command that writes FILE, for the data files the recipes name (docs/using/recipes.md,
 # "2. Data"); a generic pointer for any other.
 make_file_hint() {
-  local file="$1" prepare="$PYTHON -m avspo_plugin.tools.math_data.prepare"
+  # recipes/math_data/ is importable from the repository's root, wherever the script runs from.
+  local file="$1" prepare="PYTHONPATH=${RECIPES_DIR%/recipes} $PYTHON -m recipes.math_data.prepare"
   local dir name
   dir="$(dirname "$file")"
   name="$(basename "$file" .parquet)"

@@ -5,8 +5,8 @@
 # (docs/using/recipes.md, "One-GPU A/B").
 # Usage: [OUT_DIR=...] [MODEL_PATH=...] [DATA_DIR=...] bash recipes/run_ab_1gpu.sh [hydra overrides, for both runs]
 # Data first (docs/using/recipes.md, "2. Data"):
-#   python -m avspo_plugin.tools.math_data.prepare gsm8k --out $DATA_DIR/gsm8k_train.parquet
-#   python -m avspo_plugin.tools.math_data.prepare eval --out-dir $DATA_DIR/eval --benchmarks gsm8k
+#   python -m recipes.math_data.prepare gsm8k --out $DATA_DIR/gsm8k_train.parquet
+#   python -m recipes.math_data.prepare eval --out-dir $DATA_DIR/eval --benchmarks gsm8k
 # Settings (MODEL_PATH, DATA_DIR, TRAIN_FILES, VAL_FILES, PYTHON, DRY_RUN, ...): recipes/common.sh. OUT_DIR: where the
 # metrics (grpo.metrics.jsonl, avspo.metrics.jsonl) and the analysis go [./ab_1gpu]; AVSPO: the avspo command [avspo].
 set -euo pipefail

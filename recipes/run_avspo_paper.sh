@@ -7,7 +7,7 @@
 # samples under threshold_mode always, adaptive and fixed alike (ACR 1 exceeds any threshold below 1; never augments
 # nothing): the paper's operating point. With more prompts per step (data.train_batch_size > 1) always keeps that
 # operating point and the adaptive trigger seldom opens (docs/evidence/study.md).
-# <!-- BEGIN EVIDENCE paper-recipe: rendered by `python -m avspo_plugin.tools.docs_pages evidence` from docs/evidence/sharpening/ -->
+# <!-- BEGIN EVIDENCE paper-recipe: rendered by `python -m renderer` from docs/evidence/sharpening/ -->
 # The default is adaptive: in the lab's learning-or-sharpening study (docs/evidence/results.md), with GRPO and
 # always each tuned and read at its own best temperature on test problems no choice saw, always differed from
 # GRPO by +0.0023 [-0.0121, +0.0166] held-out accuracy, so its gain at T = 1 (+0.1028 [+0.0803, +0.1253]) is not

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from avspo_plugin.tools.cli import main
+from avspo_plugin.commands.main import main
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,12 @@ class CliRun:
 
 
 def avspo(*args: str) -> CliRun:
+    return captured(main, *args)
+
+
+def captured(program: Callable[[list[str]], int], *args: str) -> CliRun:
+    """``program(args)`` (a command's main: the console script's, ``python -m lab``'s) with its output captured."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        returncode = main(list(args))
+        returncode = program(list(args))
     return CliRun(returncode, out.getvalue(), err.getvalue())

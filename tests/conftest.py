@@ -34,7 +34,7 @@ E2E_FILES = {
     "openrlhf/test_releases.py",  # downloads every supported release
     "trl/test_releases.py",
     "trl/test_distributed.py",  # several processes
-    "doctor/test_ray_cluster.py",  # Ray connection bounds
+    "commands/doctor/test_ray_cluster.py",  # Ray connection bounds
 }
 # Single end-to-end tests in files of unit tests.
 E2E_TESTS = {

@@ -18,7 +18,8 @@ import avspo_plugin
 
 TESTS = Path(__file__).resolve().parent
 PACKAGE = Path(avspo_plugin.__file__).parent
-TOOLS = "avspo_plugin.tools"
+# The commands users run around a training run and the verl-on-CPU harness: the package apart from its runtime.
+TOOLS = ("avspo_plugin.commands", "avspo_plugin.verl_cpu")
 
 
 def module_name(path: Path) -> str:
@@ -27,7 +28,7 @@ def module_name(path: Path) -> str:
 
 
 def runtime_modules() -> list[str]:
-    """Every module of avspo_plugin outside avspo_plugin.tools (tests/test_layout.py: the runtime)."""
+    """Every module of avspo_plugin outside TOOLS (tests/test_layout.py: the runtime)."""
     return sorted(
         module_name(path) for path in PACKAGE.rglob("*.py") if not module_name(path).startswith(TOOLS)
     )
@@ -47,7 +48,7 @@ VERL_IMPORT_REPORT = """
     verl_import = {
         "registered": bool(getattr(fn, "avspo_estimator", False)),
         "function": None if fn is None else fn.__module__ + "." + fn.__qualname__,
-        "cpu_support_loaded": "avspo_plugin.tools.verl_cpu" in sys.modules,
+        "cpu_support_loaded": "avspo_plugin.verl_cpu" in sys.modules,
         "cpu_support_registered": ["cpu" in PlatformRegistry.registered_names(), "hf" in RolloutReplicaRegistry._registry,
                                    ("hf", "async") in base._ROLLOUT_REGISTRY],
         "adapter_log_level": logging.getLogger("avspo_plugin.verl").getEffectiveLevel(),

@@ -1,9 +1,10 @@
 """Every command-line flag the docs spell is an option of that command's parser.
 
-A flag is "spelled" in ``avspo <command> [ACTION] ... --flag`` inside a code block or inline code of README.md or
+A flag is "spelled" in ``avspo <command> [ACTION] ... --flag`` or ``python -m <program> [ACTION] ... --flag`` (the
+checkout's programs: the lab, the recipes' data preparation) inside a code block or inline code of README.md or
 docs/**/*.md; it must be an option of the parser that reads it: ``avspo`` itself before the command, the command's
-after it, and for ``avspo lab`` the action's (study, tune, sweep, ...) after the action's name. The parsers are
-built in this process as ``avspo`` builds them (no subprocess).
+after it, and for ``python -m lab`` the action's (study, tune, sweep, ...) after the action's name. The parsers are
+built in this process as the programs build them (no subprocess).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.tools.cli import MOVED, SUBCOMMANDS, build_parser
+from avspo_plugin.commands.main import MOVED, SUBCOMMANDS, build_parser, command_parser
+from lab import command as lab_command
+from recipes.math_data import evaluate, prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -25,6 +28,8 @@ FENCED_BLOCK = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
 # An option as the docs spell it, with what may hug it in prose or usage lines: [--flag], --flag=VALUE, --flag,
 OPTION = re.compile(r"^[\[(]*(--?[A-Za-z][\w-]*)")
+# The checkout's programs run as `python -m MODULE`, by the name the scan gives them (as a command of their own).
+MODULE_PROGRAMS = {"lab": lab_command, "recipes.math_data.prepare": prepare, "recipes.math_data.evaluate": evaluate}
 # Where one shell command ends and the next begins.
 COMMAND_ENDS = {"|", "||", "&&", ";", "&"}
 
@@ -40,13 +45,19 @@ def command_texts(markdown: str) -> Iterator[str]:
 
 
 def spelled_flags(code: str) -> Iterator[tuple[str, str | None, str]]:
-    """(command, action or None, flag) for each flag of each ``avspo <command>`` in a line of code.
+    """(command, action or None, flag) for each flag of each ``avspo <command>`` and ``python -m <program>`` (command:
+    the program's MODULE_PROGRAMS name) in a line of code.
 
     ``avspo --debug <command>``'s --debug is ``avspo``'s own (command ""). Text that is not a command of ``avspo``
     (a placeholder such as ``avspo <command>``) is passed over.
     """
     tokens = code.split()
     for start, token in enumerate(tokens):
+        program = tokens[start + 2].strip("`") if token.startswith("python") and tokens[start + 1:start + 2] == ["-m"] \
+            and start + 2 < len(tokens) else None
+        if program in MODULE_PROGRAMS:
+            yield from program_flags(program, tokens[start + 3:])
+            continue
         if token != "avspo" and not token.endswith("/avspo"):
             continue
         if start and tokens[start - 1].startswith("-"):  # a value: `--algo.advantage.estimator avspo`
@@ -67,6 +78,20 @@ def spelled_flags(code: str) -> Iterator[tuple[str, str | None, str]]:
                 action = word
 
 
+def program_flags(program: str, words: list[str]) -> Iterator[tuple[str, str | None, str]]:
+    """(program, action or None, flag) for each flag of ``python -m <program> WORDS``."""
+    action = None
+    for word in words:
+        word = word.strip("`")
+        if word in COMMAND_ENDS or word.endswith((";", ":", ",")):
+            break
+        option = OPTION.match(word)
+        if option:
+            yield (program, action, option.group(1))
+        elif action is None and word in actions(program):
+            action = word
+
+
 def subparser_choices(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     return next(
         (action.choices for action in parser._actions if isinstance(action, argparse._SubParsersAction)), {}
@@ -75,7 +100,10 @@ def subparser_choices(parser: argparse.ArgumentParser) -> dict[str, argparse.Arg
 
 @cache
 def parser_of(command: str) -> argparse.ArgumentParser:
-    """``avspo`` itself for "", else the command's parser with its arguments, as ``avspo <command>`` builds it."""
+    """``avspo`` itself for "", a checkout's program's own parser (MODULE_PROGRAMS), else the command's parser with its
+    arguments, as ``avspo <command>`` builds it."""
+    if command in MODULE_PROGRAMS:
+        return command_parser(f"python -m {command}", MODULE_PROGRAMS[command])
     parser, missing = build_parser([command] if command else [])
     assert missing is None, missing
     return subparser_choices(parser)[command] if command else parser
@@ -98,7 +126,8 @@ def unknown_flags(markdown: str) -> list[str]:
             parser = actions(command)[action] if action else parser_of(command)
             if passes_its_arguments_on(parser) or flag in parser._option_string_actions:
                 continue
-            unknown.append(" ".join(word for word in ("avspo", command, action, flag) if word))
+            program = ("python", "-m", command) if command in MODULE_PROGRAMS else ("avspo", command)
+            unknown.append(" ".join(word for word in (*program, action, flag) if word))
     return unknown
 
 
@@ -107,7 +136,7 @@ def test_the_scan_reads_commands_and_actions():
     markdown = (
         "Run `avspo analyze --logs run.log`.\n\n"
         "```bash\n"
-        "avspo lab study \\\n  --seeds 4  # comment --not-a-flag\n"
+        "python -m lab study \\\n  --seeds 4  # comment --not-a-flag\n"
         "avspo --debug doctor --no-ray && echo --echoed\n"
         "run --estimator avspo --lr 1\n"
         "```\n"
@@ -120,11 +149,11 @@ def test_the_scan_reads_commands_and_actions():
 
 def test_a_flag_no_parser_has_is_reported():
     markdown = (
-        "```bash\navspo doctor --no-ray --no-such-flag\navspo lab sweep --no-such-sweep-flag\n```\n"
+        "```bash\navspo doctor --no-ray --no-such-flag\npython -m lab sweep --no-such-sweep-flag\n```\n"
         "Or `avspo verl-demo --steps 2 --stepz 2`; `avspo openrlhf --any.train_ppo_ray.flag` passes it on.\n"
     )
     assert unknown_flags(markdown) == [
-        "avspo doctor --no-such-flag", "avspo lab sweep --no-such-sweep-flag", "avspo verl-demo --stepz",
+        "avspo doctor --no-such-flag", "python -m lab sweep --no-such-sweep-flag", "avspo verl-demo --stepz",
     ]
 
 

@@ -1,4 +1,4 @@
-"""The math reward, as verl's reward workers import it (data and evaluation: ``avspo_plugin.tools.math_data``).
+"""The math reward, as verl's reward workers import it (data and evaluation: ``recipes.math_data``).
 
 - ``answer``: final-answer extraction under two rules (training: a closed ``\\boxed{}`` or a finished
   "The answer is X." sentence; the paper's evaluation: also the last number) and the grading form

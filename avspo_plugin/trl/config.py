@@ -12,7 +12,7 @@ The names the paper's README used are accepted as aliases: ``acr_threshold_init`
 the configured mode. An alias and its key set to different values is an error; a key left at its
 default counts as not set.
 
-docs/using/trl.md's table of these options is rendered by :mod:`avspo_plugin.tools.trl_options_table`.
+docs/using/trl.md's table of these options is rendered by renderer/trl_options_table.py (``python -m renderer``).
 """
 
 import dataclasses

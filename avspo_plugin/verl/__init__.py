@@ -16,7 +16,7 @@ Its modules, by concern:
   ``metric_routing``: each feature, with the wrappers of verl's functions it needs;
 * ``model_build_fix``: verl's model build beside trl 1.x.
 
-``config/`` holds the packaged hydra configs, which verl reads as YAML; avspo_plugin/tools/verl_hydra_configs.py
+``config/`` holds the packaged hydra configs, which verl reads as YAML; renderer/verl_hydra_configs.py
 generates them.
 
 Every verl function the plugin touches, and the module of its wrapper (docs/using/verl.md has the same table;

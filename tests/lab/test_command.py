@@ -1,25 +1,25 @@
-"""`avspo lab --quick` and `avspo lab sweep --quick` end to end, in this process (about a minute in all)."""
+"""`python -m lab --quick` and `python -m lab sweep --quick` end to end, in this process (about a minute in all)."""
 
 import json
 
 import numpy as np
 import pytest
-from cli_in_process import avspo
+from cli_in_process import captured
 
+from avspo_plugin.commands.analyze.records import AnalyzeError
+from avspo_plugin.commands.analyze.signals import load_fit
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.tools.analyze.records import AnalyzeError
-from avspo_plugin.tools.analyze.signals import load_fit
-from avspo_plugin.tools.cli import main
-from avspo_plugin.tools.lab import experiment
-from avspo_plugin.tools.lab.methods import DEFAULT_METHODS
-from avspo_plugin.tools.lab.research.sweep import QUICK_SWEEP
-from avspo_plugin.tools.lab.research.sweep_analysis import SIGNALS
-from avspo_plugin.tools.lab.task import MAX_REWARD, MIN_REWARD
+from lab import experiment
+from lab.command import main
+from lab.methods import DEFAULT_METHODS
+from lab.research.sweep import QUICK_SWEEP
+from lab.research.sweep_analysis import SIGNALS
+from lab.task import MAX_REWARD, MIN_REWARD
 
 
-def avspo_ok(*args: str) -> str:
-    """``avspo ARGS`` in this process (as the sweep test below runs it); what it printed on stdout."""
-    run = avspo(*args)
+def lab_ok(*args: str) -> str:
+    """``python -m lab ARGS`` in this process (as the sweep test below runs it); what it printed on stdout."""
+    run = captured(main, *args)
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout
 
@@ -32,9 +32,9 @@ def series(report: dict) -> dict:
 @pytest.fixture(scope="module")
 def quick_reports(tmp_path_factory):
     first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
-    shown = avspo_ok("lab", "--quick", "--out", str(first), "--no-progress", "--jobs", "2")
+    shown = lab_ok("--quick", "--out", str(first), "--no-progress", "--jobs", "2")
     # The same seeds in one process, for the method with virtual samples: series must not depend on the workers.
-    avspo_ok("lab", "--quick", "--out", str(second), "--no-progress", "--jobs", "1", "--methods", "avspo_default")
+    lab_ok("--quick", "--out", str(second), "--no-progress", "--jobs", "1", "--methods", "avspo_default")
     return first, second, shown
 
 
@@ -113,7 +113,7 @@ def test_same_seeds_give_the_same_series_whatever_the_number_of_workers(quick_re
 def test_quick_sweep_writes_its_files_and_resumes_from_its_runs(tmp_path, capsys, monkeypatch):
     """The sweep's pipeline on its toy budget, in this process (the toy bases learn nothing, so the analysis is
     mostly undefined there; test_sweep.py tests it on synthetic data), then again from the kept runs and bases."""
-    command = ["lab", "sweep", "--quick", "--out", str(tmp_path), "--no-progress", "--jobs", "1"]
+    command = ["sweep", "--quick", "--out", str(tmp_path), "--no-progress", "--jobs", "1"]
     assert main(command) == 0
     plan = "12 GRPO configurations (3 bases x 1 learning rates x 2 G x 2 tier mixes) x 2 seeds = 24 runs"
     assert plan in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`avspo lab`'s command line: the demo's options, then actions with options of their own; every `avspo lab` line
+"""`python -m lab`'s command line: the demo's options, then actions with options of their own; every `python -m lab` line
 of the docs parses as written; a demo option given before an action's name applies to the action or is refused,
 never ignored."""
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.tools.cli import build_parser, main
-from avspo_plugin.tools.lab.command import demo_options_not_taken
-from avspo_plugin.tools.lab.research.command import RUNS, SHARED_WITH_DEMO
+from avspo_plugin.commands.main import command_parser
+from lab import command
+from lab.command import demo_options_not_taken, main
+from lab.research.command import RUNS, SHARED_WITH_DEMO
 
 ROOT = Path(__file__).resolve().parents[2]
 # Each of the demo's options as given: OPTION=VALUE, so that --methods takes no action's name for a method.
@@ -29,67 +30,65 @@ ACTION_OPTIONS = {
 
 
 def parse(argv: list[str]):
-    parser, missing = build_parser(argv)
-    assert missing is None
-    return parser.parse_args(argv)
+    return command_parser(command.PROG, command).parse_args(argv)
 
 
 def usage_options(argv: list[str], capsys) -> set[str]:
-    """The options the usage line of ``avspo ARGV --help`` names."""
+    """The options the usage line of ``python -m lab ARGV --help`` names."""
     with pytest.raises(SystemExit):
         main([*argv, "--help"])
     usage = capsys.readouterr().out.split("\n\n")[0]
-    return set(re.findall(r"\[(--?[a-z-]+)", usage)) - {"-h"}
+    return set(re.findall(r"\[(--?[a-z-]+)", usage)) - {"-h", "--debug"}
 
 
 def documented_lines() -> list[tuple[str, str]]:
-    """(file, command line) of every `avspo lab` command in README.md, the Makefile and docs/: inline code, the lines
+    """(file, command line) of every `python -m lab` command in README.md, the Makefile and docs/: inline code, the lines
     of code blocks and the Makefile's recipes, trailing comments left out."""
     found = []
     for path in [ROOT / "README.md", ROOT / "Makefile", *sorted((ROOT / "docs").rglob("*.md"))]:
         text = path.read_text(encoding="utf-8")
-        spans = re.findall(r"`(avspo lab(?![:\w])[^`]*)`", text)
-        lines = re.findall(r"^(?:\t\$\(VENV\)/bin/)?(avspo lab(?![:\w])[^#\n]*)", text, re.MULTILINE)
+        spans = re.findall(r"`(python -m lab(?![.:\w])[^`]*)`", text)
+        lines = re.findall(r"^(?:\t\$\(VENV\)/bin/)?(python -m lab(?![.:\w])[^#\n]*)", text, re.MULTILINE)
         found += [(str(path.relative_to(ROOT)), line.strip()) for line in spans + lines]
     return found
 
 
 def test_the_docs_name_every_action_with_options():
     lines = {line for _, line in documented_lines()}
-    assert {"avspo lab --out build/lab", "avspo lab --quick", "avspo lab study --quick --out /tmp/q",
-            "avspo lab sweep --out build/sweep --jobs 2", "avspo lab tune --set lr=3e-4"} <= lines
+    assert {"python -m lab --out build/lab", "python -m lab --quick", "python -m lab study --quick --out /tmp/q",
+            "python -m lab sweep --out build/sweep --jobs 2", "python -m lab tune --set lr=3e-4"} <= lines
 
 
 @pytest.mark.parametrize("where, line", documented_lines())
 def test_every_documented_command_line_parses_as_written(where, line, capsys):
-    argv = shlex.split(line)[1:]
-    action = next((word for word in argv[1:] if word in ("run", *RUNS)), None)
+    argv = shlex.split(line)[3:]  # after `python -m lab`
+    action = next((word for word in argv if word in ("run", *RUNS)), None)
     if "--help" in argv:
         with pytest.raises(SystemExit) as stop:
             parse(argv)
-        assert stop.value.code == 0 and capsys.readouterr().out.startswith(f"usage: avspo lab {action or ''}".strip())
+        assert stop.value.code == 0 and capsys.readouterr().out.startswith(f"usage: python -m lab {action or ''}".strip())
     else:
         assert parse(argv).action == action, where
 
 
 def test_the_lab_names_every_action_and_each_action_shows_only_its_options(capsys):
     with pytest.raises(SystemExit):
-        main(["lab", "--help"])
+        main(["--help"])
     listing = capsys.readouterr().out
     assert all(re.search(rf"^    {action} ", listing, re.MULTILINE) for action in ("run", *RUNS))
-    assert usage_options(["lab"], capsys) == set(DEMO_OPTIONS)
-    assert usage_options(["lab", "run"], capsys) == set(DEMO_OPTIONS)
+    assert usage_options([], capsys) == set(DEMO_OPTIONS)
+    assert usage_options(["run"], capsys) == set(DEMO_OPTIONS)
     for action, options in ACTION_OPTIONS.items():
-        assert usage_options(["lab", action], capsys) == options, action
+        assert usage_options([action], capsys) == options, action
 
 
 @pytest.mark.parametrize("action", ["run", *RUNS])
 @pytest.mark.parametrize("option", list(DEMO_OPTIONS))
 def test_a_demo_option_before_an_actions_name_applies_to_it_or_is_refused(action, option):
     given = DEMO_OPTIONS[option]
-    before = parse(["lab", given, action])
+    before = parse([given, action])
     if action == "run" or option.lstrip("-").replace("-", "_") in SHARED_WITH_DEMO[action]:
-        assert vars(before) == vars(parse(["lab", action, given]))
+        assert vars(before) == vars(parse([action, given]))
         assert action == "run" or demo_options_not_taken(before) == []
     else:
         assert demo_options_not_taken(before) == [option]
@@ -98,10 +97,10 @@ def test_a_demo_option_before_an_actions_name_applies_to_it_or_is_refused(action
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["lab", "--methods", "ppo", "--quick"], "avspo lab: error: unknown method 'ppo'"),
-        (["lab", "--mix", "1,2", "--quick"], "mix has 2 weights for 4 tiers"),
-        (["lab", "--lr", "1e-3", "--quick", "tune"],
-         "`avspo lab tune` does not take --quick, --lr, given before its name: options of the demo"),
+        (["--methods", "ppo", "--quick"], "python -m lab: error: unknown method 'ppo'"),
+        (["--mix", "1,2", "--quick"], "mix has 2 weights for 4 tiers"),
+        (["--lr", "1e-3", "--quick", "tune"],
+         "`python -m lab tune` does not take --quick, --lr, given before its name: options of the demo"),
     ],
 )
 def test_bad_options_are_named(args, message, capsys):
@@ -111,10 +110,10 @@ def test_bad_options_are_named(args, message, capsys):
 @pytest.mark.parametrize(
     "args, unrecognized",
     [
-        (["lab", "sweep", "--temperature", "0.5", "--lr", "1e-3"], "--temperature 0.5 --lr 1e-3"),
-        (["lab", "sweep", "--bases", "2"], "--bases 2"),
-        (["lab", "study", "--candidates", "carrydrop25"], "--candidates carrydrop25"),
-        (["lab", "tune", "--quick"], "--quick"),
+        (["sweep", "--temperature", "0.5", "--lr", "1e-3"], "--temperature 0.5 --lr 1e-3"),
+        (["sweep", "--bases", "2"], "--bases 2"),
+        (["study", "--candidates", "carrydrop25"], "--candidates carrydrop25"),
+        (["tune", "--quick"], "--quick"),
     ],
 )
 def test_an_option_after_an_actions_name_that_it_does_not_take_is_refused(args, unrecognized, capsys):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from avspo_plugin.tools.lab.research.gates import GATE_NAMES, failed, grpo_gates, passed
+from lab.research.gates import GATE_NAMES, failed, grpo_gates, passed
 
 BASE = {"accuracy": 0.40, "greedy": 0.70, "by_tier": {"2": 0.6, "3": 0.4, "4": 0.3, "5": 0.3}}
 

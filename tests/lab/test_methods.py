@@ -1,12 +1,15 @@
-"""The lab's methods: verl estimators called as verl's trainer calls them, NGRPO, and the collapse metrics."""
+"""The lab's methods: verl's GRPO called as verl's trainer calls it, AVSPO as verl's registered estimator computes it
+(from a session of the run's own), NGRPO, and the collapse metrics."""
 
 import numpy as np
 import pytest
 import torch
-from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, get_adv_estimator_fn
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.tools.lab.methods import (
+from avspo_plugin.core import AVSPOSession
+from avspo_plugin.verl import pop_metrics, session
+from lab.methods import (
     PRESETS,
     collapse_metrics,
     compute_advantages,
@@ -14,7 +17,6 @@ from avspo_plugin.tools.lab.methods import (
     effective_collapse,
     parse_method,
 )
-from avspo_plugin.verl import pop_metrics, session
 
 # Four groups of four: mixed, all-fail, all-pass, mixed.
 SCORES = torch.tensor([1.0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0])
@@ -41,16 +43,40 @@ def test_grpo_and_drgrpo_match_verl_own_function():
     )
 
 
-def test_avspo_goes_through_verl_registry_and_session():
+def test_avspo_acts_on_the_run_session_and_leaves_the_adapter_state_alone():
     session().reset()
-    method = PRESETS["avspo_always"]
-    advantages = compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS)
-    metrics = pop_metrics()
+    method, run = PRESETS["avspo_always"], AVSPOSession()
+    advantages = compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS, session=run)
+    metrics = run.pop_metrics()
     assert metrics["acr"] == 0.5 and metrics["triggered"] == 1.0 and metrics["augmented_groups"] == 0.5
     per_row = advantages.sum(dim=1) / MASK.sum(dim=1)
     assert (per_row[4:8] < 0).all() and (per_row[8:12] > 0).all()  # all-fail pushed down, all-pass up
     assert effective_collapse(advantages, SCORES, UIDS) == {
         "effective_acr": 0.0, "effective_acr_all_fail": 0.0, "effective_acr_all_pass": 0.0}
+    assert pop_metrics() == {} and session().config is None  # the verl adapter's process session was not touched
+    with pytest.raises(ValueError, match="avspo_always: AVSPO needs the run's session"):
+        compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS)
+
+
+@pytest.mark.parametrize("name", ["avspo", "avspo_default", "avspo_always"])
+def test_avspo_equals_verl_registered_estimator_step_after_step(name):
+    """The oracle is the host: verl's registered ``avspo`` estimator (the adapter's process session), called as verl's
+    trainer calls it, step after step (the adaptive threshold moving between steps) on batches whose ACR varies."""
+    method, run = PRESETS[name], AVSPOSession()
+    algorithm = method.algorithm_config()
+    registered = get_adv_estimator_fn("avspo")
+    session().reset()
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(6):
+        # Each group all-fail, all-pass or mixed at random: the batch ACR moves above and below the threshold.
+        kind = torch.randint(0, 3, (4, 1), generator=generator).expand(4, 4).reshape(-1)
+        scores = torch.where(kind == 2, torch.randint(0, 2, (16,), generator=generator).float(), kind.float())
+        rewards = torch.zeros_like(MASK)
+        rewards[torch.arange(16), LENGTHS - 1] = scores
+        ours = compute_advantages(method, algorithm, rewards, MASK, UIDS, session=run)
+        verl, _ = registered(token_level_rewards=rewards, response_mask=MASK, index=UIDS, config=algorithm)
+        assert torch.equal(ours, verl)
+        assert run.pop_metrics() == pop_metrics()
     session().reset()
 
 
@@ -97,7 +123,7 @@ def test_parse_method_presets_and_avspo_settings():
 
 
 def test_random_variance_control_gives_collapsed_groups_zero_mean_noise_and_leaves_the_rest_to_grpo():
-    from avspo_plugin.tools.lab.methods import compute_random_variance_advantage
+    from lab.methods import compute_random_variance_advantage
 
     grpo, _ = compute_grpo_outcome_advantage(token_rewards(), MASK, UIDS)
     advantages, _ = compute_random_variance_advantage(token_rewards(), MASK, UIDS, step=3, seed=1)
@@ -118,7 +144,7 @@ def test_random_variance_control_gives_collapsed_groups_zero_mean_noise_and_leav
 
 
 def test_zvp_shapes_collapsed_groups_by_token_entropy_with_the_regime_sign():
-    from avspo_plugin.tools.lab.methods import ZVP_SCALE, compute_zvp_advantage
+    from lab.methods import ZVP_SCALE, compute_zvp_advantage
 
     entropy = torch.rand(MASK.shape, generator=torch.Generator().manual_seed(0))
     advantages, returns = compute_zvp_advantage(token_rewards(), MASK, UIDS, entropy=entropy)
@@ -139,7 +165,7 @@ def test_zvp_shapes_collapsed_groups_by_token_entropy_with_the_regime_sign():
 
 
 def test_study_methods_with_lab_estimators_go_through_compute_advantages():
-    from avspo_plugin.tools.lab.methods import STUDY_EXTRA
+    from lab.methods import STUDY_EXTRA
 
     entropy = torch.ones(MASK.shape)
     for name in ("random_variance", "rlzvp"):
@@ -157,34 +183,30 @@ def test_study_methods_with_lab_estimators_go_through_compute_advantages():
 ])
 def test_the_arms_that_act_augment_the_groups_they_name_with_their_k(name, num_virtual, effective):
     """At ACR 0.5 (under tau_0 = 0.5) the adaptive trigger stays shut; these arms augment at every step."""
-    from avspo_plugin.tools.lab.methods import STUDY_EXTRA
+    from lab.methods import STUDY_EXTRA
 
-    session().reset()
-    method = STUDY_EXTRA[name]
-    advantages = compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS)
-    metrics = pop_metrics()
+    method, run = STUDY_EXTRA[name], AVSPOSession()
+    advantages = compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS, session=run)
+    metrics = run.pop_metrics()
     assert metrics["triggered"] == 1.0 and metrics["num_virtual"] == num_virtual
     assert tuple(effective_collapse(advantages, SCORES, UIDS).values()) == effective
-    session().reset()
 
 
 @pytest.mark.parametrize("name", ["avspo", "avspo_opposite", "avspo_all_fail", "avspo_all_pass", "avspo_fixed_k",
                                   "select_avspo"])
 def test_the_arms_as_in_the_paper_keep_its_adaptive_trigger(name):
     """At ACR 0.5 (not above tau_0 = 0.5) the paper's trigger stays shut, whatever the default threshold_mode."""
-    from avspo_plugin.tools.lab.methods import STUDY_EXTRA
+    from lab.methods import STUDY_EXTRA
 
-    session().reset()
-    method = {**PRESETS, **STUDY_EXTRA}[name]
-    advantages = compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS)
-    metrics = pop_metrics()
+    method, run = {**PRESETS, **STUDY_EXTRA}[name], AVSPOSession()
+    advantages = compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS, session=run)
+    metrics = run.pop_metrics()
     assert (metrics["acr"], metrics["threshold"], metrics["triggered"], metrics["augmented_groups"]) == (0.5, 0.5, 0.0, 0.0)
     assert effective_collapse(advantages, SCORES, UIDS)["effective_acr"] == 0.5
-    session().reset()
 
 
 def test_every_arm_is_labelled_by_its_setting():
-    from avspo_plugin.tools.lab.methods import DEFAULT_METHODS, parse_method, setting_label
+    from lab.methods import DEFAULT_METHODS, parse_method, setting_label
 
     mode = AVSPOConfig().threshold_mode
     assert mode == "adaptive"  # the default the learning-or-sharpening study chose (docs/evidence/results.md)

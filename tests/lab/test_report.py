@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.collections import PolyCollection
 
-from avspo_plugin.tools.lab.report import _band, band_caption, fmt, mean_ci, values_text
+from lab.report import _band, band_caption, fmt, mean_ci, values_text
 
 
 def bands(ax) -> int:

@@ -6,8 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from cli_in_process import captured
 
-from avspo_plugin.tools.lab.research.sharpening import (
+from lab.command import main
+from lab.research.sharpening import (
     Design,
     SplitEvaluation,
     decision,
@@ -15,9 +17,8 @@ from avspo_plugin.tools.lab.research.sharpening import (
     pass_at_k,
     rollouts_to_target,
 )
-from avspo_plugin.tools.lab.research.study import STUDY_SETTINGS
-from avspo_plugin.tools.lab.task import carry_counts, held_out_split, stratified_split, training_set
-from tests.cli_in_process import avspo
+from lab.research.study import STUDY_SETTINGS
+from lab.task import carry_counts, held_out_split, stratified_split, training_set
 
 
 def test_carry_counts_match_column_addition():
@@ -93,7 +94,7 @@ def test_the_decision_needs_the_seed_interval_above_zero_and_the_bases_mean_posi
 
 
 def test_quick_study_writes_what_the_report_promises(tmp_path):
-    result = avspo("lab", "sharpening", "--quick", "--jobs", "1", "--no-progress", "--out", str(tmp_path))
+    result = captured(main, "sharpening", "--quick", "--jobs", "1", "--no-progress", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "sharpening.json").read_text())
     assert report["split"]["sizes"] == {"validation": 4, "test": 8}

@@ -9,19 +9,19 @@ import pytest
 import torch
 from scipy import stats
 
-from avspo_plugin.tools.cli import main
-from avspo_plugin.tools.lab.methods import PRESETS, STUDY_EXTRA
-from avspo_plugin.tools.lab.research.statistics import (
+from lab.command import main
+from lab.methods import PRESETS, STUDY_EXTRA
+from lab.research.statistics import (
     POWER,
     holm,
     minimum_detectable_effect,
     paired_test,
     pairs_for_mde,
 )
-from avspo_plugin.tools.lab.research.study import analyse, auc, regime_of, rollouts_to_reach, run_endpoints
-from avspo_plugin.tools.lab.settings import LabSettings
-from avspo_plugin.tools.lab.task import EpochSampler, held_out_split, training_set
-from avspo_plugin.tools.lab.train import PromptSource, held_out, train, warm_up
+from lab.research.study import analyse, auc, regime_of, rollouts_to_reach, run_endpoints
+from lab.settings import LabSettings
+from lab.task import EpochSampler, held_out_split, training_set
+from lab.train import PromptSource, held_out, train, warm_up
 
 TINY = LabSettings(
     warmup_steps=40, warmup_batch=32, held_out_per_tier=4, prompts=4, group_size=4, mini_batches=2,
@@ -165,12 +165,12 @@ def test_analyse_pairs_by_base_and_seed():
 
 
 def test_tuning_refuses_a_setting_that_is_not_grpos_own(capsys):
-    assert main(["lab", "tune", "--set", "prompts=64"]) == 2
+    assert main(["tune", "--set", "prompts=64"]) == 2
     assert "key one of lr, group_size" in capsys.readouterr().err
 
 
 def test_the_study_compares_methods_only_on_bases_that_pass_every_gate():
-    from avspo_plugin.tools.lab.research.study import bases_to_compare
+    from lab.research.study import bases_to_compare
 
     good = {"grpo_gain": {"value": 0.12, "bound": 0.1, "passed": True}}
     bad = {"grpo_gain": {"value": 0.02, "bound": 0.1, "passed": False}}
@@ -182,7 +182,7 @@ def test_the_study_compares_methods_only_on_bases_that_pass_every_gate():
 
 
 def test_tuning_changes_only_grpo_settings_and_keeps_rollouts_per_step():
-    from avspo_plugin.tools.lab.research.tuning import parse_changes
+    from lab.research.tuning import parse_changes
 
     assert parse_changes(["group_size=8", "temperature=1.2", "lr=3e-4"], DEFAULT) == {
         "group_size": 8, "prompts": 64, "temperature": 1.2, "eval_temperature": 1.2, "lr": 3e-4}
@@ -195,7 +195,7 @@ def test_tuning_changes_only_grpo_settings_and_keeps_rollouts_per_step():
 def test_quick_study_writes_the_gates_and_the_paired_differences(tmp_path):
     import json
 
-    assert main(["lab", "study", "--quick", "--jobs", "1", "--no-progress", "--out", str(tmp_path),
+    assert main(["study", "--quick", "--jobs", "1", "--no-progress", "--out", str(tmp_path),
                  "--methods", "grpo", "avspo", "rlzvp"]) == 0
     report = json.loads((tmp_path / "study.json").read_text())
     (base,) = report["gates"]
@@ -217,8 +217,8 @@ def test_quick_study_writes_the_gates_and_the_paired_differences(tmp_path):
 
 
 def test_the_manipulation_check_counts_a_method_only_where_it_acted():
-    from avspo_plugin.tools.lab.methods import PRESETS, STUDY_EXTRA
-    from avspo_plugin.tools.lab.research.study import acted_bases, manipulation
+    from lab.methods import PRESETS, STUDY_EXTRA
+    from lab.research.study import acted_bases, manipulation
 
     def run(**series):
         return {"steps": {k: list(v) for k, v in series.items()}}
@@ -258,7 +258,7 @@ def test_pooled_comparisons_leave_out_the_bases_where_a_method_did_not_act():
 
 
 def test_a_bases_regime_in_training_is_the_analyze_rule_on_grpos_first_half():
-    from avspo_plugin.tools.lab.research.study import training_regime
+    from lab.research.study import training_regime
 
     runs = [{"steps": {"acr_all_fail": [0.3, 0.3, 0.0, 0.0], "acr_all_pass": [0.1, 0.1, 0.5, 0.5]}}]
     assert training_regime(runs) == {"regime": "all_fail", "all_fail_first_half": 0.3,
@@ -266,7 +266,7 @@ def test_a_bases_regime_in_training_is_the_analyze_rule_on_grpos_first_half():
 
 
 def test_a_regime_no_base_shows_in_training_gets_the_candidate_tuning_found_for_it(monkeypatch):
-    from avspo_plugin.tools.lab.research import study
+    from lab.research import study
 
     warmed = []
     monkeypatch.setattr(study, "choose_bases", lambda settings, progress, named, cache: warmed.append(named) or
@@ -284,15 +284,15 @@ def test_a_regime_no_base_shows_in_training_gets_the_candidate_tuning_found_for_
 
 
 def test_tuning_can_name_the_candidates_it_runs_and_refuses_unknown_ones():
-    from avspo_plugin.tools.lab.research.study import choose_bases
+    from lab.research.study import choose_bases
 
     with pytest.raises(ValueError, match=r"unknown base candidate\(s\) carrydrop99; the candidates: carrydrop35, "):
         choose_bases(DEFAULT, progress=False, named=["carrydrop25", "carrydrop99"])
 
 
 def test_a_warmed_up_base_is_kept_and_read_back_not_warmed_up_again(tmp_path, monkeypatch):
-    from avspo_plugin.tools.lab import experiment
-    from avspo_plugin.tools.lab.research.study import QUICK, QUICK_WARMUP, STUDY_SETTINGS
+    from lab import experiment
+    from lab.research.study import QUICK, QUICK_WARMUP, STUDY_SETTINGS
 
     settings = dataclasses.replace(STUDY_SETTINGS, **QUICK, **QUICK_WARMUP)
     state, description = experiment.prepare_base(settings, tmp_path)
@@ -315,7 +315,7 @@ def test_a_warmed_up_base_is_kept_and_read_back_not_warmed_up_again(tmp_path, mo
 
 def test_a_damaged_cached_run_is_named_not_read_as_a_result(tmp_path):
     from avspo_plugin.state_files import StateFileError, write_json
-    from avspo_plugin.tools.lab.experiment import _read_cached
+    from lab.experiment import _read_cached
 
     assert _read_cached(tmp_path, "absent") is None
     write_json(str(tmp_path / "done.json"), {"key": "grpo/b/seed0", "result": {"seed": 0}})

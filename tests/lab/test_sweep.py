@@ -1,5 +1,5 @@
 """The sweep's design and analysis without training: leave-one-base-out R^2 and its bootstrap over bases, the
-within-configuration correlation, the stagnation rule, the grid, the fit file analyze reads, the plot. `avspo lab
+within-configuration correlation, the stagnation rule, the grid, the fit file analyze reads, the plot. `python -m lab
 sweep --quick` end to end is in test_command.py."""
 
 import json
@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
+from avspo_plugin.commands.analyze.records import AnalyzeError
+from avspo_plugin.commands.analyze.signals import load_fit, projection
+from avspo_plugin.commands.analyze.timeline import Timeline
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.tools.analyze.records import AnalyzeError
-from avspo_plugin.tools.analyze.signals import load_fit, projection
-from avspo_plugin.tools.analyze.timeline import Timeline
-from avspo_plugin.tools.lab.research.study import BASE_CANDIDATES
-from avspo_plugin.tools.lab.research.sweep import (
+from lab.research.study import BASE_CANDIDATES
+from lab.research.sweep import (
     QUICK_SWEEP,
     SWEEP,
     SWEEP_SETTINGS,
@@ -21,7 +21,7 @@ from avspo_plugin.tools.lab.research.sweep import (
     sweep_plan,
     with_tier_mix,
 )
-from avspo_plugin.tools.lab.research.sweep_analysis import (
+from lab.research.sweep_analysis import (
     ADDED,
     BASELINE,
     SIGNALS,
@@ -36,8 +36,8 @@ from avspo_plugin.tools.lab.research.sweep_analysis import (
     weighted_r2,
     within_configuration_correlation,
 )
-from avspo_plugin.tools.lab.research.sweep_report import signals_figure
-from avspo_plugin.tools.lab.settings import LabSettings
+from lab.research.sweep_report import signals_figure
+from lab.settings import LabSettings
 
 
 def test_leave_one_base_out_predicts_each_base_without_its_own_runs():
@@ -247,7 +247,7 @@ def test_plot_has_a_panel_per_signal_a_legend_of_the_bases_present_and_whole_gai
 
 
 def test_confirmation_sweep_is_on_new_bases_seeds_and_learning_rates():
-    from avspo_plugin.tools.lab.research.sweep import CONFIRM_SWEEP, confirmation_plan
+    from lab.research.sweep import CONFIRM_SWEEP, confirmation_plan
 
     used = set(SWEEP.bases) | {c.name for c in BASE_CANDIDATES}
     assert len(CONFIRM_SWEEP.bases) >= 4 and not set(CONFIRM_SWEEP.bases) & used
@@ -257,17 +257,17 @@ def test_confirmation_sweep_is_on_new_bases_seeds_and_learning_rates():
     assert max(CONFIRM_SWEEP.learning_rates) > max(SWEEP.learning_rates)
     plan = confirmation_plan(jobs=2)
     assert plan["runs"] >= 48 and plan["estimated_wall_s"] <= 2.5 * 3600
-    assert plan["command"] == "avspo lab sweep --confirm --out build/sweep-confirm --jobs 2"
+    assert plan["command"] == "python -m lab sweep --confirm --out build/sweep-confirm --jobs 2"
 
 
 def test_quick_confirmation_runs_the_preregistered_analysis(tmp_path, monkeypatch, capsys):
-    """`avspo lab sweep --confirm --quick` end to end with warm-up and training stubbed (test_command.py runs the
+    """`python -m lab sweep --confirm --quick` end to end with warm-up and training stubbed (test_command.py runs the
     real training on the plain sweep): its bases, seeds and lr, the pre-registered table in fit.json and sweep.md."""
     import torch
 
-    from avspo_plugin.tools.cli import main
-    from avspo_plugin.tools.lab.research import sweep
-    from avspo_plugin.tools.lab.research.sweep_analysis import STEP_SIGNALS
+    from lab.command import main
+    from lab.research import sweep
+    from lab.research.sweep_analysis import STEP_SIGNALS
 
     warmed = []
 
@@ -289,7 +289,7 @@ def test_quick_confirmation_runs_the_preregistered_analysis(tmp_path, monkeypatc
     monkeypatch.setattr(sweep, "prepare_base", prepare_base)
     monkeypatch.setattr(sweep, "run_all", run_all)
     monkeypatch.setattr(sweep, "plot_signals", lambda points, prediction, path: path)
-    assert main(["lab", "sweep", "--confirm", "--quick", "--out", str(tmp_path), "--no-progress", "--jobs", "1"]) == 0
+    assert main(["sweep", "--confirm", "--quick", "--out", str(tmp_path), "--no-progress", "--jobs", "1"]) == 0
     assert "16 runs" in capsys.readouterr().err
     report = json.loads((tmp_path / "sweep.json").read_text())
     assert list(report["bases"]) == list(sweep.QUICK_CONFIRM.bases) and report["design"]["confirm"]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from avspo_plugin.tools.lab.task import (
+from lab.task import (
     VOCAB,
     Problems,
     ProblemSampler,

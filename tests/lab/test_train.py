@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from avspo_plugin.tools.lab.methods import PRESETS
-from avspo_plugin.tools.lab.policy import Rollout, build_policy, generate
-from avspo_plugin.tools.lab.report import accuracy_at_rollouts, mean_ci, summarize
-from avspo_plugin.tools.lab.settings import LabSettings
-from avspo_plugin.tools.lab.task import VOCAB
-from avspo_plugin.tools.lab.train import Groups, token_level_rewards, train, warm_up
+from lab.methods import PRESETS
+from lab.policy import Rollout, build_policy, generate
+from lab.report import accuracy_at_rollouts, mean_ci, summarize
+from lab.settings import LabSettings
+from lab.task import VOCAB
+from lab.train import Groups, token_level_rewards, train, warm_up
 
 TINY = LabSettings(
     warmup_steps=40, warmup_batch=32, held_out_per_tier=4, steps=4, prompts=4, group_size=4, mini_batches=2,

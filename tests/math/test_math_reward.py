@@ -20,7 +20,7 @@ from avspo_plugin.math.answer import (
 from avspo_plugin.math.reward import compute_score
 
 # (model output, reference answer, expected score, expected reason) under the training rule (compute_score's
-# default); tests/math/fixtures/reward_pairs.yaml holds the broader labelled set.
+# default); tests/recipes/fixtures/reward_pairs.yaml holds the broader labelled set.
 ANSWER_PAIRS = [
     # fractions and equivalent forms
     ("So the probability is $\\boxed{\\frac{1}{6}}$.", "\\frac{1}{6}", 1.0, reward.CORRECT_MATH_VERIFY),

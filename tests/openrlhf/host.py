@@ -141,7 +141,7 @@ def parse_patched(release: SimpleNamespace, argv: list[str]):
 
 def parse_with_cli(release: SimpleNamespace, argv: list[str]):
     """``avspo openrlhf ARGV`` (the runtime route): its parsed args and ray.init keyword arguments."""
-    from avspo_plugin.tools.cli import main
+    from avspo_plugin.commands.main import main
 
     calls: list = []
     with _stop_at_strategy(release, calls):

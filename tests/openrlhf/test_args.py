@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from avspo_plugin.commands.main import build_parser
 from avspo_plugin.config import AVSPOConfig, ConfigError
 from avspo_plugin.openrlhf.args import (
     DOTTED,
@@ -24,7 +25,6 @@ from avspo_plugin.openrlhf.args import (
 )
 from avspo_plugin.openrlhf.launch import avspo_argument_parser, ray_init_with_setup_hook, with_setup_hook
 from avspo_plugin.openrlhf.worker_setup import SETUP_HOOK
-from avspo_plugin.tools.cli import build_parser
 
 ESTIMATORS = ["gae", "group_norm", "dr_grpo"]
 
@@ -212,7 +212,7 @@ def test_cli_passes_every_argument_to_openrlhf():
 def test_cli_says_when_openrlhf_is_missing(monkeypatch, capsys):
     import importlib.util
 
-    from avspo_plugin.tools.cli import main
+    from avspo_plugin.commands.main import main
 
     find_spec = importlib.util.find_spec
     def find_spec_without_openrlhf(name, *args):

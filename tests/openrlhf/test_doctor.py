@@ -10,7 +10,7 @@ from pathlib import Path
 
 from release_wheels import distribution_metadata
 
-from avspo_plugin.tools.cli import main
+from avspo_plugin.commands.main import main
 
 
 def doctor_without_ray(path: Path, monkeypatch, capsys) -> tuple[int, str]:
@@ -26,7 +26,7 @@ def doctor_with_ray(path: Path, ray_address: str) -> subprocess.CompletedProcess
     preflight starts Ray in that process)."""
     env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])
-    command = [sys.executable, "-m", "avspo_plugin.tools.cli", "doctor", "--host", "openrlhf", "--ray-address",
+    command = [sys.executable, "-m", "avspo_plugin.commands.main", "doctor", "--host", "openrlhf", "--ray-address",
                ray_address]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 

@@ -99,7 +99,7 @@ def test_the_launcher_refuses_an_unsupported_release_before_running_it(wheels, t
     (tmp_path / "openrlhf" / "__init__.py").write_text("")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(
-        [sys.executable, "-m", "avspo_plugin.tools.cli", "openrlhf", "--help"], capture_output=True, text=True, env=env,
+        [sys.executable, "-m", "avspo_plugin.commands.main", "openrlhf", "--help"], capture_output=True, text=True, env=env,
         timeout=120, cwd=Path(__file__).parent,
     )  # fmt: skip
     assert run.returncode == 2, run.stdout + run.stderr

@@ -16,11 +16,11 @@ from main_ppo_config import composed_job
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.tools.math_data import prepare
+from recipes.math_data import prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "recipes"
-FIXTURES = Path(__file__).parents[1] / "math" / "fixtures"  # the math data tests own them (tests/math)
+FIXTURES = Path(__file__).parent / "fixtures"  # shared with the math data tests
 RUN_SCRIPTS = {
     "avspo_paper": "run_avspo_paper.sh",
     "grpo_paper": "run_grpo_paper.sh",
@@ -346,12 +346,12 @@ def commands(stdout):
         ({"DRY_RUN": "0", "DATA_DIR": "/nonexistent/avspo"},
          "TRAIN_FILES: no such file: /nonexistent/avspo/level3_500.parquet\n"
          "  Write it with (docs/using/recipes.md, \"2. Data\"):\n"
-         f"    {sys.executable} -m avspo_plugin.tools.math_data.prepare math --out /nonexistent/avspo/math_train.parquet\n"
-         f"    {sys.executable} -m avspo_plugin.tools.math_data.prepare level3-500 --train "
+         f"    {sys.executable} -m recipes.math_data.prepare math --out /nonexistent/avspo/math_train.parquet\n"
+         f"    {sys.executable} -m recipes.math_data.prepare level3-500 --train "
          "/nonexistent/avspo/math_train.parquet --model Qwen/Qwen2.5-Math-1.5B --out /nonexistent/avspo/level3_500.parquet"),
         ({"DRY_RUN": "0", "VAL_FILES": "/nonexistent/math500.parquet"},
          "VAL_FILES: no such file: /nonexistent/math500.parquet\n  Write it with (docs/using/recipes.md, \"2. Data\"):\n"
-         f"    {sys.executable} -m avspo_plugin.tools.math_data.prepare eval --out-dir /nonexistent --benchmarks math500"),
+         f"    {sys.executable} -m recipes.math_data.prepare eval --out-dir /nonexistent --benchmarks math500"),
         ({"TRAIN_FILES": " "}, "TRAIN_FILES is empty"),
         ({"MODEL_PATH": "/nonexistent/Qwen2.5-Math-1.5B"}, "MODEL_PATH: no such folder: /nonexistent/Qwen2.5-Math-1.5B"),
         ({"MODEL_PATH": "not a model"}, "neither an existing folder nor a hub id"),

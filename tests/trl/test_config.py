@@ -7,7 +7,6 @@ import pytest
 from transformers import HfArgumentParser
 
 from avspo_plugin.config import AVSPOConfig, ConfigError
-from avspo_plugin.tools.trl_options_table import TABLE_BEGIN, TABLE_END, options_table
 from avspo_plugin.trl import AVSPOGRPOConfig
 from avspo_plugin.trl.config import FIELD_PREFIX, HOST_KEYS
 
@@ -95,11 +94,3 @@ def test_the_command_line_reads_every_form(tmp_path):
     )
     with pytest.raises(SystemExit):
         parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--avspo_strategy", "bogus"])
-
-
-def test_docs_option_table_is_the_generated_one():
-    text = DOC.read_text()
-    committed = text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0].strip()
-    assert committed == options_table(), (
-        "docs/using/trl.md options are stale: run `python -m avspo_plugin.tools.trl_options_table docs/using/trl.md`"
-    )

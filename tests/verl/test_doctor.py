@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from avspo_plugin.tools.cli import main
+from avspo_plugin.commands.main import main
 
 # verl imports its plugins inside `import verl` and swallows their errors; here the plugin's
 # import fails as it would with a broken dependency, and the doctor must show the real error.
@@ -20,7 +20,7 @@ class BrokenDependency(importlib.abc.MetaPathFinder):
             raise ImportError("simulated: a dependency of the plugin is missing")
 
 sys.meta_path.insert(0, BrokenDependency())
-from avspo_plugin.tools.cli import main
+from avspo_plugin.commands.main import main
 sys.exit(main(["doctor", "--no-ray", "--no-config"]))
 """
 
@@ -158,7 +158,7 @@ def test_verl_on_pythonpath_is_the_one_reported(tmp_path):
     (checkout / "__init__.py").write_text('__version__ = "0.99.0.dev0"\n')
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(
-        [sys.executable, "-m", "avspo_plugin.tools.cli", "doctor", "--no-ray", "--no-config"],
+        [sys.executable, "-m", "avspo_plugin.commands.main", "doctor", "--no-ray", "--no-config"],
         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
     )
     assert f"[ok] verl imported in this process: 0.99.0.dev0 from {checkout}" in run.stdout, run.stdout + run.stderr

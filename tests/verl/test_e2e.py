@@ -1,7 +1,7 @@
 """End to end: stock ``verl.trainer.main_ppo`` trains with the plugin on CPU.
 
 Every run goes through verl's real trainer, workers, rollout and tracker, with the package's
-opt-in CPU support (``avspo_plugin.tools.verl_cpu``). One ``avspo verl-demo`` run (verl's default
+opt-in CPU support (``avspo_plugin.verl_cpu``). One ``avspo verl-demo`` run (verl's default
 trainer, ``algorithm.adv_estimator=avspo``, 2 steps, a checkpoint at the last) is made once and shared:
 its checkpoint is resumed for steps 3 and 4 with a multi-output agent loop and two mini-batch updates per step.
 A second ``avspo verl-demo`` run takes the legacy trainer with verl's ``grpo``, the ACR monitor and
@@ -30,9 +30,9 @@ from transformers.utils import logging as transformers_logging
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core.metrics import MONITOR_METRICS
 from avspo_plugin.names import MONITOR_STATE_FILE, SELECTION_STATE_FILE, STATE_FILE
-from avspo_plugin.tools.docs_pages import VERL_DEMO_RECORD, demo_step_metrics
-from avspo_plugin.tools.verl_cpu.demo import GROUP_SIZE, DemoFiles, main_ppo_command
-from avspo_plugin.tools.verl_cpu.main_ppo import avspo_metrics_by_step, run_main_ppo
+from avspo_plugin.verl_cpu.demo import GROUP_SIZE, DemoFiles, main_ppo_command
+from avspo_plugin.verl_cpu.main_ppo import avspo_metrics_by_step, run_main_ppo
+from renderer.docs_pages import VERL_DEMO_RECORD, demo_step_metrics
 
 # One main_ppo launch needs well under this on 2 cores; a hung run fails instead of stalling CI.
 RUN_TIMEOUT_S = 420
@@ -158,7 +158,7 @@ def test_demo_trains_with_the_default_trainer_and_logs_avspo_metrics_at_every_st
     recorded = demo_step_metrics(json.loads(VERL_DEMO_RECORD.read_text())["output"])
     printed = demo_step_metrics(demo_run.stdout)
     assert set().union(*printed.values()) == set().union(*recorded.values()), \
-        "the demo prints other metrics than the docs' sample: python -m avspo_plugin.tools.docs_pages record verl-demo"
+        "the demo prints other metrics than the docs' sample: python -m renderer record verl-demo"
 
 
 def test_the_monitor_beside_grpo_in_the_legacy_trainer_logs_collapse_at_every_step(legacy_run: DemoRun):
@@ -246,7 +246,7 @@ def test_resumed_v1_run_with_multi_output_sessions_in_mini_batches(demo_run: Dem
     ))  # fmt: skip
     env = {
         "PYTHONPATH": os.pathsep.join([str(support), os.environ.get("PYTHONPATH", "")]),
-        "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.tools.verl_cpu,advantage_probe",
+        "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl_cpu,advantage_probe",
         "AVSPO_PROBE_OUT": str(probe),
     }
     run = run_main_ppo(command, tmp_path, run_name="resumed", echo=False, timeout=RUN_TIMEOUT_S, extra_env=env)

@@ -1,4 +1,4 @@
-"""The pieces of ``avspo_plugin.tools.verl_cpu`` that the end-to-end runs rely on, checked one by one.
+"""The pieces of ``avspo_plugin.verl_cpu`` that the end-to-end runs rely on, checked one by one.
 
 The HF generation server runs in this process (no Ray); the checks that need a fresh
 ``import verl`` (what is registered with and without the opt-in module, the platform,
@@ -14,7 +14,7 @@ import pytest
 import torch
 from fresh_interpreter import VERL_IMPORT_REPORT, run_python
 
-from avspo_plugin.tools.verl_cpu.demo import build_demo_files, task_prompt
+from avspo_plugin.verl_cpu.demo import build_demo_files, task_prompt
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 
@@ -28,7 +28,7 @@ def model_files(tmp_path_factory: pytest.TempPathFactory):
 def server(model_files):
     from verl.workers.config import HFModelConfig, RolloutConfig
 
-    from avspo_plugin.tools.verl_cpu.rollout import HFGenerateServer
+    from avspo_plugin.verl_cpu.rollout import HFGenerateServer
 
     model_config = HFModelConfig(path=str(model_files.model_dir), override_config={"attn_implementation": "sdpa"})
     return HFGenerateServer(RolloutConfig(name="hf", prompt_length=64, response_length=16), model_config, 0)
@@ -153,7 +153,7 @@ CPU_PLATFORM_AND_ADAPTER = VERL_IMPORT_REPORT + """
 def cpu_process() -> dict:
     """CPU_PLATFORM_AND_ADAPTER's report from a fresh interpreter with the CPU support asked for and selected."""
     return run_python(
-        CPU_PLATFORM_AND_ADAPTER, {"VERL_USE_EXTERNAL_MODULES": "avspo_plugin.tools.verl_cpu", "VERL_PLATFORM": "cpu"}
+        CPU_PLATFORM_AND_ADAPTER, {"VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl_cpu", "VERL_PLATFORM": "cpu"}
     )
 
 

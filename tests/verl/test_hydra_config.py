@@ -6,13 +6,8 @@ from main_ppo_config import composed_job
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig, config_help
-from avspo_plugin.tools.verl_hydra_configs import ALGORITHM_CONFIG_NAME, CONFIG_DIR, render_configs, yaml_scalar
 from avspo_plugin.verl.run_config import avspo_config_from_algorithm
-
-
-def test_committed_yaml_is_the_generated_one():
-    for path, text in render_configs().items():
-        assert path.read_text() == text, f"{path.name} is stale: run `python -m avspo_plugin.tools.verl_hydra_configs`"
+from renderer.verl_hydra_configs import ALGORITHM_CONFIG_NAME, CONFIG_DIR, yaml_scalar
 
 
 def test_yaml_block_reads_back_as_the_defaults_with_every_help_text():
@@ -102,8 +97,8 @@ def test_selection_block_reads_back_as_its_defaults_and_composes_on_grpo(tmp_pat
     from hydra import compose, initialize_config_dir
 
     from avspo_plugin.config import SelectionConfig
-    from avspo_plugin.tools.verl_hydra_configs import SELECTION_CONFIG_NAME
     from avspo_plugin.verl.run_config import selection_config_from_algorithm
+    from renderer.verl_hydra_configs import SELECTION_CONFIG_NAME
 
     loaded = OmegaConf.load(CONFIG_DIR / f"{SELECTION_CONFIG_NAME}.yaml")
     assert "adv_estimator" not in loaded.algorithm

@@ -13,8 +13,8 @@ import ray
 import torch
 
 import avspo_plugin
+from avspo_plugin.commands.doctor.verl import ProbeActor
 from avspo_plugin.import_patching import is_patched
-from avspo_plugin.tools.doctor.verl import ProbeActor
 from avspo_plugin.verl import pop_metrics, session
 from avspo_plugin.verl.estimator import RegistrationError, register_estimator
 from avspo_plugin.verl.hooks import PLACEABLE
@@ -52,7 +52,7 @@ from verl.trainer.main_ppo import run_ppo
 @ray.remote(num_cpus=0)
 class ProbeTaskRunner:
     def run(self, config):
-        from avspo_plugin.tools.doctor.verl import probe
+        from avspo_plugin.commands.doctor.verl import probe
         with open(os.environ["AVSPO_TEST_OUT"], "w") as f:
             json.dump(probe(), f)
 
@@ -159,7 +159,7 @@ def test_doctor_beside_a_running_cluster_checks_in_that_cluster(ray_session):
     address = ray_session.get_runtime_context().gcs_address
     env = {**os.environ, "RAY_ADDRESS": address}
     run = subprocess.run(
-        [sys.executable, "-m", "avspo_plugin.tools.cli", "doctor", "--no-config"], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "avspo_plugin.commands.main", "doctor", "--no-config"], env=env, capture_output=True, text=True, timeout=600
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "[ok] avspo registered in a fresh Ray actor (pid" in run.stdout

@@ -290,7 +290,7 @@ def test_v1_init_dataloader_over_verls_own_dataset(tmp_path):
     from transformers import AutoTokenizer
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    from avspo_plugin.tools.verl_cpu.demo import DemoFiles, build_tokenizer, cpu_overrides, task_rows
+    from avspo_plugin.verl_cpu.demo import DemoFiles, build_tokenizer, cpu_overrides, task_rows
 
     model_dir, data = tmp_path / "model", tmp_path / "data"
     model_dir.mkdir(), data.mkdir()
@@ -340,7 +340,7 @@ def test_a_missing_selection_hook_stops_only_selection_runs(monkeypatch, caplog)
 
 
 def test_doctor_warns_of_missing_selection_hooks_without_failing(capsys):
-    from avspo_plugin.tools.doctor.verl import _print_hooks
+    from avspo_plugin.commands.doctor.verl import _print_hooks
 
     report = {
         "hooks": {"a.selection_hook": "a.selection_hook does not exist", "a.estimator_hook": "in place"},

@@ -1,0 +1,240 @@
+"""``avspo analyze PATH... --out DIR``: ACR diagnostics of finished (or stopped) GRPO runs."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from avspo_plugin.commands.main import positive_int
+from avspo_plugin.config import AVSPOConfig, SelectionConfig
+
+from . import analysis, lab_evidence, own_fit, plots, report, signals
+from .records import AnalyzeError
+from .report import printable
+
+DEFAULTS = AVSPOConfig()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="+", metavar="[LABEL=]PATH",
+        help="one run each: a verl rollout dump (trainer.rollout_data_dir, a directory or one .jsonl), verl's file "
+             "tracker .jsonl, a TensorBoard log directory, a wandb history export (.csv, .json, .jsonl), or a TRL "
+             "output directory / trainer_state.json. LABEL names the run in the report.",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="directory for analysis.json and the plots")
+    parser.add_argument(
+        "--val", action="append", default=[], metavar="[LABEL=]PATH",
+        help="verl validation dumps (trainer.validation_data_dir) of a run: LABEL picks the run, otherwise runs "
+             "are taken in order; repeat for several runs",
+    )
+    parser.add_argument("--early-steps", type=positive_int, default=100,
+                        help="length of the early window whose mean ACR is reported (default 100, the paper's)")
+    parser.add_argument("--stagnation-acr", type=float, default=DEFAULTS.stagnation_acr,
+                        help=f"stagnation signal: ACR above this ... (default {DEFAULTS.stagnation_acr}; 0 disables)")
+    parser.add_argument("--stagnation-steps", type=int, default=DEFAULTS.stagnation_steps,
+                        help=f"... for more than this many consecutive steps (default {DEFAULTS.stagnation_steps})")
+    parser.add_argument("--fit", type=Path, default=None,
+                        help="JSON line {intercept, slope[, early_steps, target, label, acr_range]} to project the "
+                             "final score from early ACR, e.g. from `python -m lab sweep` (default: no projection)")
+    parser.add_argument("--paper-fit", action="store_true",
+                        help="the runs are MATH-500 GRPO runs like the paper's (Qwen2.5-Math, G = 8): project their "
+                             "final MATH-500 accuracy with the paper's line, Final = 51.4 - 29.6 * ACR_100")
+    parser.add_argument("--fit-final", metavar="KEY", default=None,
+                        help="fit the lab's pre-registered models on these runs: KEY (e.g. a validation score) at its "
+                             "last logged step is each finished run's final score; prints the out-of-sample R^2 that "
+                             "early ACR adds to the runs' settings + early reward, with its interval, and forecasts "
+                             "runs without KEY only where early ACR adds (docs/using/analyze.md)")
+    parser.add_argument("--fit-setting", action="append", default=[], metavar="KEY",
+                        help="with --fit-final: a logged key that is a setting of the runs (each run's largest value; "
+                             "a learning rate as its log2); repeat for several (default: the learning rate, "
+                             f"{' or '.join(own_fit.SETTING_KEYS)}, where every run logs it)")
+    parser.add_argument("--group-size", type=positive_int, default=None,
+                        help="samples per prompt (G); needed to read OpenRLHF logs")
+    parser.add_argument("--reward-low", type=float, default=DEFAULTS.reward_low,
+                        help=f"reward of a failed sample: all-fail groups sit here (default {DEFAULTS.reward_low})")
+    parser.add_argument("--reward-high", type=float, default=DEFAULTS.reward_high,
+                        help=f"reward of a passed sample: all-pass groups sit here (default {DEFAULTS.reward_high})")
+    parser.add_argument("--collapse-tol", type=float, default=DEFAULTS.collapse_tol,
+                        help=f"a group is collapsed when its reward std is below this (default {DEFAULTS.collapse_tol})")
+    parser.add_argument(
+        "--selection", action="append", default=[], metavar="KEY=VALUE",
+        help="a key of the prompt selection replayed on rollout dumps (docs/using/selection.md), e.g. explore=0.25; "
+             "repeat for several; reward_low, reward_high and collapse_tol follow the options above",
+    )
+    parser.add_argument("--top", type=positive_int, default=10, help="prompts listed as the biggest wasters (default 10)")
+    parser.add_argument("--no-plots", action="store_true", help="write analysis.json only")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Errors in the input raise AnalyzeError or ConfigError: the console script prints them in one line."""
+    if args.fit_setting and not args.fit_final:
+        raise AnalyzeError("--fit-setting names a setting of the fit that --fit-final KEY makes: give --fit-final")
+    if args.fit and args.paper_fit:
+        raise AnalyzeError("--fit and --paper-fit both name the projection line: give one")
+    monitor = AVSPOConfig.from_mapping(
+        {"reward_low": args.reward_low, "reward_high": args.reward_high,
+         "collapse_tol": args.collapse_tol, "stagnation_acr": args.stagnation_acr,
+         "stagnation_steps": args.stagnation_steps},
+        where="avspo analyze",
+    ).as_monitor()
+    settings = analysis.Settings(
+        monitor=monitor,
+        replay=monitor.replace(threshold_mode=DEFAULTS.threshold_mode),
+        selection=SelectionConfig.from_mapping(
+            {"enable": True, "reward_low": args.reward_low, "reward_high": args.reward_high,
+             "collapse_tol": args.collapse_tol, **_key_values(args.selection, "--selection")},
+            where="avspo analyze --selection",
+        ),
+        early_steps=args.early_steps,
+        stagnation_acr=args.stagnation_acr,
+        stagnation_steps=args.stagnation_steps,
+        fit=signals.load_fit(args.fit) if args.fit else (signals.PAPER_FIT if args.paper_fit else None),
+        group_size=args.group_size,
+        top=args.top,
+    )
+    evidence = lab_evidence.load_lab_evidence(lab_evidence.LAB_SWEEP_FIT)
+    runs = [_split_label(spec) for spec in args.paths]
+    labels = analysis.unique_labels(_default_labels(runs))
+    vals = _pair_validation(labels, [_split_label(spec) for spec in args.val])
+    results = [analysis.analyse(label, path, vals.get(label), settings) for label, (_, path) in zip(labels, runs)]
+    for result in results:
+        for warning in result.report["warnings"]:
+            print(f"avspo analyze: warning: {printable(warning)}", file=sys.stderr)
+    rows = analysis.compare(results)
+    own = None if args.fit_final is None else own_fit.fit_own_runs(
+        results, [path for _, path in runs], args.fit_final, args.fit_setting, args.early_steps)
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    for result, prefix in zip(results, analysis.file_prefixes([r.label for r in results])):
+        # Every file of a run lies beside analysis.json as <prefix>.<what>: one folder for every run's files.
+        result.report["file_prefix"] = prefix
+        files = {}
+        if result.prompts is not None:
+            files["prompts_csv"] = _write_prompts(result, out / f"{prefix}.prompts.csv")
+        if not args.no_plots:
+            files["acr_timeline"] = str(out / f"{prefix}.acr_timeline.png")
+            plots.acr_timeline(result, Path(files["acr_timeline"]))
+            if result.prompts is not None:
+                files["prompt_collapse_hist"] = str(out / f"{prefix}.prompt_collapse_hist.png")
+                plots.prompt_histogram(result, Path(files["prompt_collapse_hist"]))
+        result.report["files"] = files
+    document = {
+        "tool": "avspo analyze",
+        "settings": {
+            "early_steps": args.early_steps,
+            "stagnation": {"acr_above": args.stagnation_acr, "more_than_steps": args.stagnation_steps},
+            "fit": None if settings.fit is None else settings.fit.label,
+            "group_size": args.group_size,
+            "monitor": monitor.to_dict(),
+            "avspo_replay": settings.replay.to_dict(),
+            "selection_replay": settings.selection.to_dict(),
+        },
+        "runs": [result.report for result in results],
+        "comparison": rows,
+        # What the lab's sweep measured of early ACR as a predictor: the same for every run, stated beside them.
+        "acr_predictive_value_in_the_lab": evidence.to_dict(),
+        # --fit-final: the same pre-registered models on these runs.
+        "own_fit": own,
+    }
+    if len(results) > 1 and not args.no_plots:
+        plots.compare_acr(results, out / "acr_compare.png", args.stagnation_acr)
+        document["comparison_plot"] = str(out / "acr_compare.png")
+    try:
+        (out / "analysis.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    except ValueError as err:  # a NaN or inf slipped into the report
+        raise AnalyzeError(f"analysis.json: {err}") from None
+    print(report.summary(results, rows, evidence))
+    if own is not None:
+        print("\n" + "\n".join(own_fit.own_fit_lines(own)))
+    print(f"\nWrote {out / 'analysis.json'}" + ("" if args.no_plots else " and plots"))
+    return 0
+
+
+def _key_values(specs: list[str], option: str) -> dict:
+    """['explore=0.25', ...] -> {'explore': 0.25}: each value read as JSON (numbers, true, false), else as text."""
+    values = {}
+    for spec in specs:
+        key, sep, text = spec.partition("=")
+        if not sep or not key:
+            raise AnalyzeError(f"{option} {spec!r}: expected KEY=VALUE, e.g. {option} explore=0.25")
+        try:
+            values[key] = json.loads(text)
+        except json.JSONDecodeError:
+            values[key] = text
+    return values
+
+
+def _split_label(spec: str) -> tuple[str | None, Path]:
+    """'LABEL=PATH' -> (LABEL, PATH); a spec that is an existing path, or has no '=', is a bare path;
+    '=PATH' is PATH without a label."""
+    if "=" in spec and not Path(spec).exists():
+        label, path = spec.split("=", 1)
+        return label or None, Path(path)
+    return None, Path(spec)
+
+
+def _default_labels(runs: list[tuple[str | None, Path]]) -> list[str]:
+    """Given labels, else the shortest path tails that tell the runs apart ('a/rollouts', 'b/rollouts'); a file
+    counts without its extension ('exp.jsonl' is the run 'exp'), since the label names the run's output files."""
+    tails = [_run_parts(path) for _, path in runs]
+    for depth in range(1, max(len(parts) for parts in tails) + 1):
+        labels = ["/".join(parts[-depth:]) for parts in tails]
+        unlabeled = [text for (given, _), text in zip(runs, labels) if given is None]
+        if len(set(unlabeled)) == len(unlabeled):
+            break
+    return [given or text for (given, _), text in zip(runs, labels)]
+
+
+def _run_parts(path: Path) -> tuple[str, ...]:
+    parts = path.resolve().parts
+    return (*parts[:-1], path.resolve().stem) if path.is_file() else parts
+
+
+def _pair_validation(labels: list[str], vals: list[tuple[str | None, Path]]) -> dict[str, Path]:
+    paired: dict[str, Path] = {}
+    for label, path in vals:
+        if label is not None:
+            if label not in labels:
+                raise AnalyzeError(f"--val {label}={path}: no run is labelled {label!r} (runs: {', '.join(labels)})")
+            paired[label] = path
+    free = iter(label for label in labels if label not in paired)
+    for label, path in vals:
+        if label is None:
+            target = next(free, None)
+            if target is None:
+                raise AnalyzeError(f"--val {path}: more validation dumps than runs")
+            paired[target] = path
+    return paired
+
+
+# How a text cell that a spreadsheet would run as a formula starts (OWASP, "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: Any) -> Any:
+    """A text cell that starts like a formula, with a single quote before it (OWASP's rule), so that a
+    spreadsheet shows it as text; numbers stay numbers."""
+    return "'" + cell if isinstance(cell, str) and cell.startswith(FORMULA_STARTS) else cell
+
+
+def _write_prompts(result, path: Path) -> str:
+    """prompts.csv; prompt texts come from the logs, so every cell goes through :func:`spreadsheet_safe`."""
+    table = result.prompts
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["prompt", "groups", "collapsed", "all_fail", "all_pass", "rollouts", "wasted_rollouts",
+                         "mean_reward"])
+        for index in range(len(table.texts)):
+            rollouts = int(table.rollouts[index])
+            mean = float(f"{table.reward_sum[index] / rollouts:.6g}") if rollouts else ""
+            writer.writerow(map(spreadsheet_safe, [
+                table.texts[index], int(table.groups[index]), int(table.collapsed[index]), int(table.all_fail[index]),
+                int(table.all_pass[index]), rollouts, int(table.wasted[index]), mean,
+            ]))
+    return str(path)

@@ -1,0 +1,364 @@
+"""Early warning from a timeline: early-window ACR, the stagnation signal, projected accuracy, advice.
+
+Projection line: the paper's (final MATH-500 accuracy in percent = 51.4 - 29.6 * ACR over
+the first 100 steps, fitted over 245 configurations) unless a fitted line is given, such
+as the one ``python -m lab sweep`` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from avspo_plugin.commands.analyze.regimes import (
+    DECISION_TABLE,
+    DOMINANCE,
+    MIN_COLLAPSED,
+    REGIME_TITLES,
+    collapse_regime,
+)
+from avspo_plugin.core.early_warnings import StreakWarning
+
+from .records import AnalyzeError, read_text
+from .timeline import PromptTable, Timeline
+
+
+@dataclass(frozen=True)
+class Fit:
+    """final = intercept + slope * mean ACR over the first ``early_steps`` steps."""
+
+    intercept: float
+    slope: float
+    early_steps: int | None
+    target: str
+    label: str
+    source: str
+    acr_range: tuple[float, float] | None = None
+
+
+PAPER_FIT = Fit(
+    intercept=51.4,
+    slope=-29.6,
+    early_steps=100,
+    target="final MATH-500 accuracy (%)",
+    label="the paper's line (245 GRPO configurations, Qwen2.5-Math, G = 8): Final = 51.4 - 29.6 * ACR_100",
+    source="paper",
+)
+
+
+def load_fit(path: Path) -> Fit:
+    """A fitted line from JSON: {"intercept", "slope"} at least; optional "early_steps" (the window it was
+    fitted on), "target" (what it predicts), "label", "acr_range" ([low, high] of the fitted ACRs), and "forecast"
+    ({"supported": true/false, "why"}: whether the analysis behind the line supports projecting another run, as
+    ``python -m lab sweep`` writes it; a line that does not is refused, with why)."""
+    try:
+        data = json.loads(read_text(path))
+    except FileNotFoundError:
+        raise AnalyzeError(f"{path}: fit file not found") from None
+    except json.JSONDecodeError as err:
+        raise AnalyzeError(f"{path}:{err.lineno}: fit file is not valid JSON ({err.msg})") from None
+    if not isinstance(data, dict):
+        raise AnalyzeError(f"{path}: a fit is a JSON object with 'intercept' and 'slope'")
+    forecast = data.get("forecast")
+    if forecast is not None:
+        if not (isinstance(forecast, dict) and isinstance(forecast.get("supported"), bool)):
+            raise AnalyzeError(f"{path}: fit key 'forecast' must be an object with 'supported': true or false, "
+                               f"found {forecast!r}")
+        if not forecast["supported"]:
+            raise AnalyzeError(f"{path}: this line, measured on {data.get('measured_on', 'another testbed')}, does "
+                               f"not support a forecast for another run ({forecast.get('why', 'no reason given')}); "
+                               "leave --fit out")
+    values = {}
+    for key in ("intercept", "slope"):
+        value = data.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise AnalyzeError(f"{path}: fit key {key!r} must be a finite number, found {value!r}")
+        values[key] = float(value)
+    early = data.get("early_steps")
+    if early is not None and (isinstance(early, bool) or not isinstance(early, int) or early < 1):
+        raise AnalyzeError(f"{path}: fit key 'early_steps' must be a positive integer, found {early!r}")
+    acr_range = data.get("acr_range")
+    if acr_range is not None:
+        if not (isinstance(acr_range, list) and len(acr_range) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in acr_range)):
+            raise AnalyzeError(f"{path}: fit key 'acr_range' must be [low, high], found {acr_range!r}")
+        acr_range = (float(acr_range[0]), float(acr_range[1]))
+    target = str(data.get("target", "final score"))
+    label = str(data.get("label", f"fitted line from {path.name}: {target} = "
+                                  f"{values['intercept']:.4g} + {values['slope']:.4g} * early ACR"))
+    return Fit(values["intercept"], values["slope"], early, target, label, str(path), acr_range)
+
+
+def early_window(timeline: Timeline, steps: int) -> dict[str, Any]:
+    """Mean ACR (and its split, and its bounds where it is an interval) over the run's first ``steps`` steps."""
+    first = int(timeline.steps[0])
+    inside = timeline.steps < first + steps
+    result: dict[str, Any] = {
+        "window": [first, first + steps - 1],
+        "points": int(inside.sum()),
+        "complete": bool(timeline.steps[-1] >= first + steps - 1),
+    }
+    for name in ("acr", "acr_low", "acr_high", "acr_all_fail", "acr_all_pass", "near_collapse"):
+        values = timeline.get(name)
+        result[name] = _mean(values[inside]) if values is not None else None
+    return result
+
+
+def _mean(values: np.ndarray) -> float | None:
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if values.size else None
+
+
+def stagnation(timeline: Timeline, acr_above: float, more_than: int) -> dict[str, Any]:
+    """The paper's stagnation signal: ACR above ``acr_above`` for more than ``more_than`` consecutive steps.
+
+    The decision is the core's (:class:`avspo_plugin.core.early_warnings.StreakWarning`, the warning a
+    live run logs as ``avspo/stagnation``), fed one logged point at a time. A point stands for d
+    steps, d the usual spacing of logged steps (1 for per-step dumps), so the core counts points
+    against ``more_than // d``. Episodes are the stretches above the level that lasted long
+    enough, with the step the signal fired in each. 0 disables either number.
+    """
+    steps, acr = timeline.steps.tolist(), timeline.series["acr"].tolist()
+    spacing = int(np.median(np.diff(steps))) if len(steps) > 1 else 1
+    result: dict[str, Any] = {"acr_above": acr_above, "more_than_steps": more_than, "enabled": acr_above > 0 and
+                              more_than > 0, "fired": False, "fired_at_step": None, "episodes": [],
+                              "longest_run_steps": 0}
+    if not result["enabled"]:
+        return result
+    patience = max(1, more_than // spacing)
+    episodes, current = [], None
+    warning = StreakWarning("stagnation", acr_above, patience, above=True)
+    for step, value in zip(steps, acr):
+        warning.observe(value, step)
+        if warning.streak == 0:
+            current = None
+            continue
+        if current is None:
+            current = {"start": step, "fired_at": None}
+            episodes.append(current)
+        current.update(end=step, steps=step - current["start"] + spacing)
+        if current["fired_at"] is None and warning.streak > patience:
+            current["fired_at"] = step
+    result["longest_run_steps"] = max((e["steps"] for e in episodes), default=0)
+    result["episodes"] = [e for e in episodes if e["fired_at"] is not None]
+    result["fired"] = warning.fired_step is not None
+    result["fired_at_step"] = warning.fired_step
+    return result
+
+
+def projection(fit: Fit, timeline: Timeline, default_steps: int) -> dict[str, Any]:
+    """Projected final score from the fit's early window (its own if it names one, else ``default_steps``)."""
+    window = early_window(timeline, fit.early_steps or default_steps)
+    result = {
+        "fit": {"label": fit.label, "intercept": fit.intercept, "slope": fit.slope, "early_steps": fit.early_steps,
+                "target": fit.target, "source": fit.source},
+        "window": window["window"],
+        "complete": window["complete"],
+        "acr_early": window["acr"],
+    }
+    for name, acr_name in (("value", "acr"), ("low", "acr_high"), ("high", "acr_low")):
+        acr = window[acr_name]
+        result[name] = None if acr is None else fit.intercept + fit.slope * acr
+    if fit.slope > 0:  # a rising line swaps which ACR bound gives the lower projection
+        result["low"], result["high"] = result["high"], result["low"]
+    if fit.acr_range is not None and window["acr"] is not None:
+        result["extrapolated"] = not fit.acr_range[0] <= window["acr"] <= fit.acr_range[1]
+    return result
+
+
+def dapo_estimate(timeline: Timeline) -> dict[str, Any]:
+    """What DAPO dynamic sampling would drop and cost: it discards collapsed groups and samples more prompts.
+
+    To keep B informative groups at collapse rate a, about B / (1 - a) groups must be sampled:
+    a / (1 - a) extra rollouts per step, if refills collapse at the same rate. Steps where every
+    group collapsed cannot be filled at all.
+    """
+    acr = timeline.series["acr"]
+    acr = acr[np.isfinite(acr)]
+    full = acr >= 1.0 - 1e-12
+    extra = acr[~full] / (1.0 - acr[~full])
+    return {
+        "dropped_groups": float(acr.mean()),
+        "extra_rollouts": float(extra.mean()) if extra.size else None,
+        "steps_all_collapsed": int(full.sum()),
+    }
+
+
+# Below this share of triggered steps, a run that used AVSPO is told it mostly trained as GRPO.
+INERT_TRIGGER_RATE = 0.5
+
+
+def avspo_estimate(timeline: Timeline, threshold_init: float) -> dict[str, Any]:
+    """AVSPO on this run: the replay or the run's own AVSPO metrics; else steps above the initial threshold."""
+    acr_mean = _mean(timeline.series["acr"])
+    if timeline.avspo is not None:
+        logged = {name: timeline.get(name) for name in ("triggered", "augmented_groups", "effective_acr")}
+        return {
+            "source": timeline.avspo,
+            "triggered_steps": None if logged["triggered"] is None else _mean(logged["triggered"]),
+            "augmented_groups": None if logged["augmented_groups"] is None else _mean(logged["augmented_groups"]),
+            "effective_acr": None if logged["effective_acr"] is None else _mean(logged["effective_acr"]),
+            "acr": acr_mean,
+        }
+    acr = timeline.series["acr"]
+    acr = acr[np.isfinite(acr)]
+    return {"source": "threshold", "threshold_init": threshold_init,
+            "steps_above_threshold": float((acr > threshold_init).mean()), "acr": acr_mean}
+
+
+def shares(timeline: Timeline) -> dict[str, float | None]:
+    """Share of rollouts in all-fail, all-pass and all collapsed groups; from group rates where samples are absent.
+
+    Group rates equal rollout shares when every group has the same size.
+    """
+    result = {}
+    for share, rate in (("all_fail", "acr_all_fail"), ("all_pass", "acr_all_pass"), ("collapsed", "acr")):
+        values = timeline.get(f"rollouts_{share}")
+        if values is None:
+            values = timeline.get(rate)
+        result[share] = _mean(values) if values is not None else None
+    return result
+
+
+def regime(shares_of_rollouts: dict[str, float | None]) -> dict[str, Any] | None:
+    """The run's collapse regime from its rollout shares (None when the split is unknown or collapse is rarer than
+    MIN_COLLAPSED)."""
+    fail, pass_, collapsed = (shares_of_rollouts[k] for k in ("all_fail", "all_pass", "collapsed"))
+    if fail is None or pass_ is None or collapsed is None or collapsed < MIN_COLLAPSED or fail + pass_ == 0:
+        return None
+    return {"name": collapse_regime(fail, pass_), "all_fail": fail, "all_pass": pass_, "dominance": DOMINANCE,
+            "decision_table": DECISION_TABLE}
+
+
+def prompt_summary(table: PromptTable, top: int) -> dict[str, Any]:
+    """Prompts that waste the most rollouts, and those that never formed a mixed group."""
+    seen = table.groups > 0
+    never_mixed = seen & (table.collapsed == table.groups)
+    always_fail = never_mixed & (table.all_fail == table.groups)
+    always_pass = never_mixed & (table.all_pass == table.groups)
+    total = int(table.rollouts.sum())
+    order = np.lexsort((-table.collapsed, -table.wasted))
+    listed = []
+    for index in order[:top]:
+        if table.wasted[index] == 0:
+            break
+        listed.append({
+            "prompt": table.texts[index],
+            "groups": int(table.groups[index]),
+            "collapsed": int(table.collapsed[index]),
+            "all_fail": int(table.all_fail[index]),
+            "all_pass": int(table.all_pass[index]),
+            "rollouts": int(table.rollouts[index]),
+            "wasted_rollouts": int(table.wasted[index]),
+            "mean_reward": float(table.reward_sum[index] / table.rollouts[index]),
+        })
+    rate = np.divide(table.collapsed, table.groups, out=np.zeros(len(table.groups)), where=seen)
+    edges = np.linspace(0.0, 1.0, 11)
+    ever = seen & (table.collapsed > 0)
+    fail_major = ever & (table.all_fail > 0) & (table.all_fail >= table.all_pass)
+    pass_major = ever & (table.all_pass > table.all_fail)
+    categories = {
+        "never_collapsed": seen & ~ever,
+        "mostly_all_fail": fail_major,
+        "mostly_all_pass": pass_major,
+        "other_collapsed": ever & ~fail_major & ~pass_major,
+    }
+    return {
+        "prompts": int(seen.sum()),
+        "never_mixed": int(never_mixed.sum()),
+        "always_all_fail": int(always_fail.sum()),
+        "always_all_pass": int(always_pass.sum()),
+        "rollouts_always_all_fail": _share(table.rollouts[always_fail].sum(), total),
+        "rollouts_always_all_pass": _share(table.rollouts[always_pass].sum(), total),
+        "top": listed,
+        "histogram": {"edges": edges.tolist()}
+        | {name: np.histogram(rate[mask], edges)[0].tolist() for name, mask in categories.items()},
+    }
+
+
+def _share(part: float, total: float) -> float:
+    return float(part) / total if total else 0.0
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def advice(run: dict[str, Any]) -> list[str]:
+    """Plain-language advice from the run's numbers; every figure is an estimate and says so."""
+    lines = []
+    share = run["rollout_shares"]
+    if share["collapsed"] is not None:
+        split = ""
+        if share["all_fail"] is not None and share["all_pass"] is not None:
+            split = f": {_pct(share['all_fail'])} in all-fail groups, {_pct(share['all_pass'])} in all-pass groups"
+        lines.append(
+            f"{_pct(share['collapsed'])} of rollouts fell in collapsed groups and gave GRPO no advantage{split}."
+        )
+        regime = run.get("regime")
+        if regime is not None:
+            why = {"all_fail": " (the prompts are mostly too hard for the policy)",
+                   "all_pass": " (the prompts are mostly too easy for the policy)", "mixed": ""}[regime["name"]]
+            lines.append(
+                f"Regime: {REGIME_TITLES[regime['name']]}{why}. The row '{REGIME_TITLES[regime['name']]}' of the "
+                f"decision table ({DECISION_TABLE}) says what the lab measured there for AVSPO, its ablations and "
+                "prompt selection against GRPO."
+            )
+    prompts = run.get("prompts")
+    if prompts and prompts["never_mixed"]:
+        lines.append(
+            f"{prompts['never_mixed']} of {prompts['prompts']} prompts never had a mixed group: "
+            f"{prompts['always_all_fail']} always all-fail ({_pct(prompts['rollouts_always_all_fail'])} of rollouts), "
+            f"{prompts['always_all_pass']} always all-pass ({_pct(prompts['rollouts_always_all_pass'])}). Removing the "
+            "always-solved ones and deferring the never-solved ones frees that budget (an estimate: a prompt that "
+            "collapsed so far may not collapse later). prompts.csv lists every prompt."
+        )
+    dapo = run["dapo"]
+    if dapo["dropped_groups"] > 0:
+        cost = "an unbounded number of" if dapo["extra_rollouts"] is None else f"about +{_pct(dapo['extra_rollouts'])}"
+        tail = (f"; {dapo['steps_all_collapsed']} step(s) had every group collapsed, which resampling cannot fill"
+                if dapo["steps_all_collapsed"] else "")
+        lines.append(
+            f"DAPO dynamic sampling (verl algorithm.filter_groups, OpenRLHF --algo.dynamic_filtering_enable) would "
+            f"drop {_pct(dapo['dropped_groups'])} of groups and need {cost} rollouts per step to refill the batch "
+            f"(estimate, if refills collapse at the same rate){tail}."
+        )
+    avspo = run["avspo"]
+    if avspo["source"] == "replay":
+        lines.append(
+            f"AVSPO (default settings) replayed on these rewards: triggered on {_pct(avspo['triggered_steps'])} of "
+            f"steps, gave advantages to {_pct(avspo['augmented_groups'])} of groups; effective ACR "
+            f"{_pct(avspo['effective_acr'])} vs GRPO's {_pct(avspo['acr'])}, at no extra rollouts (estimate: with "
+            "AVSPO the policy, and so later rewards, would have differed)."
+        )
+    elif avspo["source"] == "logged":
+        lines.append(
+            f"This run used AVSPO: triggered on {_pct(avspo['triggered_steps'])} of steps; effective ACR "
+            f"{_pct(avspo['effective_acr'])} vs ACR {_pct(avspo['acr'])}."
+        )
+        if avspo["triggered_steps"] is not None and avspo["triggered_steps"] < INERT_TRIGGER_RATE:
+            lines.append(
+                f"AVSPO hardly acted: on the {_pct(1 - avspo['triggered_steps'])} of steps its trigger stayed shut "
+                "the run trained as GRPO. A batch of many prompts seldom has ACR above the threshold; "
+                "threshold_mode=always augments every collapsed group at every step (docs/method/method.md)."
+            )
+    elif avspo["acr"] > 0:
+        lines.append(
+            f"AVSPO with threshold_mode=always would add virtual rewards to the collapsed groups, "
+            f"{_pct(avspo['acr'])} of groups on average, at every step; with the paper's adaptive trigger "
+            f"(threshold_mode=adaptive) only on "
+            f"the {_pct(avspo['steps_above_threshold'])} of logged steps whose ACR exceeded tau_0 = "
+            f"{avspo['threshold_init']} (estimate: the adaptive threshold moves during training)."
+        )
+    stall = run["stagnation"]
+    if stall["fired"]:
+        lines.append(
+            f"Stagnation signal fired at step {stall['fired_at_step']} (ACR > {stall['acr_above']} for more than "
+            f"{stall['more_than_steps']} consecutive steps): in the paper such runs stopped improving."
+        )
+    return lines

@@ -1,0 +1,108 @@
+"""``avspo doctor --host openrlhf``: is OpenRLHF installed, is its release supported, does the runtime route apply?
+
+Without importing OpenRLHF (its modules import deepspeed and vllm): the release is checked against
+:data:`~avspo_plugin.openrlhf.versions.OPENRLHF`, the installed source against what the route's
+wrapper relies on (:func:`~avspo_plugin.openrlhf.structure.source_findings`), and, unless
+``--no-ray``, the launch preflight runs on the Ray cluster :func:`.ray_cluster.connect_ray` joins, in a
+job that carries the avspo worker setup hook, as ``avspo openrlhf`` gives it.
+Exit codes: see :mod:`avspo_plugin.commands.doctor.findings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+from avspo_plugin.openrlhf.structure import (
+    EXPERIENCE_MAKER_FILE,
+    TRAINER_FILE,
+    layout_in_source,
+    methods,
+    source_findings,
+)
+from avspo_plugin.openrlhf.versions import OPENRLHF
+
+from .findings import APPLIES, DOES_NOT_APPLY, NOT_INSTALLED, line, release_finding, versions_line
+
+DISTRIBUTIONS = ("avspo-plugin", "openrlhf", "torch", "ray", "deepspeed", "vllm", "flash-attn")
+PATCHED_RELEASE = "0.11.2"
+
+
+def installed_package() -> Path | None:
+    """The folder of the ``openrlhf`` package this Python imports, found without importing it.
+
+    A namespace package of that name (a folder without ``__init__.py``, such as a test folder on the
+    path) is not OpenRLHF.
+    """
+    spec = importlib.util.find_spec("openrlhf")
+    if spec is None or spec.origin is None or not spec.submodule_search_locations:
+        return None
+    return Path(spec.origin).parent
+
+
+def run(args: argparse.Namespace) -> int:
+    print("avspo doctor --host openrlhf")
+    print(f"  versions: {versions_line(DISTRIBUTIONS)}, python {sys.version.split()[0]} ({sys.executable})")
+    package = installed_package()
+    if package is None:
+        line("FAIL", "OpenRLHF is not installed in this Python environment: pip install 'avspo-plugin[openrlhf]' "
+             "with OpenRLHF's GPU requirements (deepspeed, flash-attn, vllm)")  # fmt: skip
+        return NOT_INSTALLED
+    version = OPENRLHF.installed()
+    if version is None:
+        line("warn", f"OpenRLHF at {package} has no distribution metadata: its release cannot be checked ({OPENRLHF})")
+    else:
+        decided = release_finding(OPENRLHF, version, "pip install openrlhf")
+        if decided is not None:
+            return decided
+    maker_source = (package / EXPERIENCE_MAKER_FILE).read_text()
+    findings = source_findings(maker_source, (package / TRAINER_FILE).read_text())
+    for finding in findings:
+        line("FAIL", f"{package}: {finding}")
+    if findings:
+        line("FAIL", "the avspo runtime route does not apply to this OpenRLHF")
+        return DOES_NOT_APPLY
+    layout = layout_in_source(methods(maker_source, "RemoteExperienceMaker"))
+    line("ok", f"the runtime route applies: `avspo openrlhf ... {layout.flag(layout.estimator)} avspo` with "
+         f"{layout.flag(layout.avspo_prefix)}<key> options ({layout.name}); {package} has what it wraps")  # fmt: skip
+    if version == PATCHED_RELEASE:
+        line("ok", f"patches/openrlhf-{PATCHED_RELEASE}-avspo.patch applies to this release")
+    else:
+        line("warn", f"patches/openrlhf-{PATCHED_RELEASE}-avspo.patch is for OpenRLHF {PATCHED_RELEASE} only")
+    if args.no_ray:
+        return APPLIES
+    return APPLIES if preflight_finding(args.ray_address) else DOES_NOT_APPLY
+
+
+def preflight_finding(address: str | None) -> bool:
+    """The launch preflight on a Ray cluster with the avspo setup hook; True when every node passes."""
+    # Here, not at the top: only this check (not `--no-ray`) needs Ray and the launch's worker setup (torch).
+    import ray
+
+    from avspo_plugin.openrlhf.launch import with_setup_hook
+    from avspo_plugin.openrlhf.preflight import check_nodes
+
+    from .ray_cluster import connect_ray
+
+    if ray.is_initialized():
+        line("FAIL", "Ray is initialised in this process already: the preflight needs a job with the avspo setup hook")
+        return False
+    where = connect_ray(address, runtime_env=with_setup_hook(None))
+    line("ok", f"preflight in {where}")
+    try:
+        reports = check_nodes()
+    except RuntimeError as err:
+        line("FAIL", str(err))
+        return False
+    finally:
+        ray.shutdown()
+    for report in reports:
+        line("ok", f"Ray node {report['node_ip']}: {versions_of(report)}, the avspo hook in place in a fresh worker "
+             f"({report['python']})")  # fmt: skip
+    return True
+
+
+def versions_of(report: dict) -> str:
+    return ", ".join(f"{name} {version or 'not found'}" for name, version in report["versions"].items())

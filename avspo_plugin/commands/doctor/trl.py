@@ -1,0 +1,71 @@
+"""``avspo doctor --host trl``: is TRL installed, is its release supported, does AVSPOGRPOTrainer apply to it?
+
+AVSPOGRPOTrainer overrides private GRPOTrainer methods; the doctor checks the release against
+:data:`~avspo_plugin.trl.versions.TRL`, loads the adapter (which checks it again), and compares each
+method the adapter overrides with GRPOTrainer's own: same parameters. Exit codes: see
+:mod:`avspo_plugin.commands.doctor.findings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+import traceback
+
+from avspo_plugin.trl.versions import TRL, installed_trl
+
+from .findings import APPLIES, DOES_NOT_APPLY, line, release_finding, versions_line
+
+DISTRIBUTIONS = ("avspo-plugin", "trl", "transformers", "accelerate", "torch")
+
+
+def overridden_methods() -> dict[str, tuple[list[str], list[str]]]:
+    """Per GRPOTrainer method that AVSPOGRPOTrainer overrides: (GRPOTrainer's parameters, the override's),
+    ``*args`` and ``**kwargs`` written so."""
+    # Here, after the release check: the adapter refuses to import with an unsupported TRL.
+    from trl import GRPOTrainer
+
+    from avspo_plugin.trl.trainer import AVSPOGRPOTrainer
+
+    found = {}
+    for name, override in vars(AVSPOGRPOTrainer).items():
+        if name.startswith("__") or not callable(override) or not hasattr(GRPOTrainer, name):
+            continue
+        found[name] = (_parameters(getattr(GRPOTrainer, name)), _parameters(override))
+    return found
+
+
+def _parameters(function) -> list[str]:
+    return [str(parameter).split(":")[0].split("=")[0] for parameter in inspect.signature(function).parameters.values()]
+
+
+def takes_the_parents_parameters(parent: list[str], override: list[str]) -> bool:
+    """The same parameters, or the first of the parent's then ``*args, **kwargs`` handed on (a public method
+    such as ``train``, whose later parameters the override passes through whatever they are)."""
+    if override == parent:
+        return True
+    *named, rest_positional, rest_keyword = override if len(override) >= 2 else ["", "", ""]
+    passes_on = rest_positional.startswith("*") and not rest_positional.startswith("**") and rest_keyword.startswith("**")
+    return passes_on and parent[: len(named)] == named
+
+
+def run(args: argparse.Namespace) -> int:
+    print("avspo doctor --host trl")
+    print(f"  versions: {versions_line(DISTRIBUTIONS)}, python {sys.version.split()[0]} ({sys.executable})")
+    decided = release_finding(TRL, installed_trl(), "pip install 'avspo-plugin[trl]'")
+    if decided is not None:
+        return decided
+    try:
+        methods = overridden_methods()
+    except Exception:
+        line("FAIL", "avspo_plugin.trl does not load:\n" + traceback.format_exc())
+        return DOES_NOT_APPLY
+    differing = {name: pair for name, pair in methods.items() if not takes_the_parents_parameters(*pair)}
+    for name, (parent, override) in differing.items():
+        line("FAIL", f"GRPOTrainer.{name}({', '.join(parent)}) differs from the override ({', '.join(override)})")
+    if differing:
+        return DOES_NOT_APPLY
+    line("ok", f"AVSPOGRPOTrainer applies: it overrides GRPOTrainer.{', GRPOTrainer.'.join(methods)} with their parameters")
+    line("ok", "use AVSPOGRPOConfig / AVSPOGRPOTrainer in place of GRPOConfig / GRPOTrainer ('trl grpo' builds the plain trainer)")
+    return APPLIES

@@ -1,0 +1,464 @@
+"""``avspo doctor`` (``--host verl``, the default): is the ``avspo`` estimator registered where verl computes advantages, and if not, why?
+
+verl loads plugins on ``import verl`` and swallows their import errors, and computes advantages
+in a Ray actor, not in the launching process. The doctor checks, in this process and in a fresh
+Ray actor: versions, the ``verl.plugins`` entry point, the environment switches, whether
+``avspo`` is registered, and, when it is not, why (re-loading the entry point to show the error
+verl hid). It then composes the run's hydra config and checks ``algorithm.avspo``.
+
+This module imports nothing heavy at import time, and must not import ``avspo_plugin.verl``
+before checking: that import itself registers the estimator. That is why the verl checks live
+here, in :mod:`avspo_plugin.commands.doctor`, and not in the verl adapter's package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import traceback
+from importlib import metadata
+from typing import Any
+
+from avspo_plugin.config import TRIGGERED_MODES, AVSPOConfig, ConfigError
+from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
+
+from .findings import installed_version, line
+from .ray_cluster import connect_ray
+
+ENTRY_POINT_GROUP = "verl.plugins"
+ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
+# First verl release that loads `verl.plugins` entry points on import.
+ENTRY_POINTS_SINCE = (0, 9)
+PACKAGED_CONFIG = "pkg://avspo_plugin.verl.config"
+# What `python -m verl.trainer.main_ppo` composes when given no --config-path / --config-name.
+VERL_CONFIG = "pkg://verl.trainer.config"
+VERL_CONFIG_NAME = "ppo_trainer"
+# avspo_plugin/, found without importing avspo_plugin.verl (tools/doctor/verl.py is two folders below it).
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """verl's options of ``avspo doctor`` (``--host`` is the command's, :mod:`avspo_plugin.commands.doctor`)."""
+    parser.add_argument(
+        "overrides", nargs="*",
+        help="hydra overrides of the run to check, exactly as given to main_ppo (e.g. algorithm.adv_estimator=avspo "
+             "+algorithm.avspo.alpha=0.3)",
+    )
+    parser.add_argument(
+        "--config-path", default=VERL_CONFIG,
+        help=f"hydra config directory or pkg:// module, as main_ppo's --config-path (default: {VERL_CONFIG}, what "
+             f"python -m verl.trainer.main_ppo composes; the plugin's: {PACKAGED_CONFIG})",
+    )
+    parser.add_argument("--config-name", default=VERL_CONFIG_NAME,
+                        help=f"hydra config name, as main_ppo's --config-name (default: {VERL_CONFIG_NAME}; the "
+                             "plugin's: avspo_trainer)")
+    parser.add_argument("--no-config", action="store_true", help="skip the config check")
+    parser.add_argument("--no-ray", action="store_true", help="skip the check in a fresh Ray actor")
+    parser.add_argument(
+        "--ray-address", default=None, help="check in an actor of this running Ray cluster (default: start a local one)"
+    )
+
+
+def probe() -> dict[str, Any]:
+    """This process's view: versions, switches, registration, and the reason when not registered."""
+    report: dict[str, Any] = {
+        "pid": os.getpid(),
+        "host": os.uname().nodename,
+        "python": f"{sys.version.split()[0]} ({sys.executable})",
+        "env": {key: os.environ.get(key) for key in ENV_KEYS},
+        "versions": {name: installed_version(name) for name in ("avspo-plugin", "verl", "torch", "ray")},
+        "entry_point": _entry_point_value(),
+    }
+    report["verl_imported"] = imported_verl()
+    try:
+        import verl  # noqa: F401  (loads the plugins, as in a training process)
+
+        report["verl_imported"] = imported_verl()
+        from verl.trainer.ppo import core_algos
+    except Exception:
+        report["verl_error"] = traceback.format_exc()
+        return report
+    registered = core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR)
+    report["registered"] = bool(getattr(registered, "avspo_estimator", False))
+    report["registered_as"] = None if registered is None else f"{registered.__module__}.{registered.__qualname__}"
+    if not report["registered"]:
+        report["why_not"] = why_not_registered(registered, report)
+    if PLUGIN_MODULE in sys.modules:
+        # verl loaded the adapter (entry point or VERL_USE_EXTERNAL_MODULES), so importing its parts registers nothing
+        # new. Imports the trainer modules, as a training process does, so every hook is placed or reported.
+        from avspo_plugin.verl import guards, hooks
+        from avspo_plugin.verl.metric_routing import metrics_route
+        from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, trl_patch_status
+        from avspo_plugin.verl.run_config import AVSPO
+
+        report["hooks"] = hooks.hook_status(load=True)
+        report["selection_only_hooks"] = [hook.name for hook in hooks.HOOKS if AVSPO not in hook.features]
+        report["metrics_route"] = metrics_route()
+        report["known_good_verl"] = list(guards.KNOWN_GOOD_VERL)
+        report["untested_verl"] = guards.untested_verl(guards.verl_version())
+        report["refused_verl"] = guards.refused_verl(guards.verl_version())
+
+        report["trl_patch"] = {TRL_PATCH_NAME: trl_patch_status()}
+    return report
+
+
+def imported_verl() -> dict[str, str | None]:
+    """The ``verl`` package ``import verl`` finds here (a source checkout on PYTHONPATH as well as a pip
+    install): its folder, and its ``__version__`` once imported (None before, or when it has none)."""
+    try:
+        spec = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    module = sys.modules.get("verl")
+    version = getattr(module, "__version__", None)
+    return {"path": locations[0] if locations else None, "version": None if version is None else str(version)}
+
+
+def why_not_registered(registered: Any, report: dict[str, Any]) -> list[str]:
+    """The reasons ``avspo`` is not registered in this process, most specific first."""
+    if registered is not None:
+        return [
+            f"the name {ESTIMATOR!r} belongs to {report['registered_as']}, another plugin's estimator; "
+            "remove that plugin or rename its estimator"
+        ]
+    reasons = []
+    verl_version = report["versions"]["verl"]
+    entry_point = _entry_point()
+    policy = (os.environ.get("VERL_USE_EXTERNAL_PLUGINS") or "auto").strip().lower()
+    if entry_point is None:
+        reasons.append(
+            f"no {ESTIMATOR!r} entry point in group {ENTRY_POINT_GROUP}: avspo-plugin is not installed in this "
+            f"Python environment ({sys.executable}); pip install it there"
+        )
+    if verl_version and _release(verl_version) < ENTRY_POINTS_SINCE:
+        reasons.append(
+            f"verl {verl_version} does not load {ENTRY_POINT_GROUP} entry points (verl >= 0.9 does): set "
+            f"VERL_USE_EXTERNAL_MODULES={PLUGIN_MODULE} in every process (for Ray: "
+            f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={PLUGIN_MODULE})"
+        )
+    elif policy == "none":
+        reasons.append(
+            "VERL_USE_EXTERNAL_PLUGINS=none turns verl's entry-point loading off: unset it, or set "
+            f"VERL_USE_EXTERNAL_MODULES={PLUGIN_MODULE}"
+        )
+    elif policy != "auto" and ESTIMATOR not in {name.strip() for name in policy.split(",")}:
+        reasons.append(
+            f"VERL_USE_EXTERNAL_PLUGINS={policy} does not name {ESTIMATOR!r}: add it to the list"
+        )
+    if entry_point is not None and not reasons:
+        try:
+            entry_point.load()
+        except Exception:
+            reasons.append(
+                f"loading the entry point {entry_point.value} raises (verl caught this on import and logged it "
+                "only at DEBUG level):\n" + traceback.format_exc()
+            )
+        else:
+            reasons.append(
+                f"the entry point {entry_point.value} loads without error now but was not loaded when verl was "
+                "imported (was the package installed after this process imported verl?)"
+            )
+    return reasons
+
+
+class ProbeActor:
+    """A fresh Ray actor that runs :func:`probe` in its own process."""
+
+    def probe(self) -> dict[str, Any]:
+        return probe()
+
+
+def probe_in_ray_actor(
+    address: str | None = None, runtime_env: dict | None = None, timeout_s: float = 600
+) -> dict[str, Any]:
+    """:func:`probe` in a new Ray actor: in the running Ray session, else in the cluster :func:`connect_ray`
+    joins (left, or stopped if started, afterwards). The report's ``ray`` says where."""
+    import ray  # here, not at the top: `avspo doctor --host trl` loads this module and runs without Ray
+
+    started = not ray.is_initialized()
+    where = connect_ray(address) if started else "this process's Ray session"
+    actor = None
+    try:
+        actor = ray.remote(num_cpus=0)(ProbeActor).options(runtime_env=runtime_env or {}).remote()
+        return {**ray.get(actor.probe.remote(), timeout=timeout_s), "ray": where}
+    finally:
+        if actor is not None:
+            ray.kill(actor)
+        if started:
+            ray.shutdown()
+
+
+def compose_config(config_path: str, config_name: str, overrides: list[str]):
+    """The run's config as ``main_ppo --config-path ... --config-name ... overrides`` composes it."""
+    from hydra import compose, initialize_config_dir, initialize_config_module
+
+    if config_path == PACKAGED_CONFIG:
+        # By path: importing avspo_plugin.verl (what pkg:// does) registers the estimator, and may be what fails.
+        config_path = os.path.join(PACKAGE_ROOT, "verl", "config")
+    if config_path.startswith("pkg://"):
+        context = initialize_config_module(config_path[len("pkg://"):], version_base=None)
+    else:
+        context = initialize_config_dir(os.path.abspath(config_path), version_base=None)
+    with context:
+        return compose(config_name, overrides=list(overrides))
+
+
+def config_findings(config: Any) -> list[tuple[str, str]]:
+    """(level, text) findings about a composed verl config; level is ok, warn or FAIL."""
+    # Here, after the registration checks: importing the verl adapter registers the estimator (module docstring).
+    from omegaconf import OmegaConf
+
+    from avspo_plugin.config import MONITOR_MODE
+    from avspo_plugin.verl.guards import group_filtering_problem, uses_group_filtering
+    from avspo_plugin.verl.hooks import hooks_for
+    from avspo_plugin.verl.monitor import launch_notes
+    from avspo_plugin.verl.run_config import (
+        AVSPO,
+        FEATURE_SETTING,
+        MONITOR,
+        avspo_config_from_algorithm,
+        features_of,
+        monitor_config_from_algorithm,
+        trainer_of,
+    )  # fmt: skip
+
+    algorithm = config.algorithm
+    estimator = algorithm.get("adv_estimator")
+    try:
+        features = features_of(config)
+        monitor = monitor_config_from_algorithm(algorithm)
+    except ConfigError as err:
+        return [("FAIL", str(err))]
+    if not features:
+        return [("warn", f"algorithm.adv_estimator={estimator}: this run uses nothing of avspo: keep the estimator and "
+                         "see collapse with algorithm.avspo_monitor.enable=true, or set algorithm.adv_estimator=avspo")]  # fmt: skip
+    findings = []
+    if AVSPO in features:
+        try:
+            avspo = avspo_config_from_algorithm(algorithm)
+        except ConfigError as err:
+            return [("FAIL", str(err))]
+        findings.append(("ok", "algorithm.avspo is valid; " + _not_default(avspo)))
+        findings += estimator_notes(avspo, OmegaConf.select(config, "actor_rollout_ref.rollout.n"),
+                                    OmegaConf.select(config, "data.train_batch_size"))
+    if MONITOR in features:
+        findings.append(("ok", f"algorithm.avspo_monitor is on beside algorithm.adv_estimator={estimator} (advantages "
+                               f"untouched); {_not_default(monitor)}"))  # fmt: skip
+    findings += [("warn", note) for note in launch_notes(config)]
+    if uses_group_filtering(config):
+        problem = group_filtering_problem(config)
+        findings.append(("FAIL", problem) if problem else (
+            "ok", "algorithm.filter_groups.enable=true: verl evicts the zero-variance groups before the estimator sees "
+                  "them; collapse is counted on the groups as generated, before filtering"
+                  + (f" (algorithm.avspo.threshold_mode={MONITOR_MODE}: monitor only)" if AVSPO in features else ""),
+        ))  # fmt: skip
+    if algorithm.get("use_kl_in_reward"):
+        findings.append(("warn", "algorithm.use_kl_in_reward=True: ACR then measures rewards that include the KL penalty"))
+    if AVSPO in features and algorithm.get("norm_adv_by_std_in_grpo") is False:
+        findings.append(("ok", "algorithm.norm_adv_by_std_in_grpo=false: advantages are not divided by the group std"))
+    trainer = config.trainer
+    use_v1 = trainer.get("use_v1", False)
+    sync_steps = OmegaConf.select(config, f"trainer.v1.{OmegaConf.select(config, 'trainer.v1.trainer_mode')}.parameter_sync_step")
+    state_files = [name for feature, name in ((AVSPO, STATE_FILE), (MONITOR, MONITOR_STATE_FILE)) if feature in features]
+    findings.append((
+        "ok",
+        f"trainer: {'v1 (default)' if use_v1 else 'legacy RayPPOTrainer'}"
+        + (f", parameter_sync_step={sync_steps} (avspo/* folds the calls of a step)" if use_v1 and sync_steps else "")
+        + f"; loggers {list(trainer.get('logger') or [])} receive avspo/*"
+        + "".join(f"; state saved in {trainer.default_local_dir}/global_step_<N>/{name}" for name in state_files)
+        + f" (resume_mode={trainer.resume_mode})",
+    ))
+    hooks = dict.fromkeys(hook.name for feature in features for hook in hooks_for(trainer_of(config), feature))
+    findings.append(("ok", f"verl functions this run wraps ({', '.join(FEATURE_SETTING[f] for f in features)}): "
+                           f"{len(hooks)}: {', '.join(hooks)}"))  # fmt: skip
+    return findings
+
+
+def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> list[tuple[str, str]]:
+    """What a batch of ``prompts`` prompts (data.train_batch_size) means for AVSPO's trigger, and a rollout.n of
+    ``n`` that leaves no group: (level, text) findings."""
+    notes = []
+    if n is not None and int(n) < 2:
+        notes.append(("warn", f"algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n={n}: each prompt has a "
+                              "single response, so no group can collapse or be augmented (avspo/groups 0); set "
+                              "rollout.n >= 2 for groups"))
+    batch = f"{prompts} prompts per step (data.train_batch_size)" if prompts else "a step's prompts"
+    if avspo.threshold_mode == "always":
+        notes.append(("ok", f"algorithm.avspo.threshold_mode=always: every collapsed group is augmented at every step, "
+                            f"whatever the ACR of {batch} (the paper's operating point)"))
+    if avspo.threshold_mode in TRIGGERED_MODES:
+        notes.append(("warn", (
+            f"algorithm.avspo.threshold_mode={avspo.threshold_mode}: virtual samples are added only on steps whose ACR "
+            f"exceeds the threshold (tau_0 = {avspo.threshold_init}), that is when more than "
+            f"{avspo.threshold_init:.0%} of the groups of {batch} are collapsed; GRPO runs in the paper showed ACR "
+            "0.28-0.45, so this run may train as GRPO on most steps (avspo/triggered says which; a warning comes after "
+            f"stagnation_steps={avspo.stagnation_steps} such steps). The paper trained one prompt per step, where every "
+            "collapsed group was augmented: algorithm.avspo.threshold_mode=always does that in any batch "
+            "(docs/method/method.md)"
+        )))
+    return notes
+
+
+def _not_default(config: Any) -> str:
+    defaults = type(config)()
+    changed = [f"{key}={value!r}" for key, value in config.to_dict().items() if getattr(defaults, key) != value]
+    return f"not default: {', '.join(changed)}" if changed else "all defaults"
+
+
+def run(args: argparse.Namespace) -> int:
+    failed = False
+    local = probe()
+    print("avspo doctor")
+    print(f"  versions: {_versions_line(local)}")
+    print(f"  entry point: {ENTRY_POINT_GROUP} {local['entry_point'] or 'NOT INSTALLED'}")
+    print(f"  env: {_env_line(local)}")
+    failed |= _print_imported_verl("this process", local)
+    failed |= _print_registration("this process", local)
+
+    if not args.no_config:
+        stock = (args.config_path, args.config_name) == (VERL_CONFIG, VERL_CONFIG_NAME)
+        where = (f"{args.config_name} from {args.config_path}"
+                 + (" (what python -m verl.trainer.main_ppo composes)" if stock else "")
+                 + (f" with {' '.join(args.overrides)}" if args.overrides else ""))
+        try:
+            config = compose_config(args.config_path, args.config_name, args.overrides)
+        except Exception as err:
+            line("FAIL", f"config {where}: cannot compose: {err}")
+            failed = True
+            config = None
+        if config is not None:
+            print(f"  config {where}:")
+            try:
+                findings = config_findings(config)
+            except ImportError as err:
+                findings = [("FAIL", f"cannot check algorithm.avspo: importing {PLUGIN_MODULE} fails: {err}")]
+            for level, text in findings:
+                line(level, text, indent=4)
+                failed |= level == "FAIL"
+    else:
+        config = None
+
+    if not args.no_ray:
+        runtime_env = _user_runtime_env(config)
+        try:
+            remote = probe_in_ray_actor(args.ray_address, runtime_env)
+        except Exception as err:
+            line("FAIL", f"fresh Ray actor: could not run the check: {err!r}")
+            return 1
+        failed |= _print_registration(
+            f"a fresh Ray actor (pid {remote['pid']} on {remote['host']}, in {remote['ray']})", remote
+        )
+        if remote.get("versions") != local.get("versions"):
+            line("warn", f"the Ray actor has other versions: {_versions_line(remote)}")
+    return 1 if failed else 0
+
+
+def _print_imported_verl(where: str, report: dict[str, Any]) -> bool:
+    """Print which verl the process imports; True when there is none."""
+    imported = report["verl_imported"]
+    if imported["path"] is None:
+        line("FAIL", f"verl imported in {where}: none found on sys.path")
+        return True
+    line("ok", f"verl imported in {where}: {imported['version'] or 'version unknown'} from {imported['path']}")
+    installed = report["versions"]["verl"]
+    if installed and imported["version"] and installed != imported["version"]:
+        line("warn", f"the pip-installed verl is {installed}, but {where} imports verl {imported['version']} from "
+                     f"{imported['path']} (PYTHONPATH or the working directory comes first)")  # fmt: skip
+    return False
+
+
+def _print_registration(where: str, report: dict[str, Any]) -> bool:
+    """Print one process's registration; True when it is a failure."""
+    if "verl_error" in report:
+        line("FAIL", f"{where}: import verl failed:\n{_indent(report['verl_error'])}")
+        return True
+    if report["registered"]:
+        line("ok", f"avspo registered in {where}: {report['registered_as']}")
+        return _print_hooks(where, report) if "hooks" in report else False
+    line("FAIL", f"avspo NOT registered in {where}. Why:")
+    for reason in report["why_not"]:
+        print(_indent(reason, "      - "))
+    return True
+
+
+def _print_hooks(where: str, report: dict[str, Any]) -> bool:
+    """Print every hook and the trl patch of one process; True when one an avspo run needs is missing."""
+    hooks = {**report["hooks"], **report["trl_patch"]}
+    missing = [name for name, state in hooks.items() if not state.startswith(("in place", "not needed", "ready"))]
+    # Hooks only prompt selection needs (opt-in, checked with verl 0.9.1): missing, they stop only selection runs.
+    selection_only = [name for name in missing if name in report.get("selection_only_hooks", ())]
+    failing = [name for name in missing if name not in selection_only]
+    placed = sum(state.startswith("in place") for state in hooks.values())
+    ready = sum(state.startswith("ready") for state in hooks.values())
+    line("FAIL" if failing else "warn" if missing else "ok",
+          f"hooks in {where}: {placed} of {len(hooks)} in place, {ready} ready (placed by the trainer of a run that "
+          f"uses them), {len(hooks) - placed - ready - len(missing)} not needed, {len(missing)} missing; metrics via "
+          f"{report['metrics_route']}")  # fmt: skip
+    for name, state in hooks.items():
+        print(f"      {'MISSING' if name in missing else '-'} {name}: {state}")
+    if selection_only:
+        line("warn", f"prompt selection (algorithm.avspo_selection) cannot run with this verl: {len(selection_only)} of "
+                     "its hooks missing; the avspo estimator is not affected")  # fmt: skip
+    verl_version = report["verl_imported"]["version"]
+    known = report["known_good_verl"]
+    if report.get("refused_verl"):
+        line("FAIL", report["refused_verl"])
+        failing.append("verl release")
+    elif report["untested_verl"]:
+        line("warn", report["untested_verl"])
+    elif verl_version in known:
+        line("ok", f"verl {verl_version}: the hooks are checked with verl {', '.join(known)}")
+    else:
+        line("warn", f"verl {verl_version} is not a version the plugin was checked with ({', '.join(known)})")
+    return bool(failing)
+
+
+def _user_runtime_env(config: Any) -> dict | None:
+    """The runtime env the run's config gives Ray (ray_kwargs.ray_init.runtime_env), if any."""
+    if config is None:
+        return None
+    from omegaconf import OmegaConf
+
+    runtime_env = OmegaConf.select(config, "ray_kwargs.ray_init.runtime_env")
+    return OmegaConf.to_container(runtime_env, resolve=True) if runtime_env else None
+
+
+def _entry_point():
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry_point.name == ESTIMATOR:
+            return entry_point
+    return None
+
+
+def _entry_point_value() -> str | None:
+    entry_point = _entry_point()
+    return None if entry_point is None else f"{entry_point.name} = {entry_point.value}"
+
+
+
+def _release(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split(".")[:2]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def _versions_line(report: dict[str, Any]) -> str:
+    versions = ", ".join(f"{name} {version or 'not installed'}" for name, version in report["versions"].items())
+    return f"{versions}, python {report['python']}"
+
+
+def _env_line(report: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value if value is not None else '(unset)'}" for key, value in report["env"].items())
+
+
+
+def _indent(text: str, prefix: str = "      ") -> str:
+    """``text`` with ``prefix`` before its first line and as much space before the others."""
+    lines = text.rstrip().splitlines() or [""]
+    pad = " " * len(prefix)
+    return "\n".join([prefix + lines[0]] + [pad + line for line in lines[1:]])

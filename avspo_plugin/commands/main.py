@@ -1,0 +1,178 @@
+"""The ``avspo`` console script: one entry point, one subcommand per tool.
+
+Each subcommand lives in its own module, imported only when that subcommand
+runs, so ``avspo --help`` stays fast and a tool's heavy dependencies load only
+for that tool. A module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Errors: bad input (see :func:`is_expected_error`) ends the command with one line,
+``avspo <command>: error: <message>`` on stderr, and exit status 2; ``avspo --debug
+<command> ...`` shows its traceback as well. Any other exception is a bug: its
+traceback is always shown, followed by an ``internal error`` line, and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+from types import ModuleType
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "advantages": ("avspo_plugin.commands.advantages", "GRPO and AVSPO advantages side by side on drawn batches (no training)."),
+    "analyze": ("avspo_plugin.commands.analyze.command", "ACR diagnostics of finished GRPO runs from their dumps and logs."),
+    "doctor": ("avspo_plugin.commands.doctor", "Check that verl registers the avspo estimator here and in a Ray actor, and the run's config; --host trl|openrlhf checks those adapters."),
+    "openrlhf": ("avspo_plugin.openrlhf.launch", "Run OpenRLHF's train_ppo_ray with the avspo estimator."),
+    "verl-demo": ("avspo_plugin.verl_cpu.demo", "Train a tiny Qwen2 with stock verl main_ppo and the avspo estimator on CPU."),
+}
+# The extra each subcommand needs beyond the core install (setup.cfg's extras_require); absent: the core's.
+EXTRAS: dict[str, str] = {"analyze": "analyze", "openrlhf": "openrlhf", "verl-demo": "verl"}
+# Former names: still accepted, with a note naming the command now.
+MOVED: dict[str, str] = {"demo": "advantages"}
+
+# The project's errors for bad input, as (module, class): a class is looked up only when its module is
+# loaded already (an error of that class can only come from it then), so checking imports nothing.
+INPUT_ERRORS = (
+    ("avspo_plugin.config", "ConfigError"),
+    ("avspo_plugin.state_files", "StateFileError"),
+    ("avspo_plugin.commands.analyze.records", "AnalyzeError"),
+    ("recipes.math_data.sources", "DataError"),  # the recipes' data preparation (run_command), from a checkout
+    ("avspo_plugin.host_versions", "UnsupportedHostVersion"),
+    ("avspo_plugin.verl.guards", "HookError"),
+    ("avspo_plugin.verl.estimator", "RegistrationError"),
+)
+
+
+def is_expected_error(err: BaseException) -> bool:
+    """Whether ``err`` is bad input or a bad environment rather than a bug: the project's input errors
+    (:data:`INPUT_ERRORS`), an OS error (a missing or unreadable file, a refused connection, a timeout),
+    or a missing package other than avspo_plugin's own modules."""
+    if isinstance(err, OSError):
+        return True
+    if isinstance(err, ModuleNotFoundError):
+        return (err.name or "").split(".")[0] != "avspo_plugin"
+    classes = (getattr(sys.modules.get(module), name, None) for module, name in INPUT_ERRORS)
+    return any(cls is not None and isinstance(err, cls) for cls in classes)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
+def missing_extra(extra: str | None, err: ModuleNotFoundError) -> str | None:
+    """The one-line message when ``err`` says a package of ``extra`` is missing (None: no extra, or the missing
+    module is avspo_plugin's own)."""
+    if extra is None or (err.name or "").split(".")[0] == "avspo_plugin":
+        return None
+    return f"needs the '{extra}' extra: pip install 'avspo-plugin[{extra}]' ({err})"
+
+
+def _add_arguments(sub: argparse.ArgumentParser, command: str) -> str | None:
+    """The subcommand's own arguments; when its extra is missing, a help that says so and the message (else None)."""
+    try:
+        module = importlib.import_module(SUBCOMMANDS[command][0])
+    except ModuleNotFoundError as err:
+        message = missing_extra(EXTRAS.get(command), err)
+        if message is None:
+            raise
+        sub.description = f"{sub.description} This command {message}."
+        return message
+    module.add_arguments(sub)
+    return None
+
+
+def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, str | None]:
+    """The parser, with the chosen subcommand's arguments, and the missing-extra message of that subcommand."""
+    parser = argparse.ArgumentParser(prog="avspo", description="ACR diagnostics and AVSPO advantages.")
+    parser.add_argument(
+        "--debug", action="store_true",
+        help="show the traceback of an error too (errors in the input are otherwise one line, exit status 2)",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
+    missing = None
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            missing = _add_arguments(sub, name)
+    for old, new in MOVED.items():
+        sub = subparsers.add_parser(old, description=f"Now `avspo {new}`.")  # no help=: left out of the listing
+        if old == chosen:
+            missing = _add_arguments(sub, new)
+    return parser, missing
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, missing = build_parser(argv)
+    # A command whose extra is missing has no arguments declared: whatever follows it waits for the extra.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and missing is None:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command in MOVED:
+        print(f"note: `avspo {args.command}` is now `avspo {MOVED[args.command]}`", file=sys.stderr)
+        args.command = MOVED[args.command]
+    prog = f"avspo {args.command}"
+    if missing is not None:
+        return _error(prog, missing, debug=False)
+    try:
+        module = importlib.import_module(SUBCOMMANDS[args.command][0])
+    except ModuleNotFoundError as err:
+        message = missing_extra(EXTRAS.get(args.command), err)
+        if message is None:
+            raise
+        return _error(prog, message, args.debug)
+    return run_module(prog, module, args, EXTRAS.get(args.command))
+
+
+def command_parser(prog: str, module: ModuleType) -> argparse.ArgumentParser:
+    """The parser of a command module (``add_arguments``, ``run``) as a program of its own, ``prog``."""
+    parser = argparse.ArgumentParser(prog=prog, description=(module.__doc__ or "").strip().split("\n\n")[0])
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error too")
+    module.add_arguments(parser)
+    return parser
+
+
+def run_command(prog: str, module: ModuleType, argv: Sequence[str] | None = None) -> int:
+    """A command module as a program of its own, ``prog`` (e.g. ``python -m lab``), with the console script's
+    ``--debug`` and error messages: for the tools of a checkout that the package does not hold."""
+    args = command_parser(prog, module).parse_args(sys.argv[1:] if argv is None else argv)
+    return run_module(prog, module, args, extra=None)
+
+
+def run_module(prog: str, module: ModuleType, args: argparse.Namespace, extra: str | None) -> int:
+    """``module.run(args)``: bad input ends it with one line and exit status 2, a bug with its traceback and 1; a
+    package of ``extra`` imported only when the command runs and missing is named with the install line."""
+    try:
+        return int(module.run(args) or 0)
+    except SystemExit as stop:
+        if not isinstance(stop.code, str):  # argparse's exits print their own message
+            raise
+        return _error(prog, stop.code, args.debug)
+    except Exception as err:
+        message = missing_extra(extra, err) if isinstance(err, ModuleNotFoundError) else None
+        if message is not None:
+            return _error(prog, message, args.debug)
+        if is_expected_error(err):
+            return _error(prog, str(err) or type(err).__name__, args.debug)
+        traceback.print_exc()
+        print(f"{prog}: internal error: {type(err).__name__}: {err}; this is a bug in avspo, please report it "
+              "with the traceback above", file=sys.stderr)
+        return 1
+
+
+def _error(prog: str, message: str, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,2 +1,0 @@
-"""What stands around a training run: the CLI, the CPU lab, analyze, doctor, the CPU verl harness,
-math data preparation and evaluation, the docs generators. No training process imports it."""

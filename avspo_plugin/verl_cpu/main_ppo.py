@@ -1,0 +1,231 @@
+"""Run verl's ``main_ppo`` on CPU as a watched subprocess, and read what its file backend logged.
+
+What ``avspo verl-demo`` and the end-to-end tests need to drive a training run: the CPU
+environment (:func:`cpu_environment`), the run itself with its phases and steps echoed, a
+timeout, and its whole process tree (Ray's cluster and workers) measured and ended afterwards
+(:func:`run_main_ppo`), and the ``avspo/*`` metrics of each step (:func:`avspo_metrics_by_step`).
+The command line it runs is the caller's (:func:`avspo_plugin.verl_cpu.demo.main_ppo_command`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from avspo_plugin.names import METRIC_PREFIX
+
+
+def cpu_environment() -> dict[str, str]:
+    """This process's environment plus what a CPU run needs: the CPU support loaded in every Ray
+    process, no hub, no wandb, Ray's log lines not folded together, and no Ray workers started ahead
+    for the driver (verl's actors never use them; on 2 cores each costs a second or two of CPU)."""
+    env = dict(os.environ)
+    env.update(
+        VERL_USE_EXTERNAL_MODULES="avspo_plugin.verl_cpu",
+        VERL_PLATFORM="cpu",
+        HF_HUB_OFFLINE="1",
+        WANDB_MODE="disabled",
+        TOKENIZERS_PARALLELISM="false",
+        RAY_DEDUP_LOGS="0",
+        RAY_prestart_worker_first_driver="0",
+    )
+    return env
+
+
+@dataclass
+class TrainingRun:
+    """What :func:`run_main_ppo` saw: exit code, wall time, peak memory, and when each step ended
+    (``step_seconds[n]``, seconds since launch; ``step_seconds[0]``: when training started)."""
+
+    returncode: int
+    seconds: float
+    log_file: Path
+    metrics_file: Path
+    step_seconds: dict[int, float]
+    peak_memory_bytes: int
+
+
+# Lines of main_ppo's output that mark a phase: (pattern, what to tell the user).
+PHASES = (
+    (re.compile(r"Started a local Ray instance"), "Ray cluster up; starting verl's trainer process"),
+    (re.compile(r"Using dataset class"), "trainer up; loading the parquet files"),
+    (re.compile(r"Qwen2ForCausalLM contains"), "FSDP actor built on CPU"),
+    (re.compile(r"checkpoint engine manager initialized"), "starting the hf rollout server and agent loop"),
+    (re.compile(r"Training Progress:"), "training; the first step also starts the agent-loop and reward workers"),
+)
+STEP_LINE = re.compile(r"(?:^|\s)step:(\d+) - ")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def run_main_ppo(
+    command: Sequence[str],
+    out: Path,
+    run_name: str = "train",
+    echo: bool = True,
+    timeout: float | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> TrainingRun:
+    """Run main_ppo as a subprocess; its output goes to ``out/<run_name>.log`` (lines prefixed with
+    seconds since launch) and its file-backend metrics to ``out/<run_name>.metrics.jsonl``. With
+    ``echo``, phases and finished steps are printed; ``extra_env`` overrides the CPU environment.
+    The Ray cluster it starts is stopped whatever happens."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_file, metrics_file = out / f"{run_name}.log", out / f"{run_name}.metrics.jsonl"
+    env = {**cpu_environment(), **(extra_env or {})}
+    # verl's file backend truncates its file when it opens it: one file per run keeps a resumed
+    # run from erasing the steps of the run it continues.
+    env["VERL_FILE_LOGGER_PATH"] = str(metrics_file)
+    env["TENSORBOARD_DIR"] = str(out / f"{run_name}.tensorboard")
+    started = time.monotonic()
+    step_seconds: dict[int, float] = {}
+    phases = list(PHASES)
+    with open(log_file, "w") as log:
+        log.write("$ " + shlex.join(command) + "\n")
+        log.flush()
+        process = subprocess.Popen(
+            list(command), cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        processes = ProcessTree(process.pid)
+        # A watchdog rather than a check between lines: a hung run prints nothing.
+        watchdog = threading.Timer(timeout, process.terminate) if timeout is not None else None
+        if watchdog is not None:
+            watchdog.start()
+        try:
+            for raw in process.stdout:
+                line = ANSI.sub("", raw)
+                elapsed = time.monotonic() - started
+                log.write(f"[{elapsed:7.1f}s] {line}")
+                if phases and phases[0][0].search(line):
+                    if phases[0][0] is PHASES[-1][0]:
+                        step_seconds[0] = elapsed
+                    if echo:
+                        print(f"      {elapsed:6.1f} s  {phases[0][1]}", flush=True)
+                    phases.pop(0)
+                step = STEP_LINE.search(line)
+                if step:
+                    step_seconds[int(step.group(1))] = elapsed
+                    if echo:
+                        print(f"      {elapsed:6.1f} s  step {step.group(1)} done", flush=True)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            if process.poll() is None:
+                process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            elapsed = time.monotonic() - started
+            if timeout is not None and elapsed > timeout:
+                log.write(f"[stopped: the run exceeded {timeout:.0f} s]\n")
+            log.write(f"[{elapsed:7.1f}s] main_ppo exited with code {process.returncode}\n")
+            # main_ppo shuts its Ray cluster down when it exits, but not always all of it (and
+            # nothing of it after a crash or a timeout): what is left is ended here.
+            leftover = processes.stop()
+            if leftover:
+                log.write(f"[{time.monotonic() - started:7.1f}s] ended what the run left running: "
+                          f"{', '.join(leftover)}\n")
+            log.write(f"peak memory of the run (PSS, all its processes): {processes.peak_memory / 2**30:.2f} GiB\n")
+    return TrainingRun(
+        process.returncode, time.monotonic() - started, log_file, metrics_file, step_seconds, processes.peak_memory
+    )
+
+
+class ProcessTree:
+    """The processes a run started: main_ppo and its descendants (Ray's cluster and workers).
+
+    Samples their memory every ``interval`` seconds (proportional set size: pages shared between
+    processes, such as torch's libraries in every Ray worker, are divided among them, so the sum
+    is what the run takes from the machine) and remembers each process seen, so that
+    :meth:`stop` can end exactly those still running, even ones orphaned by a crash, and no
+    other Ray cluster on the machine. A sample reads the process table once and each process's
+    memory once (a few milliseconds per process on 2 cores: the sampling takes about 2% of a core).
+    """
+
+    def __init__(self, pid: int, interval: float = 2.0) -> None:
+        self.root = psutil.Process(pid)
+        self.interval, self.peak_memory = interval, 0
+        self.seen: dict[int, Any] = {pid: self.root}
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _descendants(self) -> list[Any]:
+        """Every process seen so far that still runs, after adding the children of those seen (one scan of the
+        process table: a process whose parent died is still found, as it was seen before)."""
+        children: dict[int, list[Any]] = {}
+        for process in psutil.process_iter():
+            try:
+                children.setdefault(process.ppid(), []).append(process)
+            except psutil.NoSuchProcess:
+                pass
+        pending = list(self.seen)
+        while pending:
+            for child in children.get(pending.pop(), ()):
+                if child.pid not in self.seen:
+                    self.seen[child.pid] = child
+                    pending.append(child.pid)
+        return [process for process in self.seen.values() if process.is_running()]
+
+    def _sample(self) -> None:
+        while not self._stopped.wait(self.interval):
+            total = 0
+            for process in self._descendants():
+                try:
+                    total += process.memory_full_info().pss
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    pass
+            self.peak_memory = max(self.peak_memory, total)
+
+    def stop(self, grace: float = 10.0) -> list[str]:
+        """Stop sampling and end the processes still running (terminate, then kill); returns their names."""
+        self._stopped.set()
+        self._thread.join()
+        alive = self._descendants()
+        names = []
+        for process in alive:
+            try:
+                names.append(f"{process.name()} ({process.pid})")
+            except psutil.NoSuchProcess:
+                pass
+        for process in alive:
+            try:
+                process.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, still_alive = psutil.wait_procs(alive, timeout=grace)
+        for process in still_alive:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(still_alive, timeout=grace)
+        return names
+
+
+def read_logged_steps(metrics_file: Path) -> list[dict[str, Any]]:
+    """The records of verl's file backend: one ``{"step": int, "data": {metric: value}}`` per logged step."""
+    with open(metrics_file) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def avspo_metrics_by_step(metrics_file: Path) -> dict[int, dict[str, float]]:
+    """{step: {avspo metric: value}} from verl's file backend output."""
+    steps: dict[int, dict[str, float]] = {}
+    for record in read_logged_steps(metrics_file):
+        avspo = {key: value for key, value in record["data"].items() if key.startswith(METRIC_PREFIX)}
+        steps.setdefault(int(record["step"]), {}).update(avspo)
+    return steps

@@ -1,0 +1,82 @@
+"""Every generated file of the checkout and its text, as its sources render it now (:func:`generated_files`).
+
+A file is generated whole (the reference pages, the packaged YAML, the packaged evidence) or holds generated blocks
+between marker lines (the options tables, samples, quoted figures); a page with several blocks gets each in turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from avspo_plugin.commands.analyze.lab_evidence import LAB_SWEEP_FIT, evidence_lines, load_lab_evidence
+from lab.research.sweep_preregistered import EVIDENCE, PREREGISTERED_BEGIN, PREREGISTERED_END
+from lab.research.sweep_report import preregistered_markdown
+
+from . import openrlhf_options_table, trl_options_table
+from .docs_pages import (
+    DOCS,
+    EVIDENCE_SOURCE,
+    PACKAGED_EVIDENCE,
+    PAGES,
+    SAMPLES,
+    SELECTION_BEGIN,
+    SELECTION_END,
+    SELECTION_PAGE,
+    evidence_blocks,
+    evidence_markers,
+    packaged_evidence,
+    sample_markers,
+    selection_config_markdown,
+    with_block,
+)
+from .verl_hydra_configs import render_configs
+
+ANALYZE_PAGE = DOCS / "using" / "analyze.md"
+ANALYZE_BEGIN = "<!-- lab evidence: rendered from lab_sweep_fit.json by lab_evidence.evidence_lines -->"
+ANALYZE_END = "<!-- /lab evidence -->"
+SWEEP_FIT = EVIDENCE / "sweep" / "fit.json"
+
+
+def generated_files() -> dict[Path, str]:
+    """{path: text} of every generated file, rendered from its sources as they are now."""
+    files: dict[Path, str] = {}
+
+    def block(page: Path, begin: str, end: str, body: str) -> None:
+        files[page] = with_block(files[page] if page in files else page.read_text(encoding="utf-8"), begin, end, body)
+
+    # The config and metric reference pages, the selection keys, the packaged hydra configs, the hosts' options.
+    files.update({DOCS / "using" / f"{page}.md": render() for page, render in PAGES.items()})
+    block(SELECTION_PAGE, SELECTION_BEGIN, SELECTION_END, selection_config_markdown())
+    files.update(render_configs())
+    block(DOCS / "using" / "trl.md", trl_options_table.TABLE_BEGIN, trl_options_table.TABLE_END,
+          trl_options_table.options_table())
+    block(DOCS / "using" / "openrlhf.md", openrlhf_options_table.TABLE_BEGIN, openrlhf_options_table.TABLE_END,
+          openrlhf_options_table.options_table())
+    # Sample outputs (a recorded run, or a dry run made now).
+    for name, (page, render, _) in SAMPLES.items():
+        block(page, *sample_markers(name), render())
+    # The evidence behind the default: the study's figures where they are quoted, and the packaged sentence.
+    report = json.loads(EVIDENCE_SOURCE.read_text(encoding="utf-8"))
+    files[PACKAGED_EVIDENCE] = json.dumps(packaged_evidence(report), indent=1) + "\n"
+    for name, (page, prefix, text) in evidence_blocks().items():
+        block(page, *evidence_markers(name, prefix), text)
+    # ACR's forecast value: the sweep's fit file, the copy analyze reads, and where its verdict is quoted.
+    fit_text = SWEEP_FIT.read_text(encoding="utf-8")
+    files[LAB_SWEEP_FIT] = fit_text
+    block(EVIDENCE / "sweep.md", PREREGISTERED_BEGIN, PREREGISTERED_END,
+          "\n".join(preregistered_markdown(json.loads(fit_text)["preregistered"])))
+    block(ANALYZE_PAGE, ANALYZE_BEGIN, ANALYZE_END, fenced(evidence_lines(load_lab_evidence(SWEEP_FIT))))
+    return files
+
+
+def fenced(lines: list[str]) -> str:
+    """Lines as an indented code block of a markdown list item."""
+    return "\n".join(["  ```", *(f"  {line}" for line in lines), "  ```"])
+
+
+def stale_files(render: Callable[[], dict[Path, str]] = generated_files) -> list[Path]:
+    """The generated files whose committed text differs from their rendering."""
+    return [path for path, text in render().items()
+            if not path.exists() or path.read_text(encoding="utf-8") != text]

@@ -1,0 +1,77 @@
+"""`avspo analyze` states what the lab's sweep measured of early ACR as a predictor, read from the sweep's own file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from commands.analyze.generated_runs import avspo_rows, draw_run, truth, write_verl_file_log
+
+from avspo_plugin.commands.analyze import lab_evidence
+from avspo_plugin.commands.analyze.records import AnalyzeError
+
+ROOT = Path(__file__).parents[3]
+SWEEP_FIT = ROOT / "docs" / "evidence" / "sweep" / "fit.json"
+
+
+def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monkeypatch):
+    """Every figure printed comes from the file: change the file and the printed figures and verdict follow. Until
+    the confirmation has run, analyze says so and labels the exploratory pass, never "forecast" either way."""
+    run = write_verl_file_log(tmp_path / "train.metrics.jsonl", avspo_rows(truth(draw_run(12))))
+    fit = json.loads(SWEEP_FIT.read_text())
+    prereg = fit["preregistered"]
+    code, document, out, _ = analyze(run)
+    assert code == 0
+    oos = fit["oos"]
+    shown = document["acr_predictive_value_in_the_lab"]
+    assert shown["acr_alone_oos_r2"] == {"value": oos["r2"], "ci95": oos["ci95"]}
+    assert shown["preregistered"]["verdict"] == prereg["verdict"] == "pending"
+    exploratory = prereg["exploratory"]
+    assert shown["preregistered"]["exploratory"]["acr_gain"] == exploratory["table"]["added"]["acr"]
+    assert (f"its confirmation sweep ({prereg['planned_confirmation']['runs']} runs on bases no fit has seen) has not "
+            "yet run") in out
+    gain = exploratory["table"]["added"]["acr"]["leave_one_base_out"]
+    assert (f"exploratory ({exploratory['runs']} runs from {len(exploratory['bases'])} bases, models chosen after "
+            f"looking at them)") in out and f"by {gain['value']:+.3f} (95% CI {gain['ci95'][0]:+.3f}" in out
+    assert "not a forecast" not in out.split("What early ACR says")[1]
+
+    # The same command on an edited copy: the confirmation has run, and early ACR adds there.
+    edited = json.loads(SWEEP_FIT.read_text())
+    confirmation = json.loads(json.dumps(exploratory))
+    confirmation.update(status="confirmation", runs=48, bases=["n1", "n2", "n3", "n4"])
+    confirmation["table"]["added"]["acr"] = {"leave_one_base_out": {"value": 0.2, "ci95": [0.06, 0.4]},
+                                             "leave_one_setting_out": {"value": 0.1, "ci95": [0.01, 0.2]}}
+    confirmation["table"]["decision"]["adds"] = True
+    edited["preregistered"].update(confirmation=confirmation, verdict="adds")
+    copy = tmp_path / "fit.json"
+    copy.write_text(json.dumps(edited))
+    monkeypatch.setattr(lab_evidence, "LAB_SWEEP_FIT", copy)
+    code, document, out, _ = analyze(run, out=tmp_path / "edited")
+    assert code == 0 and "has not yet run" not in out
+    assert ("pre-registered confirmation (48 runs from 4 bases no fit had seen): early ACR adds to the run's settings "
+            "+ early reward + base accuracy; change in out-of-sample R^2: +0.200 (95% CI +0.060 to +0.400) leaving one "
+            "base out, +0.100 (95% CI +0.010 to +0.200) leaving one setting out") in out
+    assert document["acr_predictive_value_in_the_lab"]["preregistered"]["verdict"] == "adds"
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda fit: fit["oos"].pop("added"), "not a fit file of `python -m lab sweep` with 'oos.added'"),
+        (lambda fit: fit["oos"]["added"].update(entropy={"value": 0.1, "ci95": None}), "oos.added must map some of"),
+        (lambda fit: fit["oos"]["added"].update(acr={"value": "high", "ci95": None}),
+         "oos.added.acr.value must be a finite number or null"),
+        (lambda fit: fit["oos"].update(baseline_r2={"value": 0.1, "ci95": [0.0]}), "oos.baseline_r2.ci95 must be"),
+        (lambda fit: fit.pop("preregistered"), "with 'oos.added' and 'preregistered' (KeyError('preregistered')"),
+        (lambda fit: fit["preregistered"].update(verdict="maybe"), "preregistered.verdict must be pending, adds or"),
+    ],
+)
+def test_a_damaged_fit_file_is_named_with_the_key(tmp_path, change, message):
+    fit = json.loads(SWEEP_FIT.read_text())
+    change(fit)
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps(fit))
+    with pytest.raises(AnalyzeError, match=f"^{re.escape(str(path))}: .*{re.escape(message)}"):
+        lab_evidence.load_lab_evidence(path)

@@ -1,0 +1,168 @@
+"""Early window, stagnation signal, projection lines and the DAPO / AVSPO estimates on hand-made timelines."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from avspo_plugin.commands.analyze import signals
+from avspo_plugin.commands.analyze.records import AnalyzeError
+from avspo_plugin.commands.analyze.regimes import collapse_regime
+from avspo_plugin.commands.analyze.timeline import Timeline
+
+
+def timeline(acr, steps=None, **series):
+    steps = np.arange(1, len(acr) + 1) if steps is None else np.asarray(steps)
+    values = {"acr": np.asarray(acr, dtype=float)} | {k: np.asarray(v, dtype=float) for k, v in series.items()}
+    return Timeline(steps=steps, series=values, basis="test", exact=True)
+
+
+def test_early_window_is_the_mean_over_the_first_steps():
+    acr = [0.8] * 10 + [0.2] * 30
+    early = signals.early_window(timeline(acr), 10)
+    assert early["window"] == [1, 10] and early["points"] == 10 and early["complete"]
+    assert early["acr"] == pytest.approx(0.8)
+    short = signals.early_window(timeline(acr), 100)
+    assert not short["complete"] and short["points"] == 40
+    assert short["acr"] == pytest.approx((8 + 6) / 40)
+
+
+def test_early_window_counts_steps_not_points_for_sparse_logs():
+    steps = np.arange(10, 401, 10)  # TRL logging every 10 steps
+    early = signals.early_window(timeline([0.5] * 10 + [0.1] * 30, steps=steps), 100)
+    assert early["window"] == [10, 109] and early["points"] == 10
+    assert early["acr"] == pytest.approx(0.5)
+
+
+def test_stagnation_fires_after_more_than_the_given_run_of_steps():
+    acr = [0.1] * 10 + [0.5] * 60 + [0.1] * 5 + [0.4] * 30
+    stall = signals.stagnation(timeline(acr), 0.35, 50)
+    # High from step 11: 50 consecutive steps by step 60, more than 50 at step 61.
+    assert stall["fired"] and stall["fired_at_step"] == 61
+    assert stall["episodes"] == [{"start": 11, "end": 70, "steps": 60, "fired_at": 61}]
+    assert stall["longest_run_steps"] == 60
+    quiet = signals.stagnation(timeline([0.5] * 50 + [0.1] + [0.5] * 50), 0.35, 50)
+    assert not quiet["fired"] and quiet["longest_run_steps"] == 50
+    at_level = signals.stagnation(timeline([0.35] * 100), 0.35, 50)  # "above" is strict
+    assert not at_level["fired"]
+
+
+def test_stagnation_on_sparse_logs_and_disabled():
+    steps = np.arange(10, 1001, 10)
+    stall = signals.stagnation(timeline([0.6] * 100, steps=steps), 0.35, 50)
+    assert stall["fired_at_step"] == 60  # points 10..60 cover 60 - 10 + 10 = 60 steps > 50
+    for level, length in ((0.0, 50), (0.35, 0)):
+        off = signals.stagnation(timeline([0.9] * 100), level, length)
+        assert not off["enabled"] and not off["fired"]
+
+
+def test_paper_projection_and_interval():
+    plain = signals.projection(signals.PAPER_FIT, timeline([0.5] * 120), 100)
+    assert plain["value"] == pytest.approx(51.4 - 29.6 * 0.5)
+    assert plain["complete"] and "paper" in plain["fit"]["label"]
+    bounded = signals.projection(signals.PAPER_FIT, timeline([0.5] * 120, acr_low=[0.4] * 120, acr_high=[0.6] * 120), 100)
+    assert bounded["low"] == pytest.approx(51.4 - 29.6 * 0.6)
+    assert bounded["high"] == pytest.approx(51.4 - 29.6 * 0.4)
+
+
+def test_fit_file_is_read_and_its_window_used(tmp_path):
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps({"intercept": 0.9, "slope": -0.5, "early_steps": 20, "target": "final lab accuracy",
+                                "acr_range": [0.0, 0.5], "r2": 0.7}))
+    fit = signals.load_fit(path)
+    result = signals.projection(fit, timeline([0.6] * 20 + [0.0] * 80), 100)
+    assert result["window"] == [1, 20]
+    assert result["value"] == pytest.approx(0.9 - 0.5 * 0.6)
+    assert result["extrapolated"] is True
+    minimal = tmp_path / "minimal.json"
+    minimal.write_text('{"intercept": 50, "slope": -30}')
+    assert signals.projection(signals.load_fit(minimal), timeline([0.5] * 10), 5)["window"] == [1, 5]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"slope": -1}', "'intercept' must be a finite number"),
+        ('{"intercept": 1, "slope": "steep"}', "'slope' must be a finite number"),
+        ('{"intercept": 1, "slope": -1, "early_steps": 0}', "'early_steps' must be a positive integer"),
+        ('{"intercept": 1, "slope": -1, "acr_range": [0]}', "'acr_range' must be"),
+        ("[1, 2]", "a fit is a JSON object"),
+        ('{"intercept": 1,\n "slope": }', ":2: fit file is not valid JSON"),
+        ('{"intercept": 1, "slope": -1, "forecast": "yes"}', "'forecast' must be an object with 'supported'"),
+        ('{"intercept": 1, "slope": -1, "measured_on": "a lab", "forecast": {"supported": false, "why": "R^2 -0.2"}}',
+         r"measured on a lab, does not support a forecast for another run \(R\^2 -0.2\); leave --fit out"),
+    ],
+)
+def test_bad_fit_file_is_named(tmp_path, text, message):
+    path = tmp_path / "fit.json"
+    path.write_text(text)
+    with pytest.raises(AnalyzeError, match=message):
+        signals.load_fit(path)
+
+
+def test_dapo_estimate():
+    dapo = signals.dapo_estimate(timeline([0.5, 0.0, 0.75, 1.0]))
+    assert dapo["dropped_groups"] == pytest.approx(2.25 / 4)
+    assert dapo["extra_rollouts"] == pytest.approx((1.0 + 0.0 + 3.0) / 3)
+    assert dapo["steps_all_collapsed"] == 1
+
+
+def test_avspo_estimate_without_replay_counts_steps_above_the_initial_threshold():
+    estimate = signals.avspo_estimate(timeline([0.2, 0.6, 0.7, 0.4]), 0.5)
+    assert estimate == {"source": "threshold", "threshold_init": 0.5, "steps_above_threshold": 0.5,
+                        "acr": pytest.approx(0.475)}
+    run = {"rollout_shares": {"collapsed": None}, "dapo": {"dropped_groups": 0}, "avspo": estimate,
+           "stagnation": {"fired": False}}
+    assert signals.advice(run) == [
+        "AVSPO with threshold_mode=always would add virtual rewards to the collapsed groups, 47.5% of "
+        "groups on average, at every step; with the paper's adaptive trigger (threshold_mode=adaptive) only on the "
+        "50.0% of logged steps whose "
+        "ACR exceeded tau_0 = 0.5 (estimate: the adaptive threshold moves during training)."]
+
+
+def test_a_logged_avspo_run_whose_trigger_seldom_opened_is_told_it_trained_as_grpo():
+    logged = Timeline(steps=np.arange(1, 5), series={k: np.asarray(v, dtype=float) for k, v in {
+        "acr": [0.3, 0.3, 0.6, 0.3], "triggered": [0, 0, 1, 0], "augmented_groups": [0, 0, 0.6, 0],
+        "effective_acr": [0.3, 0.3, 0.0, 0.3]}.items()}, basis="test", exact=True, avspo="logged")
+    estimate = signals.avspo_estimate(logged, 0.5)
+    assert estimate["triggered_steps"] == 0.25 and estimate["effective_acr"] == pytest.approx(0.225)
+    run = {"rollout_shares": {"collapsed": None}, "dapo": {"dropped_groups": 0}, "avspo": estimate,
+           "stagnation": {"fired": False}}
+    advice = signals.advice(run)
+    assert advice[0] == "This run used AVSPO: triggered on 25.0% of steps; effective ACR 22.5% vs ACR 37.5%."
+    assert advice[1].startswith("AVSPO hardly acted: on the 75.0% of steps its trigger stayed shut the run trained as GRPO")
+    estimate["triggered_steps"] = 1.0
+    assert len(signals.advice(run)) == 1
+
+
+def test_moving_average_of_the_comparison_plot_skips_gaps():
+    from avspo_plugin.commands.analyze.plots import _moving_average
+
+    values = np.array([1.0, 3.0, np.nan, 5.0, 7.0])
+    np.testing.assert_allclose(_moving_average(values, 2), [1.0, 2.0, 3.0, 5.0, 6.0])
+    np.testing.assert_allclose(_moving_average(values, 1), [1.0, 3.0, np.nan, 5.0, 7.0])
+
+
+@pytest.mark.parametrize(("all_fail", "all_pass", "regime"), [
+    (0.30, 0.15, "all_fail"), (0.30, 0.151, "mixed"), (0.15, 0.30, "all_pass"), (0.2, 0.2, "mixed"),
+    (0.1, 0.0, "all_fail"), (0.0, 0.1, "all_pass"),
+])
+def test_collapse_regime_is_the_dominant_kind_by_a_factor_of_two(all_fail, all_pass, regime):
+    assert collapse_regime(all_fail, all_pass) == regime
+
+
+@pytest.mark.parametrize(("all_fail", "all_pass", "message"), [
+    (0.0, 0.0, "no collapsed group"), (1.2, 0.1, "all_fail share 1.2 is not in"), (0.1, float("nan"), "all_pass share nan"),
+])
+def test_collapse_regime_refuses_shares_it_cannot_judge(all_fail, all_pass, message):
+    with pytest.raises(ValueError, match=message):
+        collapse_regime(all_fail, all_pass)
+
+
+def test_a_run_with_too_little_collapse_or_no_split_has_no_regime():
+    assert signals.regime({"all_fail": 0.02, "all_pass": 0.01, "collapsed": 0.03}) is None
+    assert signals.regime({"all_fail": None, "all_pass": None, "collapsed": 0.5}) is None
+    named = signals.regime({"all_fail": 0.05, "all_pass": 0.30, "collapsed": 0.35})
+    assert named["name"] == "all_pass" and named["decision_table"] == "docs/evidence/results.md#decision-table"

@@ -1,0 +1,89 @@
+"""Every generated file of the checkout (renderer/files.py: reference pages, options tables, packaged YAML, samples,
+quoted study figures, the packaged evidence) is exactly what its sources render now; and what the renderer's sources
+promise of the product (every key documented, the default the study decided)."""
+
+import difflib
+import json
+from pathlib import Path
+
+import pytest
+
+from avspo_plugin.config import AVSPOConfig, SelectionConfig
+from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS
+from renderer.docs_pages import EVIDENCE_SOURCE, PACKAGED_EVIDENCE, PAGES, VERL_DEMO_RECORD, demo_step_metrics
+from renderer.files import generated_files, stale_files, with_block
+
+ROOT = Path(__file__).resolve().parents[1]
+GENERATED = generated_files()
+
+
+@pytest.mark.parametrize("path", sorted(GENERATED), ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_generated_file_is_what_its_sources_render(path):
+    """A figure, key or sample edited by hand, or a source changed without rendering, fails here."""
+    committed = path.read_text(encoding="utf-8")
+    diff = "".join(list(difflib.unified_diff(committed.splitlines(True), GENERATED[path].splitlines(True)))[:30])
+    assert committed == GENERATED[path], f"{path.relative_to(ROOT)} is stale: run `python -m renderer`\n{diff}"
+
+
+def test_the_renderer_covers_every_generated_place():
+    relative = {str(path.relative_to(ROOT)) for path in GENERATED}
+    assert {"docs/using/config.md", "docs/using/metrics.md", "docs/using/selection.md", "docs/using/trl.md",
+            "docs/using/openrlhf.md", "docs/using/verl-cpu.md", "docs/using/recipes.md", "docs/using/analyze.md",
+            "README.md", "docs/evidence/results.md", "docs/evidence/sharpening.md", "docs/evidence/sweep.md",
+            "recipes/run_avspo_paper.sh", "avspo_plugin/default_evidence.json",
+            "avspo_plugin/commands/analyze/lab_sweep_fit.json", "avspo_plugin/verl/config/avspo_trainer.yaml",
+            "avspo_plugin/verl/config/avspo_algorithm.yaml", "avspo_plugin/verl/config/avspo_selection.yaml",
+            "avspo_plugin/verl/config/avspo_monitor.yaml"} <= relative
+
+
+def test_a_stale_file_is_named(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("head\n<!-- b -->\nold\n<!-- e -->\ntail\n")
+    render = {page: with_block(page.read_text(), "<!-- b -->", "<!-- e -->", "new")}
+    assert stale_files(lambda: render) == [page]
+    page.write_text(render[page])
+    assert stale_files(lambda: render) == []
+    with pytest.raises(ValueError, match="lacks the markers"):
+        with_block("no markers", "<!-- b -->", "<!-- e -->", "new")
+
+
+def test_every_key_and_metric_is_documented():
+    config_page, metrics_page = PAGES["config"](), PAGES["metrics"]()
+    assert all(f"| `{key}` |" in config_page for key in AVSPOConfig.keys())
+    assert set(METRIC_HELP) == set(METRIC_REDUCTIONS)
+    assert all(f"| `{name}` |" in metrics_page for name in METRIC_REDUCTIONS)
+
+
+def test_selection_page_lists_every_key():
+    page = GENERATED[ROOT / "docs" / "using" / "selection.md"]
+    assert all(f"| `{key}` |" in page for key in SelectionConfig.keys())
+
+
+def test_the_recorded_verl_demo_ran_under_the_current_defaults():
+    """A change of an AVSPO default fails here until the demo is recorded again (its output would differ)."""
+    record = json.loads(VERL_DEMO_RECORD.read_text())
+    assert record["defaults"] == AVSPOConfig().to_dict(), \
+        "the AVSPO defaults changed: python -m renderer record verl-demo"
+    assert record["command"] == "avspo verl-demo --out /tmp/demo-out"
+    steps = demo_step_metrics(record["output"])
+    assert sorted(steps) == [1, 2, 3, 4]
+    config = AVSPOConfig(**record["defaults"])
+    for step, metrics in steps.items():
+        # What the defaults do, step by step: under always every collapsed group is augmented (with apply_to all).
+        if config.threshold_mode == "always":
+            assert metrics["triggered"] == float(metrics["acr"] > 0) and metrics["threshold"] == 0, (step, metrics)
+        if config.threshold_mode == "always" and config.apply_to == "all":
+            assert metrics["augmented_groups"] == metrics["acr"] and metrics["effective_acr"] == 0, (step, metrics)
+        # Under the adaptive trigger a step is augmented only when its ACR exceeds the threshold it reports.
+        if config.threshold_mode == "adaptive":
+            assert metrics["triggered"] == float(metrics["acr"] > metrics["threshold"]), (step, metrics)
+            if not metrics["triggered"]:
+                assert metrics["augmented_groups"] == 0 and metrics["effective_acr"] == metrics["acr"], (step, metrics)
+
+
+def test_the_default_threshold_mode_is_the_one_the_study_decided_and_its_help_says_why():
+    decision = json.loads(EVIDENCE_SOURCE.read_text())["decision"]
+    assert AVSPOConfig().threshold_mode == decision["default_threshold_mode"]
+    reason = json.loads(PACKAGED_EVIDENCE.read_text())["threshold_mode_reason"]
+    (threshold_mode,) = [f for f in AVSPOConfig.ordered_fields() if f.name == "threshold_mode"]
+    assert threshold_mode.metadata["help"].endswith(reason)
