@@ -31,8 +31,10 @@ from .docs_pages import (
     selection_config_markdown,
     with_block,
 )
+from .forecast import FORECAST_BEGIN, FORECAST_END, readme_forecast, sweep_forecast
 from .verl_hydra_configs import render_configs
 
+ROOT = DOCS.parent
 ANALYZE_PAGE = DOCS / "using" / "analyze.md"
 ANALYZE_BEGIN = "<!-- lab evidence: rendered from lab_sweep_fit.json by lab_evidence.evidence_lines -->"
 ANALYZE_END = "<!-- /lab evidence -->"
@@ -64,9 +66,12 @@ def generated_files() -> dict[Path, str]:
         block(page, *evidence_markers(name, prefix), text)
     # ACR's forecast value: the sweep's fit file, the copy analyze reads, and where its verdict is quoted.
     fit_text = SWEEP_FIT.read_text(encoding="utf-8")
+    prereg = json.loads(fit_text)["preregistered"]
     files[LAB_SWEEP_FIT] = fit_text
-    block(EVIDENCE / "sweep.md", PREREGISTERED_BEGIN, PREREGISTERED_END,
-          "\n".join(preregistered_markdown(json.loads(fit_text)["preregistered"])))
+    block(EVIDENCE / "sweep.md", PREREGISTERED_BEGIN, PREREGISTERED_END, "\n".join(preregistered_markdown(prereg)))
+    for page, name, source, text in ((ROOT / "README.md", "readme", "docs/evidence/sweep/fit.json", readme_forecast(prereg)),
+                                     (EVIDENCE / "sweep.md", "sweep", "sweep/fit.json", sweep_forecast(prereg))):
+        block(page, FORECAST_BEGIN.format(name=name, source=source), FORECAST_END.format(name=name), text)
     block(ANALYZE_PAGE, ANALYZE_BEGIN, ANALYZE_END, fenced(evidence_lines(load_lab_evidence(SWEEP_FIT))))
     return files
 

@@ -87,3 +87,20 @@ def test_the_default_threshold_mode_is_the_one_the_study_decided_and_its_help_sa
     reason = json.loads(PACKAGED_EVIDENCE.read_text())["threshold_mode_reason"]
     (threshold_mode,) = [f for f in AVSPOConfig.ordered_fields() if f.name == "threshold_mode"]
     assert threshold_mode.metadata["help"].endswith(reason)
+
+
+@pytest.mark.parametrize("verdict, words", [("adds", "**adds to**"), ("does not add", "**does not add to**")])
+def test_the_forecast_sentences_say_what_the_confirmation_says(verdict, words):
+    """README's and sweep.md's words on ACR as a forecast follow the confirmation's verdict, with its runs, bases and
+    gains; pending until it has run."""
+    from renderer.forecast import readme_forecast, sweep_forecast
+
+    prereg = json.loads((ROOT / "docs" / "evidence" / "sweep" / "fit.json").read_text())["preregistered"]
+    pending = {**prereg, "confirmation": None, "verdict": "pending"}
+    assert "has not yet run" in readme_forecast(pending) and "until the confirmation has run" in sweep_forecast(pending)
+    confirmation = {**prereg["exploratory"], "status": "confirmation", "runs": 96, "bases": list("abcdef")}
+    confirmed = {**prereg, "confirmation": confirmation, "verdict": verdict}
+    readme = readme_forecast(confirmed)
+    assert words in readme and "96 runs" in readme and "6 bases no fit had seen" in readme
+    assert "has not yet run" not in readme and "following the confirmation" in sweep_forecast(confirmed)
+    assert ("not sold as a forecast" in readme) == (verdict == "does not add")

@@ -126,7 +126,8 @@ def _check_preregistered(prereg: Any) -> None:
 SCHEME_WORDS = {"leave_one_base_out": "leaving one base out", "leave_one_setting_out": "leaving one setting out"}
 
 
-def _gain_text(gains: dict[str, Any]) -> str:
+def gain_text(gains: dict[str, Any]) -> str:
+    """Each scheme's gain in out-of-sample R^2 with its interval, in words."""
     return ", ".join(f"{Estimate(g['value'], None if g['ci95'] is None else tuple(g['ci95'])).text(3)} "
                      f"{SCHEME_WORDS.get(scheme, scheme)}" for scheme, g in gains.items())
 
@@ -157,12 +158,12 @@ def preregistered_lines(prereg: dict[str, Any]) -> list[str]:
         verdict = "adds to" if confirmation["table"]["decision"]["adds"] else "does not add to"
         lines.append(f"  pre-registered confirmation ({confirmation['runs']} runs from {len(confirmation['bases'])} "
                      f"bases no fit had seen): early ACR {verdict} the run's settings + early reward + base accuracy; "
-                     f"change in out-of-sample R^2: {_gain_text(confirmation['table']['added']['acr'])}")
+                     f"change in out-of-sample R^2: {gain_text(confirmation['table']['added']['acr'])}")
     if exploratory is not None:
         rule = "meets" if exploratory["table"]["decision"]["adds"] else "does not meet"
         lines.append(f"  exploratory ({exploratory['runs']} runs from {len(exploratory['bases'])} bases, models chosen "
                      f"after looking at them): added to the run's settings + early reward + base accuracy, early ACR "
-                     f"changed out-of-sample R^2 by {_gain_text(exploratory['table']['added']['acr'])}; on these "
+                     f"changed out-of-sample R^2 by {gain_text(exploratory['table']['added']['acr'])}; on these "
                      f"runs it {rule} the pre-registered rule ({prereg['rule']})")
     return lines
 
