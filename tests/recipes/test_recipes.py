@@ -346,12 +346,12 @@ def commands(stdout):
         ({"DRY_RUN": "0", "DATA_DIR": "/nonexistent/avspo"},
          "TRAIN_FILES: no such file: /nonexistent/avspo/level3_500.parquet\n"
          "  Write it with (docs/using/recipes.md, \"2. Data\"):\n"
-         f"    {sys.executable} -m recipes.math_data.prepare math --out /nonexistent/avspo/math_train.parquet\n"
-         f"    {sys.executable} -m recipes.math_data.prepare level3-500 --train "
+         f"    PYTHONPATH={ROOT} {sys.executable} -m recipes.math_data.prepare math --out /nonexistent/avspo/math_train.parquet\n"
+         f"    PYTHONPATH={ROOT} {sys.executable} -m recipes.math_data.prepare level3-500 --train "
          "/nonexistent/avspo/math_train.parquet --model Qwen/Qwen2.5-Math-1.5B --out /nonexistent/avspo/level3_500.parquet"),
         ({"DRY_RUN": "0", "VAL_FILES": "/nonexistent/math500.parquet"},
          "VAL_FILES: no such file: /nonexistent/math500.parquet\n  Write it with (docs/using/recipes.md, \"2. Data\"):\n"
-         f"    {sys.executable} -m recipes.math_data.prepare eval --out-dir /nonexistent --benchmarks math500"),
+         f"    PYTHONPATH={ROOT} {sys.executable} -m recipes.math_data.prepare eval --out-dir /nonexistent --benchmarks math500"),
         ({"TRAIN_FILES": " "}, "TRAIN_FILES is empty"),
         ({"MODEL_PATH": "/nonexistent/Qwen2.5-Math-1.5B"}, "MODEL_PATH: no such folder: /nonexistent/Qwen2.5-Math-1.5B"),
         ({"MODEL_PATH": "not a model"}, "neither an existing folder nor a hub id"),
