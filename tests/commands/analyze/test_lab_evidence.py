@@ -16,9 +16,20 @@ ROOT = Path(__file__).parents[3]
 SWEEP_FIT = ROOT / "docs" / "evidence" / "sweep" / "fit.json"
 
 
+def confirmation_line(prereg: dict) -> str:
+    """What analyze prints of the confirmation in ``prereg``, as its figures and verdict make it."""
+    confirmation = prereg["confirmation"]
+    if confirmation is None:
+        return (f"its confirmation sweep ({prereg['planned_confirmation']['runs']} runs on bases no fit has seen) has "
+                "not yet run")
+    words = "adds to" if confirmation["table"]["decision"]["adds"] else "does not add to"
+    return (f"pre-registered confirmation ({confirmation['runs']} runs from {len(confirmation['bases'])} bases no fit "
+            f"had seen): early ACR {words} the run's settings + early reward + base accuracy")
+
+
 def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monkeypatch):
-    """Every figure printed comes from the file: change the file and the printed figures and verdict follow. Until
-    the confirmation has run, analyze says so and labels the exploratory pass, never "forecast" either way."""
+    """Every figure printed comes from the packaged file: the confirmation's verdict (or that it has not yet run) and
+    the exploratory pass, labelled exploratory; change the file and the printed figures and verdict follow."""
     run = write_verl_file_log(tmp_path / "train.metrics.jsonl", avspo_rows(truth(draw_run(12))))
     fit = json.loads(SWEEP_FIT.read_text())
     prereg = fit["preregistered"]
@@ -27,17 +38,26 @@ def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monk
     oos = fit["oos"]
     shown = document["acr_predictive_value_in_the_lab"]
     assert shown["acr_alone_oos_r2"] == {"value": oos["r2"], "ci95": oos["ci95"]}
-    assert shown["preregistered"]["verdict"] == prereg["verdict"] == "pending"
+    assert shown["preregistered"]["verdict"] == prereg["verdict"]
+    assert (prereg["verdict"] == "pending") == (prereg["confirmation"] is None)
+    assert confirmation_line(prereg) in out
     exploratory = prereg["exploratory"]
     assert shown["preregistered"]["exploratory"]["acr_gain"] == exploratory["table"]["added"]["acr"]
-    assert (f"its confirmation sweep ({prereg['planned_confirmation']['runs']} runs on bases no fit has seen) has not "
-            "yet run") in out
     gain = exploratory["table"]["added"]["acr"]["leave_one_base_out"]
     assert (f"exploratory ({exploratory['runs']} runs from {len(exploratory['bases'])} bases, models chosen after "
             f"looking at them)") in out and f"by {gain['value']:+.3f} (95% CI {gain['ci95'][0]:+.3f}" in out
+
+    # The same command on edited copies: the confirmation not yet run; run, with early ACR adding there.
+    pending = json.loads(SWEEP_FIT.read_text())
+    pending["preregistered"].update(confirmation=None, verdict="pending")
+    pending["preregistered"].setdefault("planned_confirmation", {"runs": 96, "command": "python -m lab sweep --confirm"})
+    copy = tmp_path / "pending.json"
+    copy.write_text(json.dumps(pending))
+    monkeypatch.setattr(lab_evidence, "LAB_SWEEP_FIT", copy)
+    code, document, out, _ = analyze(run, out=tmp_path / "pending")
+    assert code == 0 and confirmation_line(pending["preregistered"]) in out and "has not yet run" in out
     assert "not a forecast" not in out.split("What early ACR says")[1]
 
-    # The same command on an edited copy: the confirmation has run, and early ACR adds there.
     edited = json.loads(SWEEP_FIT.read_text())
     confirmation = json.loads(json.dumps(exploratory))
     confirmation.update(status="confirmation", runs=48, bases=["n1", "n2", "n3", "n4"])
