@@ -1,9 +1,9 @@
 """``python -m lab``: the demo from the command line, and the research actions after it.
 
 ``python -m lab`` runs every method over several seeds on the built-in default and writes report.json, report.md and
-the plots; ``--quick`` is a short version of the same. ``python -m lab study|tune|sweep`` are the research harness, each
-with its own options (research/command.py). The console script imports this module only for ``python -m lab``: verl and
-the lab load for the lab alone.
+the plots; ``--quick`` is a short version of the same. ``python -m lab study|tune|sweep|sharpening`` are the research
+harness, each with its own options (research/command.py). Run from the checkout's root: the lab is not part of the
+installed package.
 """
 
 from __future__ import annotations
