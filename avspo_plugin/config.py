@@ -216,8 +216,11 @@ class ConfigBlock:
 
     @classmethod
     def from_mapping(cls: type[Block], values: Mapping[str, Any] | None, where: str | None = None) -> Block:
-        """Build from a host's key/value block; ``where`` names that block in error messages (default: BLOCK)."""
+        """Build from a host's key/value block (any mapping: a dict, a hydra node; None: every default); ``where``
+        names that block in error messages (default: BLOCK)."""
         where = cls.BLOCK if where is None else where
+        if values is not None and not isinstance(values, Mapping):
+            raise ConfigError(f"{where} must be a block of keys ({', '.join(cls.keys())}), got {values!r}")
         values = dict(values or {})
         unknown = sorted(set(values) - set(cls.keys()))
         if unknown:

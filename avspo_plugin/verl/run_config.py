@@ -1,6 +1,7 @@
 """What a verl run's config asks of the plugin: its three blocks, read and checked, and the features it uses.
 
-* ``algorithm.avspo`` (with ``algorithm.adv_estimator=avspo``): the estimator's settings;
+* ``algorithm.avspo`` (with ``algorithm.adv_estimator=avspo``): the estimator's settings, which the estimator reads
+  itself (estimator.avspo_config_from_algorithm);
 * ``algorithm.avspo_monitor``: the ACR monitor beside another estimator;
 * ``algorithm.avspo_selection``: collapse-aware prompt selection.
 
@@ -10,12 +11,11 @@ ConfigError naming the key. Every other module of the adapter reads verl's confi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..config import AVSPOConfig, ConfigError, MonitorConfig, SelectionConfig
+from ..config import AVSPOConfig, MonitorConfig, SelectionConfig
 from ..names import ESTIMATOR
 
 AVSPO_BLOCK = "algorithm.avspo"
@@ -48,31 +48,16 @@ def to_plain(block: Any) -> Any:
     return OmegaConf.to_container(block, resolve=True) if OmegaConf.is_config(block) else block
 
 
-def _block(algorithm: Any, key: str, where: str, config_class: type) -> Any:
-    """The ``key`` block of verl's ``algorithm`` block as plain containers (None when missing)."""
-    block = to_plain(config_entry(algorithm, key))
-    if block is not None and not isinstance(block, Mapping):
-        raise ConfigError(f"{where} must be a block of keys ({', '.join(config_class.keys())}), got {block!r}")
-    return block
-
-
-def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:
-    """The AVSPO config of verl's ``algorithm`` block: ``algorithm.avspo.*`` plus ``norm_adv_by_std_in_grpo``.
-
-    A missing block means the defaults. ``algorithm.norm_adv_by_std_in_grpo=False`` turns the std
-    division off (Dr. GRPO), as it does for verl's own GRPO. Raises ConfigError naming the key.
-    """
-    config = AVSPOConfig.from_mapping(_block(algorithm, "avspo", AVSPO_BLOCK, AVSPOConfig), where=AVSPO_BLOCK)
-    if config_entry(algorithm, "norm_adv_by_std_in_grpo") is False and config.norm_by_std:
-        config = config.replace(norm_by_std=False)
-    return config
+def _block(algorithm: Any, key: str) -> Any:
+    """The ``key`` block of verl's ``algorithm`` block as plain containers (None when missing; its reader checks it)."""
+    return to_plain(config_entry(algorithm, key))
 
 
 def monitor_config_from_algorithm(algorithm: Any) -> MonitorConfig:
     """The monitor's config in verl's ``algorithm`` block (``algorithm.avspo_monitor``; missing: off).
 
     Raises ConfigError naming the key."""
-    block = _block(algorithm, "avspo_monitor", MONITOR_BLOCK, MonitorConfig)
+    block = _block(algorithm, "avspo_monitor")
     return MonitorConfig.from_mapping(block, where=MONITOR_BLOCK)
 
 
@@ -83,7 +68,7 @@ def monitor_avspo_config(algorithm: Any) -> AVSPOConfig:
 
 def selection_config_from_algorithm(algorithm: Any) -> SelectionConfig:
     """The selection config of verl's ``algorithm`` block (a missing block: off). Raises ConfigError naming the key."""
-    block = _block(algorithm, "avspo_selection", SELECTION_BLOCK, SelectionConfig)
+    block = _block(algorithm, "avspo_selection")
     return SelectionConfig.from_mapping(block, where=SELECTION_BLOCK)
 
 
