@@ -31,7 +31,7 @@ from avspo_plugin.core.advantage import augmented_group_stats, compute_group_adv
 from avspo_plugin.core.collapse import collapse_regimes, collapsed_groups, effectively_collapsed_groups, group_rate
 from avspo_plugin.core.groups import factorize_labels, group_stats, label_array
 from avspo_plugin.core.threshold import ThresholdState
-from avspo_plugin.verl.estimator import avspo_config_from_algorithm
+from avspo_plugin.verl.run_config import avspo_config_from_algorithm
 
 from .settings import LabSettings
 from .task import MAX_REWARD, MIN_REWARD

@@ -121,14 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = f"avspo {args.command}"
     if missing is not None:
         return _error(prog, missing, debug=False)
-    try:
-        module = importlib.import_module(SUBCOMMANDS[args.command][0])
-    except ModuleNotFoundError as err:
-        message = missing_extra(EXTRAS.get(args.command), err)
-        if message is None:
-            raise
-        return _error(prog, message, args.debug)
-    return run_module(prog, module, args, EXTRAS.get(args.command))
+    return run_module(prog, SUBCOMMANDS[args.command][0], args, EXTRAS.get(args.command))
 
 
 def command_parser(prog: str, module: ModuleType) -> argparse.ArgumentParser:
@@ -146,10 +139,12 @@ def run_command(prog: str, module: ModuleType, argv: Sequence[str] | None = None
     return run_module(prog, module, args, extra=None)
 
 
-def run_module(prog: str, module: ModuleType, args: argparse.Namespace, extra: str | None) -> int:
-    """``module.run(args)``: bad input ends it with one line and exit status 2, a bug with its traceback and 1; a
-    package of ``extra`` imported only when the command runs and missing is named with the install line."""
+def run_module(prog: str, module: ModuleType | str, args: argparse.Namespace, extra: str | None) -> int:
+    """``module.run(args)`` (a module's name: imported first): bad input ends it with one line and exit status 2, a
+    bug with its traceback and 1; a package of ``extra`` missing is named with the install line."""
     try:
+        if isinstance(module, str):
+            module = importlib.import_module(module)
         return int(module.run(args) or 0)
     except SystemExit as stop:
         if not isinstance(stop.code, str):  # argparse's exits print their own message

@@ -44,9 +44,10 @@ a test checks both against the registry of :mod:`avspo_plugin.verl.hooks` and it
 """
 
 from ..names import ESTIMATOR
-from .estimator import avspo_config_from_algorithm, compute_avspo_outcome_advantage, pop_metrics, session
+from .estimator import compute_avspo_outcome_advantage, pop_metrics, session
 from .hooks import install as _install
 from .monitor import monitor
+from .run_config import avspo_config_from_algorithm
 
 _install()
 

@@ -13,11 +13,10 @@ from typing import Any
 import torch
 from verl.trainer.ppo import core_algos
 
-from ..config import AVSPOConfig
 from ..core import AVSPOSession
 from ..names import ESTIMATOR
 from .process import this_process
-from .run_config import AVSPO_BLOCK
+from .run_config import avspo_config_from_algorithm
 
 
 class RegistrationError(RuntimeError):
@@ -51,20 +50,6 @@ def compute_avspo_outcome_advantage(
 
 # Marks this package's estimator in verl's registry, whichever copy of the package registered it.
 compute_avspo_outcome_advantage.avspo_estimator = True
-
-
-def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:
-    """The AVSPO config of verl's ``algorithm`` block (a hydra node, a dict or verl's AlgoConfig: each has ``get``):
-    ``algorithm.avspo.*`` plus ``norm_adv_by_std_in_grpo``.
-
-    A missing block means the defaults. ``algorithm.norm_adv_by_std_in_grpo=False`` turns the std
-    division off (Dr. GRPO), as it does for verl's own GRPO. Raises ConfigError naming the key.
-    """
-    get = (lambda key: None) if algorithm is None else algorithm.get
-    config = AVSPOConfig.from_mapping(get("avspo"), where=AVSPO_BLOCK)
-    if get("norm_adv_by_std_in_grpo") is False and config.norm_by_std:
-        config = config.replace(norm_by_std=False)
-    return config
 
 
 def pop_metrics() -> dict[str, float]:

@@ -23,8 +23,8 @@ import verl
 from ..config import MONITOR_MODE, ConfigError
 from ..host_versions import VERL, UnsupportedHostVersion
 from ..names import PLUGIN_MODULE
-from .estimator import avspo_config_from_algorithm
 from .run_config import (
+    avspo_config_from_algorithm,
     config_entry,
     features_of,
     uses_avspo,

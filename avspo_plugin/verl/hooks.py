@@ -36,7 +36,7 @@ from typing import Any
 
 from ..import_patching import after_import, is_patched, rebind, wrap
 from .checkpoint import load_with_state, save_with_state
-from .estimator import avspo_config_from_algorithm, register_estimator, session
+from .estimator import register_estimator, session
 from .guards import (
     KNOWN_GOOD_VERL,
     HookError,
@@ -57,6 +57,7 @@ from .run_config import (
     FEATURES,
     MONITOR,
     SELECTION,
+    avspo_config_from_algorithm,
     config_entry,
     features_of,
     monitor_avspo_config,

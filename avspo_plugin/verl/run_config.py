@@ -1,7 +1,6 @@
 """What a verl run's config asks of the plugin: its three blocks, read and checked, and the features it uses.
 
-* ``algorithm.avspo`` (with ``algorithm.adv_estimator=avspo``): the estimator's settings, which the estimator reads
-  itself (estimator.avspo_config_from_algorithm);
+* ``algorithm.avspo`` (with ``algorithm.adv_estimator=avspo``): the estimator's settings;
 * ``algorithm.avspo_monitor``: the ACR monitor beside another estimator;
 * ``algorithm.avspo_selection``: collapse-aware prompt selection.
 
@@ -51,6 +50,18 @@ def to_plain(block: Any) -> Any:
 def _block(algorithm: Any, key: str) -> Any:
     """The ``key`` block of verl's ``algorithm`` block as plain containers (None when missing; its reader checks it)."""
     return to_plain(config_entry(algorithm, key))
+
+
+def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:
+    """The AVSPO config of verl's ``algorithm`` block: ``algorithm.avspo.*`` plus ``norm_adv_by_std_in_grpo``.
+
+    A missing block means the defaults. ``algorithm.norm_adv_by_std_in_grpo=False`` turns the std
+    division off (Dr. GRPO), as it does for verl's own GRPO. Raises ConfigError naming the key.
+    """
+    config = AVSPOConfig.from_mapping(_block(algorithm, "avspo"), where=AVSPO_BLOCK)
+    if config_entry(algorithm, "norm_adv_by_std_in_grpo") is False and config.norm_by_std:
+        config = config.replace(norm_by_std=False)
+    return config
 
 
 def monitor_config_from_algorithm(algorithm: Any) -> MonitorConfig:

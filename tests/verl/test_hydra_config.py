@@ -6,7 +6,7 @@ from main_ppo_config import composed_job
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig, config_help
-from avspo_plugin.verl.estimator import avspo_config_from_algorithm
+from avspo_plugin.verl.run_config import avspo_config_from_algorithm
 from renderer.verl_hydra_configs import ALGORITHM_CONFIG_NAME, CONFIG_DIR, yaml_scalar
 
 

@@ -212,7 +212,6 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     from omegaconf import OmegaConf
 
     from avspo_plugin.config import MONITOR_MODE
-    from avspo_plugin.verl.estimator import avspo_config_from_algorithm
     from avspo_plugin.verl.guards import group_filtering_problem, uses_group_filtering
     from avspo_plugin.verl.hooks import hooks_for
     from avspo_plugin.verl.monitor import launch_notes
@@ -220,6 +219,7 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
         AVSPO,
         FEATURE_SETTING,
         MONITOR,
+        avspo_config_from_algorithm,
         features_of,
         monitor_config_from_algorithm,
         trainer_of,
