@@ -56,9 +56,10 @@ AVSPO_LOG = logging.getLogger("lab.avspo")
 
 class Evaluation(Protocol):
     """A study's own held-out evaluation (a frozen dataclass, so that it pickles to workers and fingerprints its runs):
-    whether it is due, by the rollouts sampled so far (final: the run's last step), and what it reads."""
+    whether it is due, by the rollouts sampled so far and before this step (final: the run's last step), and what it
+    reads."""
 
-    def due(self, rollouts_total: int, final: bool) -> bool: ...
+    def due(self, rollouts_total: int, final: bool, rollouts_before: int) -> bool: ...
 
     def evaluate(self, policy, step: int, rollouts_total: int, final: bool) -> dict: ...
 
@@ -445,6 +446,8 @@ def train(
             # Each response's advantage (constant over its tokens): how much signal the step carries, and its sign.
             per_response = (advantages * mask).sum(dim=-1) / mask.sum(dim=-1)
             record.update(advantage_abs_sum=float(per_response.abs().sum()), advantage_sum=float(per_response.sum()))
+            record.update(signal_by_tier(batch, per_response, (entropy * mask).sum(dim=-1) / mask.sum(dim=-1),
+                                         settings.tiers))
             if avspo_session is not None:
                 avspo = avspo_session.pop_metrics()
                 record.update({k: avspo[k] for k in ("triggered", "threshold", "num_virtual", "augmented_groups")})
@@ -458,7 +461,7 @@ def train(
         # 5. Evaluate when due.
         final = schedule.finished(step, rollouts_total)
         if evaluation is not None:
-            if evaluation.due(rollouts_total, final):
+            if evaluation.due(rollouts_total, final, rollouts_total - len(everything.uids)):
                 own_evals.append({"step": step, "rollouts": rollouts_total, **evaluation.evaluate(policy, step, rollouts_total, final)})
         elif due := schedule.due(step, rollouts_total):
             record_eval(step, rollouts_total, due, final=final)
@@ -488,6 +491,32 @@ def collapse_by_tier(groups: Groups, tiers: tuple[int, ...]) -> dict[str, float]
            for d in tiers}
     # Share of all the step's groups that are all-fail and of tier d: summed over tiers, the step's all-fail ACR.
     out.update({f"all_fail_tier{d}": float((failed & (group_tier == d)).mean()) for d in tiers})
+    return out
+
+
+def signal_by_tier(batch: Groups, per_response: torch.Tensor, response_entropy: torch.Tensor,
+                   tiers: tuple[int, ...]) -> dict[str, float | None]:
+    """Per tier d, of the groups trained on: ``augmented_tier<d>``, the share of the tier's collapsed groups (all
+    rewards equal) whose advantages are not all zero (None: none collapsed); ``collapsed_advantage_sum_tier<d>`` and
+    ``collapsed_advantage_abs_sum_tier<d>``, the sum of those groups' per-response advantages and of their absolute
+    values (its sign: all-fail groups pushed down, all-pass pulled up); ``entropy_tier<d>``, the mean token entropy
+    of the tier's responses (None: none sampled). per_response, response_entropy: (B,) -> floats."""
+    inverse, varied = batch.varied_groups()
+    collapsed_row = ~varied[inverse]
+    advantage = per_response.double().numpy()
+    signal = np.zeros(varied.size, dtype=bool)
+    np.logical_or.at(signal, inverse, advantage != 0)
+    group_tier = np.zeros(varied.size, dtype=np.int64)
+    group_tier[inverse] = batch.tiers
+    entropy = response_entropy.double().numpy()
+    out: dict[str, float | None] = {}
+    for d in tiers:
+        collapsed = ~varied & (group_tier == d)
+        rows = collapsed_row & (batch.tiers == d)
+        out[f"augmented_tier{d}"] = float(signal[collapsed].mean()) if collapsed.any() else None
+        out[f"collapsed_advantage_sum_tier{d}"] = float(advantage[rows].sum())
+        out[f"collapsed_advantage_abs_sum_tier{d}"] = float(np.abs(advantage[rows]).sum())
+        out[f"entropy_tier{d}"] = float(entropy[batch.tiers == d].mean()) if (batch.tiers == d).any() else None
     return out
 
 

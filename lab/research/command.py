@@ -13,10 +13,10 @@ from pathlib import Path
 
 from ..methods import PRESETS, STUDY_EXTRA
 from ..settings import QUICK_SEEDS
-from . import sharpening, study, sweep, tuning
+from . import headroom, sharpening, study, sweep, tuning
 
 RUNS: dict[str, Callable[[argparse.Namespace], int]] = {"study": study.run, "tune": tuning.run, "sweep": sweep.run,
-                                                        "sharpening": sharpening.run}
+                                                        "sharpening": sharpening.run, "headroom": headroom.run}
 # The options each action shares with the demo (`python -m lab`). They have default SUPPRESS here, so that one given
 # before the action's name, where the demo's parser reads it, stands as it does after the name; the demo's other
 # options given there are refused (lab/command.py).
@@ -25,6 +25,7 @@ SHARED_WITH_DEMO = {
     "tune": ("seeds", "jobs", "out", "no_progress"),
     "sweep": ("quick", "seeds", "jobs", "out", "no_progress"),
     "sharpening": ("quick", "jobs", "out", "no_progress"),
+    "headroom": ("quick", "jobs", "out", "no_progress"),
 }
 STUDY_HELP = "the powered comparison of docs/evidence/study.md: gates, then every method on the bases that pass (hours of CPU)"
 TUNE_HELP = "one round of tuning GRPO alone on the study's bases, on seeds the study does not use (docs/evidence/tuning/)"
@@ -34,6 +35,9 @@ SWEEP_HELP = ("GRPO over bases x lr x G x tier mix: does early ACR predict the f
 
 SHARPENING_HELP = ("learning or sharpening: GRPO and AVSPO's default each tuned on validation and read at its own "
                    "best temperature on test problems no choice saw (docs/evidence/sharpening.md, about 3 hours on 2 cores)")
+
+HEADROOM_HELP = ("where GRPO has room to learn: GRPO, DAPO, AVSPO's default, always and its ablations, tuned alike on "
+                 "validation, read on test with every curve kept (docs/evidence/headroom.md, at most 2.5 hours on 2 cores)")
 
 
 def add_parsers(actions: argparse._SubParsersAction) -> None:
@@ -91,6 +95,17 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
     sharpening_parser.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
                                    help="the design on a toy budget, one base, two learning rates: a pipeline check")
     _add_run_options(sharpening_parser, out="./avspo_lab_sharpening", seeds=None)
+
+    headroom_parser = actions.add_parser(
+        "headroom", help=HEADROOM_HELP,
+        description=f"{HEADROOM_HELP}. Its design fixes everything else (headroom.py); a second invocation with the "
+                    "same --out reads every finished run back from its cache.")
+    headroom_parser.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
+                                 help="the design on a toy budget and warm-up: a pipeline check")
+    headroom_parser.add_argument("--phase", choices=("pilot", "all"), default="all",
+                                 help="pilot: the testbed pilot alone (validation only); all: pilot, tuning, "
+                                      "comparison and report (default)")
+    _add_run_options(headroom_parser, out="./avspo_lab_headroom", seeds=None)
 
 
 def _add_run_options(parser: argparse.ArgumentParser, seeds: str | None, out: str) -> None:

@@ -47,7 +47,7 @@ class FinalReading:
     tiers: tuple[int, ...]
     by_carries: bool
 
-    def due(self, rollouts_total: int, final: bool) -> bool:
+    def due(self, rollouts_total: int, final: bool, rollouts_before: int) -> bool:
         return final
 
     def evaluate(self, policy, step: int, rollouts_total: int, final: bool) -> dict:

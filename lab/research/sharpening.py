@@ -116,7 +116,7 @@ class SplitEvaluation:
     budget: int
     read_test: bool
 
-    def due(self, rollouts_total: int, final: bool) -> bool:
+    def due(self, rollouts_total: int, final: bool, rollouts_before: int) -> bool:
         if rollouts_total == self.budget:
             return True
         return self.read_test and (final or (rollouts_total >= self.budget // 2
