@@ -144,10 +144,6 @@ STUDY_EXTRA: dict[str, Method] = {
         Method("avspo_paper_point", "avspo", f"AVSPO at the paper's operating point: stratified, K = G = {PAPER_K} "
                "virtual samples in every collapsed group at every step (one-prompt steps give ACR_t = 1)",
                avspo={"threshold_mode": "always", "num_virtual": PAPER_K}, acts_on="all"),
-        Method("avspo_always_all_fail", "avspo", "avspo_always on all-fail groups only (K by Eq. 9)",
-               avspo={"threshold_mode": "always", "apply_to": "all_fail"}, acts_on="all_fail"),
-        Method("avspo_always_all_pass", "avspo", "avspo_always on all-pass groups only (K by Eq. 9)",
-               avspo={"threshold_mode": "always", "apply_to": "all_pass"}, acts_on="all_pass"),
         Method("avspo_paper_point_all_fail", "avspo", "avspo_paper_point on all-fail groups only",
                avspo={"threshold_mode": "always", "num_virtual": PAPER_K, "apply_to": "all_fail"}, acts_on="all_fail"),
         Method("avspo_paper_point_all_pass", "avspo", "avspo_paper_point on all-pass groups only",

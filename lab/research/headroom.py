@@ -9,18 +9,18 @@ could not see help or harm. This study is fixed here in code before its first co
    is seen rarely and tier 6 almost never (the headroom pilot of docs/evidence/sharpening/headroom_pilot.json: GRPO
    took tier 5 from 0.17 to 0.78 greedy there). Candidates differ by task seed (initialisation, warm-up data,
    held-out and training problems). **The pilot** (:func:`pilot`, validation only) runs GRPO at PILOT_LR with
-   PILOT_SEEDS from each candidate in order and keeps the first BASES_WANTED that pass :func:`testbed_gate`: on the
+   PILOT_SEEDS from each candidate in order and keeps the first BASES_WANTED that pass :func:`headroom_gate`: on the
    evaluated tiers (ROOM_TIERS) a greedy validation gain of at least MIN_GAIN over the base, an end between
-   END_BAND, and no tier the base had solved (greedy >= SOLVED) losing more than MAX_SOLVED_LOSS. The seeds per
+   END_BAND, and no tier the base had solved (greedy >= SOLVED) losing more than MAX_SOLVED_LOSS (too few such
+   candidates: filled up with those passing the learning checks, their losses reported). The seeds per
    base follow from the pilot's variance (:func:`seeds_for_mde`: the primary's MDE at most MDE_TARGET).
 2. **Every curve kept** (:class:`CurveEvaluation`): greedy and sampled (T = 1, one sample) accuracy on the evaluated
    tiers, validation and test, at the first step at or past every READ_EVERY rollouts from the start, with the
    rollouts that reading had cost (every sampled rollout, DAPO's discarded ones too) and the mean training entropy
    since the last reading; at the budget every tier, every temperature of TEMPERATURES and pass@PASS_K.
 3. **Arms tuned alike on validation**: TUNED_ARMS on the grid LR_GRID with TUNING_SEEDS from the first base (one
-   extension step where a best is on an edge, as sharpening.tune); DAPO runs at GRPO's best learning rate (the
-   same estimator, its sampling the only change) and the ablations (all-fail only, all-pass only) at
-   ``always``'s (UNTUNED_ARMS says whose): the issue's budget rule, stated in the report.
+   extension step where a best is on an edge, sharpening.search_grid); DAPO runs at GRPO's best learning rate (the
+   same estimator, its sampling the only change; UNTUNED_ARMS). The ablations are dropped before a seed (DROPPED).
 4. **Endpoints** (fixed here): (a) test accuracy on the evaluated tiers at the budget, each arm at its best
    temperature (chosen on validation), greedy beside it; (b) rollouts to GRPO's mean greedy test accuracy at the
    budget, by :func:`sustained_crossing` (the first reading from which every later reading stays within
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import sys
 import time
@@ -51,9 +52,7 @@ from typing import Any
 import numpy as np
 import torch
 
-import json
-
-from ..experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_timing
+from ..experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_timing, write_report
 from ..methods import parse_method
 from ..policy import generate
 from ..settings import LabSettings
@@ -67,6 +66,7 @@ from ..task import (
     training_set,
 )
 from ..train import load_policy
+from .headroom_report import headroom_markdown
 from .sharpening import (
     BASELINE,
     CLIP_BOUND_LIMIT,
@@ -74,10 +74,11 @@ from .sharpening import (
     budget_steps,
     clip_bound_rate,
     pass_at_k,
+    search_grid,
     truncated,
     unstable,
 )
-from .statistics import ALPHA, POWER, holm, minimum_detectable_effect, paired_test
+from .statistics import holm, minimum_detectable_effect, paired_test
 from .study import STUDY_SETTINGS, manipulation
 
 # --- 1. The testbed and its pilot ---------------------------------------------------------------------------------
@@ -102,16 +103,20 @@ class Candidate:
             train_per_tier=BUDGET_STEPS * STUDY_SETTINGS.prompts // len(TIERS) // 2)
 
 
-CANDIDATES = tuple(Candidate(f"wide{seed}", seed) for seed in range(5))
+CANDIDATES = tuple(Candidate(f"wide{seed}", seed) for seed in range(4))
 BASES_WANTED = 3
-PILOT_LR = 6e-4  # the headroom pilot's learning rate, at which GRPO learned tier 5
-PILOT_SEEDS = (998, 999)  # pilot seeds: tuning uses 1000-1001, the comparison 0, 1, ...
+# GRPO's learning rate in the pilot. First tried: 6e-4, the earlier headroom pilot's (FIRST_TRY): on wide0 it took
+# tier 5 from 0.16 to 0.81 but tier 4 lost 0.15 and the two seeds ended 0.11 apart, so the pilot runs at 3e-4, the
+# middle of the tuning grid; the first try stays in pilot.json (read back from the run cache).
+PILOT_LR = 3e-4
+FIRST_TRY = {"candidate": "wide0", "lr": 6e-4}
+PILOT_SEEDS = (998, 999)  # the tuning seeds too (GRPO's tuning runs at PILOT_LR are the pilot's); comparison: 0, 1, ...
 MIN_GAIN = 0.10
 END_BAND = (0.5, 0.85)
 SOLVED = 0.9
 MAX_SOLVED_LOSS = 0.03
 MDE_TARGET = 0.03
-MAX_SEEDS = 4  # the cost cap (COST_NOTE); the MDE reached is reported whatever it is
+MAX_SEEDS = 3  # the cost cap (COST_NOTE: a run costs about 180 CPU-s here); the MDE reached is reported whatever it is
 
 # --- 2. What a run reads ------------------------------------------------------------------------------------------
 EVAL_SEED = 47
@@ -127,16 +132,17 @@ GRPO_BUDGET_FACTOR = 1.5
 # --- 3. Arms ------------------------------------------------------------------------------------------------------
 DEFAULT_ARM = "avspo"  # threshold_mode=adaptive: the default under test
 ALWAYS_ARM = "avspo_always"
-ALL_FAIL_ARM = "avspo_always_all_fail"
-ALL_PASS_ARM = "avspo_always_all_pass"
 TUNED_ARMS = (BASELINE, DEFAULT_ARM, ALWAYS_ARM)
-UNTUNED_ARMS = {"dapo": BASELINE, ALL_FAIL_ARM: ALWAYS_ARM, ALL_PASS_ARM: ALWAYS_ARM}
+UNTUNED_ARMS = {"dapo": BASELINE}
 ARMS = (*TUNED_ARMS, *UNTUNED_ARMS)
-DROPPED = {"select_grpo": "collapse-aware prompt selection is last in the issue's order; the 2.5-hour cap leaves no "
-                          "room for it"}
+# Fewer arms before fewer seeds: at about 180 CPU-s a run, 3 tuned arms x 3 learning rates x 2 seeds and 4 arms x 3
+# bases x 3 seeds fill the cap; each ablation would cost 9 runs.
+DROPPED = {"avspo_always_all_fail": "always on all-fail groups only: dropped before a seed (9 runs, the cost cap)",
+           "avspo_always_all_pass": "always on all-pass groups only: dropped before a seed (9 runs, the cost cap)",
+           "select_grpo": "collapse-aware prompt selection: last in the issue's order, no room under the cap"}
 LR_GRID = (1.5e-4, 3e-4, 6e-4)
 LR_EXTENSIONS = 1
-TUNING_SEEDS = (1000, 1001)
+TUNING_SEEDS = PILOT_SEEDS
 
 # --- 4. Endpoints -------------------------------------------------------------------------------------------------
 # A reading of 600 test problems at accuracy 0.7 has a binomial SE of about 0.019: a crossing is sustained while
@@ -257,7 +263,7 @@ def room_greedy(full: dict) -> float:
     return full["accuracy"]["0.0"]
 
 
-def testbed_gate(base: dict, runs: Sequence[dict], budget: int) -> dict:
+def headroom_gate(base: dict, runs: Sequence[dict], budget: int) -> dict:
     """Design point 1 on validation: GRPO's mean greedy gain on the evaluated tiers at least MIN_GAIN, its end within
     END_BAND, and no tier the base had solved (greedy >= SOLVED) losing more than MAX_SOLVED_LOSS on average."""
     start = base["full"]["validation"]
@@ -300,7 +306,7 @@ def pilot(out: Path, quick: bool, jobs: int, progress: bool) -> dict:
         specs = [RunSpec(f"pilot/grpo/{candidate.name}/seed{s}", dataclasses.replace(settings, lr=PILOT_LR),
                          parse_method(BASELINE), s, evaluation=evaluation) for s in PILOT_SEEDS]
         runs = list(run_all(specs, state, jobs, progress=progress, cache=cache).values())
-        gate = testbed_gate(base, runs, budget)
+        gate = headroom_gate(base, runs, budget)
         result["candidates"][candidate.name] = {"task_seed": candidate.task_seed, "base": base, "gate": gate,
                                                 "curves": [curve_of(r) for r in runs]}
         ends[candidate.name] = [room_greedy(at_budget(r, budget)["validation"]) for r in runs]
@@ -312,6 +318,22 @@ def pilot(out: Path, quick: bool, jobs: int, progress: bool) -> dict:
             result["accepted"].append(candidate.name)
         if len(result["accepted"]) == BASES_WANTED:
             break
+    # Fixed before the pilot ran: too few candidates passing every check are filled up, in order, with those that
+    # pass the learning checks (gain, band, clip); the solved-tier losses they carry are reported as the testbed's.
+    for name, c in result["candidates"].items():
+        learning = all(ok for check, ok in c["gate"]["checks"].items() if check != "solved_tiers_kept")
+        if len(result["accepted"]) < BASES_WANTED and name not in result["accepted"] and learning:
+            result["accepted"].append(name)
+            result.setdefault("accepted_with_solved_tier_losses", []).append(name)
+    result["accepted"].sort(key=[c.name for c in CANDIDATES].index)
+    if not quick:  # the first try, read back from the run cache (FIRST_TRY)
+        settings, state = base_for(_candidate(FIRST_TRY["candidate"]), out, quick)
+        evaluation = evaluation_for(settings, per_tier, read_every, False, budget)
+        specs = [RunSpec(f"pilot/grpo/{FIRST_TRY['candidate']}/seed{s}", dataclasses.replace(settings, lr=FIRST_TRY["lr"]),
+                         parse_method(BASELINE), s, evaluation=evaluation) for s in PILOT_SEEDS]
+        runs = list(run_all(specs, state, jobs, progress=progress, cache=cache).values())
+        base = base_reading(settings, state, evaluation)
+        result["first_try"] = {**FIRST_TRY, "gate": headroom_gate(base, runs, budget), "curves": [curve_of(r) for r in runs]}
     result["seeds_for_mde"] = seeds_for_mde({n: ends[n] for n in result["accepted"]}, max(len(result["accepted"]), 1))
     return result
 
@@ -322,7 +344,7 @@ def sizes(quick: bool) -> tuple[int, tuple[int, ...], int]:
     return budget, QUICK_PER_TIER if quick else EVAL_PER_TIER, QUICK_READ_EVERY if quick else READ_EVERY
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _candidate(name: str) -> Candidate:
     return next(c for c in CANDIDATES if c.name == name)
 
@@ -345,19 +367,397 @@ def curve_of(run: dict) -> list[dict]:
     return out
 
 
+
+# --- 3. Tuning ----------------------------------------------------------------------------------------------------
+def best_temperature(readings: Sequence[dict]) -> tuple[float, dict[str, float]]:
+    """The temperature with the highest mean validation accuracy on the evaluated tiers over these budget readings."""
+    means = {t: float(np.mean([r["validation"]["accuracy"][t] for r in readings])) for t in map(repr, TEMPERATURES)}
+    best = max(means, key=lambda t: means[t])
+    return float(best), means
+
+
+def tune(arm: str, tuning_base: dict, quick: bool, jobs: int, progress: bool, cache: Path) -> dict:
+    """Design point 3 for one arm: its score (mean validation accuracy on the evaluated tiers at its best temperature
+    over the tuning runs) at each learning rate of LR_GRID, extended by sharpening.search_grid's rule."""
+    method = parse_method(arm)
+    budget, per_tier, read_every = sizes(quick)
+    evaluation = evaluation_for(tuning_base["settings"], per_tier, read_every, False, budget)
+
+    def score(lr: float) -> dict:
+        settings = dataclasses.replace(tuning_base["settings"], lr=lr)
+        specs = [RunSpec(f"tune/{arm}/{tuning_base['name']}/lr{lr!r}/seed{s}", settings, method, s,
+                         evaluation=evaluation) for s in TUNING_SEEDS]
+        runs = list(run_all(specs, tuning_base["state"], jobs, progress=progress, cache=cache).values())
+        readings = [at_budget(r, budget) for r in runs]
+        temperature, by_temperature = best_temperature(readings)
+        return {"score": by_temperature[repr(temperature)], "temperature": temperature,
+                "by_temperature": by_temperature, "unstable": unstable(runs, budget),
+                "per_run": [r["validation"]["accuracy"][repr(temperature)] for r in readings],
+                "curves": [curve_of(r) for r in runs], "runs_cpu_s": float(sum(r["cpu_s"] for r in runs)),
+                "runs_wall_s": float(sum(r["wall_s"] for r in runs))}
+
+    scores, _, best, interior = search_grid(QUICK_LR_GRID if quick else LR_GRID, 0 if quick else LR_EXTENSIONS,
+                                               score)
+    if progress:
+        print(f"python -m lab headroom: {arm}: validation score by lr "
+              f"{ {lr: round(v['score'], 4) for lr, v in scores.items()} }: best {best}", file=sys.stderr)
+    return {"grid": sorted(float(lr) for lr in scores), "scores": scores, "best": best, "interior": interior,
+            "seeds": list(TUNING_SEEDS), "base": tuning_base["name"]}
+
+
+def learning_rates(tuning: Mapping[str, dict]) -> dict[str, dict]:
+    """Each arm's learning rate: its own tuned best, or (UNTUNED_ARMS) the tuned arm's it borrows, with whose."""
+    return {arm: {"lr": tuning[UNTUNED_ARMS.get(arm, arm)]["best"], "from": UNTUNED_ARMS.get(arm, arm)}
+            for arm in ARMS}
+
+
+# --- 4. Endpoints -------------------------------------------------------------------------------------------------
+def endpoint_values(run: dict, budget: int, temperature: float) -> dict[str, float]:
+    """One run's test endpoints on the evaluated tiers at the budget: the primary (at the arm's best temperature),
+    greedy, each temperature, pass@k at T = 1."""
+    test = at_budget(run, budget)["test"]
+    return {"primary": test["accuracy"][repr(temperature)], "greedy": test["accuracy"]["0.0"],
+            **{f"T={t}": test["accuracy"][t] for t in test["accuracy"]}, f"pass@{PASS_K}": test[f"pass@{PASS_K}"]}
+
+
+def compare(endpoints: Mapping[str, Mapping[str, Mapping[int, dict]]], counted: Mapping[str, Sequence[str]]) -> dict:
+    """Every endpoint of every arm against GRPO: seed pairs (paired t) and bases as the unit (sharpening.bases_interval),
+    with each base's own seed-pair test; Holm over arms x {primary, greedy} together (design point 4), over the arms
+    alone for the other endpoints; error rates beside accuracies."""
+    arms = [a for a in endpoints if a != BASELINE]
+    names = next(iter(next(iter(endpoints[BASELINE].values())).values())).keys()
+    out: dict[str, dict] = {}
+    for endpoint in names:
+        family = {}
+        for arm in arms:
+            by_base = {b: [endpoints[arm][b][s][endpoint] - endpoints[BASELINE][b][s][endpoint]
+                           for s in endpoints[arm][b]] for b in counted[arm]}
+            pairs = [d for ds in by_base.values() for d in ds]
+            if len(pairs) < 2:
+                continue
+            test = paired_test(pairs)
+            grpo = [endpoints[BASELINE][b][s][endpoint] for b in by_base for s in endpoints[arm][b]]
+            own = [endpoints[arm][b][s][endpoint] for b in by_base for s in endpoints[arm][b]]
+            grpo_error, arm_error = 1 - float(np.mean(grpo)), 1 - float(np.mean(own))
+            test.update(bases=bases_interval(by_base), grpo_error=grpo_error, error=arm_error,
+                        error_ratio=arm_error / grpo_error if grpo_error > 0 else None, counted=list(by_base),
+                        per_base={b: paired_test(d) if len(d) >= 2 else {"mean": float(np.mean(d)), "n": len(d)}
+                                  for b, d in by_base.items()})
+            family[arm] = test
+        if family and endpoint not in ("primary", "greedy"):
+            holm(family)
+        out[endpoint] = family
+    joint = {(e, a): out[e][a] for e in ("primary", "greedy") for a in out.get(e, {})}
+    if joint:
+        holm(joint)
+    return out
+
+
+def sustained_crossing(readings: Sequence[tuple[int, float]], target: float) -> int | None:
+    """Endpoint (b)'s rule: the rollouts of the first reading at or above ``target`` from which every later reading
+    of the run stays at or above target - SUSTAIN_TOLERANCE (None: no such reading)."""
+    for i, (rollouts, accuracy) in enumerate(readings):
+        if accuracy >= target and all(a >= target - SUSTAIN_TOLERANCE for _, a in readings[i:]):
+            return rollouts
+    return None
+
+
+def rollouts_to_target(runs: Mapping[str, Mapping[str, Mapping[int, dict]]], budget: int,
+                       resamples: int = 2000) -> dict:
+    """Endpoint (b): per base, the target (GRPO's mean greedy test accuracy on the evaluated tiers at the budget) and,
+    per arm, each seed's :func:`sustained_crossing` over its greedy test curve (GRPO's runs to GRPO_BUDGET_FACTOR x
+    the budget, the others' to the budget), the share reached and the median with a bootstrap interval over seeds
+    (not reached ranks above every reached value; an interval end that is not reached is None)."""
+    rng = np.random.default_rng(47)
+    out: dict[str, dict] = {}
+    for base in runs[BASELINE]:
+        target = float(np.mean([room_greedy(at_budget(r, budget)["test"]) for r in runs[BASELINE][base].values()]))
+        per_arm = {}
+        for arm, by_base in runs.items():
+            values = [sustained_crossing([(e["rollouts"], e["curve"]["test"]["greedy"]) for e in run["evals"]], target)
+                      for run in by_base[base].values()]
+            ranked = np.array([math.inf if v is None else v for v in values], dtype=np.float64)
+            medians = np.sort(np.median(rng.choice(ranked, size=(resamples, ranked.size)), axis=1))
+            low, high = medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+            per_arm[arm] = {"per_seed": values, "reached": sum(v is not None for v in values) / len(values),
+                            "median": _finite(float(np.median(ranked))), "ci95": [_finite(low), _finite(high)],
+                            "max_rollouts": max(run["evals"][-1]["rollouts"] for run in by_base[base].values())}
+        out[base] = {"target_greedy": target, "arms": per_arm}
+    return out
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isinf(value) else float(value)
+
+
+def stability(runs: Mapping[str, Mapping[str, Mapping[int, dict]]], endpoints: Mapping, budget: int) -> dict:
+    """Endpoint (c): per arm, the share of runs whose greedy test reading at the budget lies more than FALL below
+    their own best greedy test reading up to it, and the seed SD of the primary per base."""
+    out = {}
+    for arm, by_base in runs.items():
+        falls = []
+        for by_seed in by_base.values():
+            for run in by_seed.values():
+                curve = [e["curve"]["test"]["greedy"] for e in run["evals"] if e["rollouts"] <= budget]
+                falls.append(max(curve) - curve[-1] > FALL)
+        out[arm] = {"fell_share": float(np.mean(falls)), "runs": len(falls),
+                    "seed_sd": {b: float(np.std([v["primary"] for v in endpoints[arm][b].values()], ddof=1))
+                                for b in by_base}}
+    return out
+
+
+# --- 5. Mechanism -------------------------------------------------------------------------------------------------
+TIER_SERIES = ("augmented_tier{d}", "collapsed_advantage_sum_tier{d}", "collapsed_advantage_abs_sum_tier{d}",
+               "entropy_tier{d}", "acr_tier{d}", "all_fail_tier{d}")
+RUN_SERIES = ("acr", "acr_all_fail", "acr_all_pass", "effective_acr", "entropy", "triggered", "advantage_sum",
+              "advantage_abs_sum", "gen_batches")
+
+
+def series_mean(run: dict, key: str, steps: int) -> float | None:
+    values = [v for v in run["steps"].get(key, [])[:steps] if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def half_mean(runs: Sequence[dict], budget: int, start: float, stop: float, key: str) -> float | None:
+    """The mean over runs of each run's mean of ``key`` over the [start, stop) share of its budget's steps."""
+    values = []
+    for r in runs:
+        steps = budget_steps(r, budget)
+        kept = [v for v in r["steps"].get(key, [])[int(start * steps):int(stop * steps)] if v is not None]
+        if kept:
+            values.append(float(np.mean(kept)))
+    return float(np.mean(values)) if values else None
+
+
+def mechanism(runs: Sequence[dict], budget: int, tiers: Sequence[int]) -> dict:
+    """Means over the budget's steps and over seeds: per tier (TIER_SERIES) and for the run (RUN_SERIES), each over
+    the first and the second half of the budget."""
+    out: dict[str, Any] = {"by_tier": {}, "run": {}}
+    for half, (start, stop) in {"first_half": (0, 0.5), "second_half": (0.5, 1.0)}.items():
+        mean = functools.partial(half_mean, runs, budget, start, stop)
+        out["by_tier"][half] = {str(d): {k.format(d=""): mean(k.format(d=d)) for k in TIER_SERIES} for d in tiers}
+        out["run"][half] = {k: mean(k) for k in RUN_SERIES}
+    return out
+
+
+LOG_SIGNALS = ("entropy_change", "room_all_fail", "room_all_pass", "room_augmented")
+
+
+def log_signals(run: dict, budget: int) -> dict[str, float | None]:
+    """What a run's own logs show in its first quarter, for telling a user which case a run is in: the change of its
+    mean entropy from the first eighth to the second eighth, the all-fail and all-pass shares of the evaluated tiers'
+    groups, and the share of their collapsed groups augmented."""
+    steps = budget_steps(run, budget)
+    eighth = max(steps // 8, 1)
+
+    def mean(key: str, start: int, stop: int) -> float | None:
+        vals = [v for v in run["steps"].get(key, [])[start:stop] if v is not None]
+        return float(np.mean(vals)) if vals else None
+
+    first, second = mean("entropy", 0, eighth), mean("entropy", eighth, 2 * eighth)
+    fail = [mean(f"all_fail_tier{d}", 0, 2 * eighth) for d in ROOM_TIERS]
+    acr = [mean(f"acr_tier{d}", 0, 2 * eighth) for d in ROOM_TIERS]
+    groups_share = 1 / len(TIERS)  # all_fail_tier<d> is a share of all groups; the tier draws 1/len(TIERS) of them
+    room_fail = float(np.mean(fail)) / groups_share if None not in fail else None
+    room_acr = float(np.mean(acr)) if None not in acr else None
+    augmented = [mean(f"augmented_tier{d}", 0, 2 * eighth) for d in ROOM_TIERS]
+    return {"entropy_change": None if first is None or second is None else second - first,
+            "room_all_fail": room_fail,
+            "room_all_pass": None if room_acr is None or room_fail is None else room_acr - room_fail,
+            "room_augmented": float(np.mean(augmented)) if None not in augmented else None}
+
+
+def signal_tracking(runs: Mapping[str, Mapping[str, Mapping[int, dict]]], endpoints: Mapping, arm: str,
+                    budget: int) -> dict:
+    """Exploratory: over the seed pairs, the Pearson correlation of each of the arm's own LOG_SIGNALS with the
+    primary's difference to GRPO, and each base's mean signal beside its mean difference."""
+    from scipy import stats
+
+    pairs = [(b, s) for b in runs[arm] for s in runs[arm][b]]
+    gains = np.array([endpoints[arm][b][s]["primary"] - endpoints[BASELINE][b][s]["primary"] for b, s in pairs])
+    signals = {(b, s): log_signals(runs[arm][b][s], budget) for b, s in pairs}
+    out: dict[str, Any] = {"per_base": {b: {"difference": float(np.mean([g for (bb, _), g in zip(pairs, gains) if bb == b])),
+                                            **{k: _mean_or_none([signals[(b, s)][k] for s in runs[arm][b]])
+                                               for k in LOG_SIGNALS}} for b in runs[arm]}}
+    for key in LOG_SIGNALS:
+        values = np.array([np.nan if signals[p][key] is None else signals[p][key] for p in pairs])
+        ok = np.isfinite(values)
+        if ok.sum() >= 3 and values[ok].std() > 0 and gains[ok].std() > 0:
+            r, p = stats.pearsonr(values[ok], gains[ok])
+            out[key] = {"r": float(r), "p": float(p), "n": int(ok.sum())}
+        else:
+            out[key] = {"r": None, "p": None, "n": int(ok.sum())}
+    return out
+
+
+def _mean_or_none(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return float(np.mean(kept)) if kept else None
+
+
+# --- 6. The decision ----------------------------------------------------------------------------------------------
+ACTING = {"adaptive": DEFAULT_ARM, "always": ALWAYS_ARM}
+
+
+def verdict(test: dict | None) -> str:
+    """One acting arm against GRPO on the primary: "helps" when the pooled seed-pair interval lies above 0, the
+    bases-as-unit mean is positive and no base's mean difference is below -HARM; "hurts" when the pooled interval lies
+    below 0, or some base's mean difference is below -HARM with that base's seed-pair interval below 0; "not shown"
+    otherwise; "not tested" without a comparison (GRPO did not learn, or the arm did not act)."""
+    if not test:
+        return "not tested"
+    per_base = test["per_base"].values()
+    if test["ci95"][1] < 0 or any(b["mean"] < -HARM and "ci95" in b and b["ci95"][1] < 0 for b in per_base):
+        return "hurts"
+    if test["ci95"][0] > 0 and test["bases"]["mean"] > 0 and all(b["mean"] >= -HARM for b in per_base):
+        return "helps"
+    return "not shown"
+
+
+def decision(primary: Mapping[str, dict]) -> dict:
+    """The default threshold_mode, fixed before the run: among the acting modes (ACTING) that help, the one with the
+    larger pooled mean; else ``adaptive`` (the paper's equations) unless it hurts; else ``never`` (adv_estimator=avspo
+    then measures and logs like the monitor, and acting is the user's explicit choice)."""
+    verdicts = {mode: verdict(primary.get(arm)) for mode, arm in ACTING.items()}
+    helping = [m for m, v in verdicts.items() if v == "helps"]
+    if helping:
+        default = max(helping, key=lambda m: primary[ACTING[m]]["mean"])
+    elif verdicts["adaptive"] != "hurts":
+        default = "adaptive"
+    else:
+        default = "never"
+    return {"verdicts": verdicts, "default_threshold_mode": default}
+
+
+QUICK_LR_GRID = (3e-4, 6e-4)
+
+
+# --- The study from one command line ------------------------------------------------------------------------------
 def run(args) -> int:
-    """The study from one command line: ``--phase pilot`` writes pilot.json; ``all`` (the default) runs the pilot
-    (from the cache when it ran), tuning and the comparison, and writes headroom.json and headroom.md."""
+    """``--phase pilot`` writes pilot.json; ``all`` (the default) runs the pilot (read back from the run cache when it
+    ran), tuning and the comparison, and writes headroom.json and headroom.md."""
     quiet_process()
     started = time.perf_counter()
     jobs = args.jobs or default_jobs()
     progress = not args.no_progress
     out = args.out or Path("avspo_lab_headroom")
     out.mkdir(parents=True, exist_ok=True)
+    cache = out / "runs"
     found = pilot(out, args.quick, jobs, progress)
-    found["timing"] = run_timing(started, jobs)
     (out / "pilot.json").write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
-    print(f"python -m lab headroom: wrote pilot.json in {out}/", file=sys.stderr)
     if args.phase == "pilot":
+        print(f"python -m lab headroom: wrote pilot.json in {out}/", file=sys.stderr)
         return 0
-    raise SystemExit("python -m lab headroom: the comparison phase is not written yet")
+    if len(found["accepted"]) < 2:
+        raise SystemExit(f"python -m lab headroom: {len(found['accepted'])} candidate(s) passed the testbed gate "
+                         f"(pilot.json in {out}/): no comparison")
+    budget, per_tier, read_every = sizes(args.quick)
+    bases = {}
+    for name in found["accepted"]:
+        settings, state = base_for(_candidate(name), out, args.quick)
+        bases[name] = {"name": name, "settings": settings, "state": state,
+                       "reading": base_reading(settings, state, evaluation_for(settings, per_tier, read_every, True,
+                                                                                budget))}
+    tuning = {arm: tune(arm, bases[found["accepted"][0]], args.quick, jobs, progress, cache) for arm in TUNED_ARMS}
+    rates = learning_rates(tuning)
+    seeds = found["seeds_for_mde"]["seeds"]
+    runs: dict[str, dict[str, dict[int, dict]]] = {arm: {} for arm in ARMS}
+    for name, b in bases.items():
+        batch = b["settings"].prompts * b["settings"].group_size
+        evaluation = evaluation_for(b["settings"], per_tier, read_every, True, budget)
+        specs = []
+        for arm in ARMS:
+            arm_budget = budget if arm != BASELINE else round(budget * GRPO_BUDGET_FACTOR / batch) * batch
+            settings = dataclasses.replace(b["settings"], lr=rates[arm]["lr"], rollout_budget=arm_budget)
+            specs += [RunSpec(f"{arm}/{name}/seed{s}", settings, parse_method(arm), s, evaluation=evaluation)
+                      for s in range(seeds)]
+        results = run_all(specs, b["state"], jobs, progress=progress, cache=cache)
+        for arm in ARMS:
+            runs[arm][name] = {s: results[f"{arm}/{name}/seed{s}"] for s in range(seeds)}
+    report = analyse(runs, tuning, rates, found, bases, budget, args.quick)
+    runs_cpu_s = sum(s["runs_cpu_s"] for t in tuning.values() for s in t["scores"].values()) + \
+        sum(r["cpu_s"] for by_base in runs.values() for by_seed in by_base.values() for r in by_seed.values())
+    report["timing"] = {**run_timing(started, jobs), "runs_cpu_s": runs_cpu_s,
+                        "runs": sum(len(t["scores"]) * len(TUNING_SEEDS) for t in tuning.values())
+                        + len(ARMS) * len(bases) * seeds}
+    write_report(out, "headroom", report, headroom_markdown(report))
+    print(f"python -m lab headroom: wrote headroom.json and headroom.md in {out}/", file=sys.stderr)
+    return 0
+
+
+def analyse(runs, tuning, rates, found, bases, budget: int, quick: bool) -> dict:
+    """Everything the report says, from the runs (design points 2-6)."""
+    arms = list(runs)
+    readings = {arm: [at_budget(r, budget) for by_seed in runs[arm].values() for r in by_seed.values()] for arm in arms}
+    temperatures = {arm: best_temperature(readings[arm]) for arm in arms}
+    learns = {b: headroom_gate(bases[b]["reading"], [truncated(r, budget) for r in runs[BASELINE][b].values()], budget)
+              for b in runs[BASELINE]}
+    checks = {arm: {b: manipulation(parse_method(arm), [truncated(r, budget) for r in runs[arm][b].values()],
+                                    [truncated(r, budget) for r in runs[BASELINE][b].values()])
+                    for b in runs[arm]} for arm in arms if arm != BASELINE}
+    # A comparison counts where GRPO learns (gain on the evaluated tiers, validation) and the arm acted (a method
+    # that claims nothing, DAPO, counts wherever GRPO learns); the quick check's toy budget counts every base.
+    counted = {arm: [b for b in runs[arm] if quick or (learns[b]["checks"]["gain"] and
+                                                         (checks[arm][b] is None or checks[arm][b]["acted"]))]
+               for arm in arms if arm != BASELINE}
+    endpoints = {arm: {b: {s: endpoint_values(r, budget, temperatures[arm][0]) for s, r in by_seed.items()}
+                       for b, by_seed in runs[arm].items()} for arm in arms}
+    comparison = compare(endpoints, counted)
+    # The default as shipped, on every base whether or not its trigger acted (what a user of the default gets).
+    as_shipped = compare({a: endpoints[a] for a in (BASELINE, DEFAULT_ARM)},
+                         {DEFAULT_ARM: [b for b in runs[DEFAULT_ARM] if quick or learns[b]["checks"]["gain"]]})
+    acting = {arm: signal_tracking(runs, endpoints, arm, budget) for arm in arms if arm not in (BASELINE, "dapo")}
+    return {
+        "format": 1,
+        "kind": "headroom",
+        "design": {
+            "tiers": list(TIERS), "room_tiers": list(ROOM_TIERS), "warmup_steps": WARMUP_STEPS,
+            "sixth_tier_weight": SIXTH_TIER_WEIGHT, "arms": arms, "baseline": BASELINE, "tuned_arms": list(TUNED_ARMS),
+            "untuned_arms": UNTUNED_ARMS, "dropped": DROPPED, "lr_grid": list(LR_GRID), "lr_extensions": LR_EXTENSIONS,
+            "tuning_seeds": list(TUNING_SEEDS), "comparison_seeds": list(range(found["seeds_for_mde"]["seeds"])),
+            "temperatures": list(TEMPERATURES), "samples": SAMPLES, "t1_samples": T1_SAMPLES, "pass_k": PASS_K,
+            "read_every": READ_EVERY, "grpo_budget_factor": GRPO_BUDGET_FACTOR,
+            "sustain_tolerance": SUSTAIN_TOLERANCE, "fall": FALL, "harm": HARM, "mde_target": MDE_TARGET,
+            "gate": {"min_gain": MIN_GAIN, "end_band": list(END_BAND), "solved": SOLVED,
+                     "max_solved_loss": MAX_SOLVED_LOSS}, "cost": COST_NOTE, "quick": quick,
+        },
+        "pilot": found,
+        "split": split_description(bases, quick),
+        "tuning": tuning,
+        "learning_rates": rates,
+        "best_temperature": {arm: {"temperature": t, "validation_by_temperature": means}
+                             for arm, (t, means) in temperatures.items()},
+        "base_readings": {b: v["reading"] for b, v in bases.items()},
+        "grpo_learns": learns,
+        "manipulation": checks,
+        "counted": counted,
+        "endpoints": {arm: {b: {str(s): v for s, v in by_seed.items()} for b, by_seed in by_base.items()}
+                      for arm, by_base in endpoints.items()},
+        "test_readings": {arm: {b: {str(s): at_budget(r, budget)["test"] for s, r in by_seed.items()}
+                                for b, by_seed in by_base.items()} for arm, by_base in runs.items()},
+        "curves": {arm: {b: {str(s): curve_of(r) for s, r in by_seed.items()} for b, by_seed in by_base.items()}
+                   for arm, by_base in runs.items()},
+        "comparison": comparison,
+        "default_as_shipped": as_shipped.get("primary", {}).get(DEFAULT_ARM),
+        "rollouts_to_target": rollouts_to_target(runs, budget),
+        "stability": stability(runs, endpoints, budget),
+        "mechanism": {arm: {b: mechanism(list(by_seed.values()), budget, TIERS) for b, by_seed in by_base.items()}
+                      for arm, by_base in runs.items()},
+        "log_signals": acting,
+        "decision": decision(comparison.get("primary", {})),
+        "run_cost": {arm: {"wall_s": float(np.mean([r["wall_s"] for by in runs[arm].values() for r in by.values()])),
+                           "cpu_s": float(np.mean([r["cpu_s"] for by in runs[arm].values() for r in by.values()])),
+                           "rollouts": float(np.mean([r["evals"][-1]["rollouts"] for by in runs[arm].values()
+                                                      for r in by.values()]))}
+                     for arm in arms},
+    }
+
+
+def split_description(bases: Mapping[str, dict], quick: bool) -> dict:
+    """The evaluation split: its seed and sizes per tier and part (the first base's; every base draws its own)."""
+    budget, per_tier, read_every = sizes(quick)
+    first = next(iter(bases.values()))["settings"]
+    validation, test = evaluation_parts(evaluation_for(first, per_tier, read_every, True, budget))
+    return {"seed": EVAL_SEED, "validation_share": VALIDATION_SHARE, "per_tier": list(per_tier),
+            "validation": {str(d): int((validation.tier == d).sum()) for d in TIERS},
+            "test": {str(d): int((test.tier == d).sum()) for d in TIERS}}

@@ -241,7 +241,6 @@ def tune(arm: str, bases: Mapping[str, dict], design: Design, jobs: int, progres
     """Design point 3 for one arm: its score (mean validation accuracy at its best temperature over the tuning runs)
     at each learning rate of the grid, extended while the best lies on an edge and the next value is stable."""
     method = parse_method(arm)
-    scores: dict[str, dict] = {}
 
     def score(lr: float) -> dict:
         runs = []
@@ -260,10 +259,24 @@ def tune(arm: str, bases: Mapping[str, dict], design: Design, jobs: int, progres
                 "per_run": [r["validation"]["accuracy"][repr(temperature)] for r in readings],
                 "runs_cpu_s": float(sum(r["cpu_s"] for r in runs))}
 
-    grid = list(design.lr_grid)
+    scores, _, best, interior = search_grid(design.lr_grid, design.extensions, score)
+    if progress:
+        print(f"python -m lab sharpening: {arm}: validation score by lr "
+              f"{ {lr: round(s['score'], 4) for lr, s in scores.items()} }: best {best}", file=sys.stderr)
+    return {"grid": sorted(float(lr) for lr in scores), "scores": scores, "best": best, "interior": interior,
+            "seeds": list(design.tuning_seeds), "bases": list(design.tuning_bases)}
+
+
+def search_grid(lr_grid: Sequence[float], extensions: int, score) -> tuple[dict[str, dict], list[float], float, bool]:
+    """Design point 3's search: ``score(lr)`` (a dict with "score" and "unstable") at each learning rate of the grid,
+    then at most ``extensions`` steps of a factor of 2 past an edge that holds the best stable score (not past an
+    unstable top). Returns (scores by repr(lr), the grid, the best stable lr, whether it is interior: inside the
+    grid, or on its top with the step above unstable)."""
+    scores: dict[str, dict] = {}
+    grid = list(lr_grid)
     for lr in grid:
         scores[repr(lr)] = score(lr)
-    for _ in range(design.extensions):
+    for _ in range(extensions):
         stable = {lr: s for lr, s in scores.items() if s["unstable"] is None}
         best = float(max(stable, key=lambda lr: stable[lr]["score"]))
         if best == min(grid):
@@ -277,11 +290,7 @@ def tune(arm: str, bases: Mapping[str, dict], design: Design, jobs: int, progres
     stable = {lr: s for lr, s in scores.items() if s["unstable"] is None}
     best = float(max(stable, key=lambda lr: stable[lr]["score"]))
     interior = min(grid) < best < max(grid) or (best == max(grid) and scores[repr(best)]["unstable"] is not None)
-    if progress:
-        print(f"python -m lab sharpening: {arm}: validation score by lr "
-              f"{ {lr: round(s['score'], 4) for lr, s in scores.items()} }: best {best}", file=sys.stderr)
-    return {"grid": sorted(float(lr) for lr in scores), "scores": scores, "best": best, "interior": interior,
-            "seeds": list(design.tuning_seeds), "bases": list(design.tuning_bases)}
+    return scores, grid, best, interior
 
 
 def grpo_learns(grpo_runs: Sequence[dict], base_reading: dict, budget: int) -> dict:
