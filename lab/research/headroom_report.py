@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from ..report import markdown_table as _markdown_table
 from .sharpening_report import _lr, _p, _rollouts, _temperature, interval
 
@@ -142,3 +144,119 @@ def headroom_markdown(report: dict) -> str:
     if design["dropped"]:
         lines += ["Not run: " + "; ".join(f"{k}: {v}" for k, v in design["dropped"].items()) + ".", ""]
     return "\n".join(lines)
+
+
+# --- The sentences the product quotes (README, results.md, config help, the paper recipe, analyze's advice) -------
+ARM_TITLES = {"avspo": "the default (`threshold_mode=adaptive`)", "avspo_always": "`threshold_mode=always`",
+              "dapo": "DAPO dynamic sampling"}
+VERDICT_WORDS = {"helps": "helped", "hurts": "hurt", "not shown": "was not shown to help or hurt",
+                 "not tested": "was not tested (it did not act, or GRPO did not learn)"}
+
+
+def primary(report: dict, arm: str) -> dict | None:
+    return report["comparison"].get("primary", {}).get(arm)
+
+
+def arm_figure(report: dict, arm: str) -> str:
+    """An arm's primary difference to GRPO: seed pairs, bases as the unit, and its worst base."""
+    test = primary(report, arm)
+    if test is None:
+        check = next(iter(report["manipulation"].get(arm, {}).values()), None)
+        return "not compared" + (" (it did not act)" if check and not check["acted"] else "")
+    worst = min(test["per_base"].items(), key=lambda kv: kv[1]["mean"])
+    bases = interval(test["bases"]) if "ci95" in test["bases"] else "n/a"
+    return (f"{interval(test)} ({test['n']} seed pairs; bases as the unit {bases}; worst base {worst[0]} "
+            f"{worst[1]['mean']:+.3f})")
+
+
+def testbed_sentence(report: dict) -> str:
+    learns = report["grpo_learns"]
+    starts = [g["base_greedy"] for g in learns.values()]
+    ends = [g["end_greedy"] for g in learns.values()]
+    return (f"a tiny model on addition whose tier-5 problems GRPO took from {min(starts):.2f}-{max(starts):.2f} to "
+            f"{min(ends):.2f}-{max(ends):.2f} greedy accuracy, {len(learns)} bases, "
+            f"{len(report['design']['comparison_seeds'])} seeds each, every arm tuned on validation and read once on test")
+
+
+def default_reason(report: dict) -> str:
+    """One sentence: why threshold_mode has its default (config help, YAML, the host pages)."""
+    verdicts, mode = report["decision"]["verdicts"], report["decision"]["default_threshold_mode"]
+    return (f"The default is {mode}: in the lab's headroom study (docs/evidence/results.md), where GRPO had room to "
+            f"learn, always {VERDICT_WORDS[verdicts['always']]} ({arm_figure(report, 'avspo_always')} held-out "
+            f"accuracy against GRPO, each at its best temperature) and adaptive {VERDICT_WORDS[verdicts['adaptive']]} "
+            f"({arm_figure(report, 'avspo')}).")
+
+
+def results_table(report: dict) -> list[str]:
+    """Per base and arm: the primary's difference to GRPO (seed pairs), with the base's regime in GRPO's logs."""
+    arms = [a for a in report["design"]["arms"] if a != report["design"]["baseline"]]
+    rows = []
+    for base, gate in report["grpo_learns"].items():
+        cells = []
+        for arm in arms:
+            test = primary(report, arm)
+            entry = test["per_base"].get(base) if test else None
+            cells.append("not counted" if entry is None else
+                         f"{entry['mean']:+.3f}" + (f" [{entry['ci95'][0]:+.3f}, {entry['ci95'][1]:+.3f}]"
+                                                    if "ci95" in entry else ""))
+        rows.append([base, f"{gate['base_greedy']:.2f} → {gate['end_greedy']:.2f}", *cells])
+    pooled = [arm_figure(report, a) for a in arms]
+    rows.append(["all bases", "", *pooled])
+    return [markdown_table(["base", "GRPO tier 5 greedy (validation, base → budget)",
+                            *[ARM_TITLES.get(a, a) for a in arms]], rows)]
+
+
+def results_block(report: dict) -> str:
+    """The opening of docs/evidence/results.md: the decision, per base and pooled, and what to set."""
+    decision = report["decision"]
+    lines = [f"**{default_reason(report)}** The rule was fixed before the run ([headroom.md](headroom.md), point 6); "
+             f"the testbed: {testbed_sentence(report)}.", "",
+             "Tier-5 test accuracy at the budget minus GRPO's, each arm at its best temperature, by base (seed pairs, "
+             "95% interval) and pooled:", "", *results_table(report), "",
+             "What to set, by what was measured here: " + setting_advice(report),
+             f"Full report, with every run's curve: [headroom/headroom.md](headroom/headroom.md). Verdicts: "
+             + ", ".join(f"{m}: {v}" for m, v in decision["verdicts"].items()) + "."]
+    return "\n".join(lines)
+
+
+def setting_advice(report: dict) -> str:
+    """What to turn on and what to avoid, one clause per arm, from the verdicts and the per-base signs."""
+    clauses = []
+    for arm in ("avspo_always", "avspo", "dapo"):
+        test = primary(report, arm)
+        if test is None:
+            clauses.append(f"{ARM_TITLES[arm]}: not compared here")
+            continue
+        word = report["verdicts"][arm]
+        signs = [v["mean"] for v in test["per_base"].values()]
+        spread = (f"ahead on {sum(s > 0 for s in signs)} of {len(signs)} bases" if signs else "")
+        clauses.append(f"{ARM_TITLES[arm]} {VERDICT_WORDS[word]} ({spread})")
+    return "; ".join(clauses) + "."
+
+
+def readme_block(report: dict) -> str:
+    """The README's paragraph on what AVSPO does by default and what the evidence says."""
+    mode = report["decision"]["default_threshold_mode"]
+    what = {"always": "every collapsed group gets virtual rewards at every step",
+            "adaptive": "virtual rewards are added when the batch's ACR exceeds the adaptive threshold (the paper's "
+                        "Eqs. 12-13); `threshold_mode=always` augments every collapsed group at every step",
+            "never": "AVSPO measures and logs collapse and adds no virtual rewards; `threshold_mode=adaptive` (the "
+                     "paper's trigger) or `always` turns acting on"}[mode]
+    dapo = primary(report, "dapo")
+    cost = report["run_cost"]
+    lines = [f"By default (`threshold_mode={mode}`) {what}. **What the evidence says** (the lab's headroom study, "
+             f"[docs/evidence/results.md](docs/evidence/results.md): {testbed_sentence(report)}; tier-5 test accuracy "
+             "at the budget against GRPO, each arm at its best temperature):", ""]
+    lines += [f"- {ARM_TITLES[a]}: {arm_figure(report, a)}: {VERDICT_WORDS[report['verdicts'][a]] if primary(report, a) else 'not compared'};"
+              for a in ("avspo_always", "avspo")]
+    if dapo is not None:
+        lines.append(f"- DAPO dynamic sampling at the same rollout budget (its discarded rollouts counted): "
+                     f"{arm_figure(report, 'dapo')}; its runs took {cost['dapo']['wall_s'] / cost['grpo']['wall_s']:.2f}x "
+                     "GRPO's wall time per run (GRPO's runs include 50% more rollouts for the rollouts-to-target "
+                     "endpoint).")
+    return "\n".join(lines)
+
+
+def recipe_comment(report: dict) -> str:
+    """The comment of recipes/run_avspo_paper.sh on the default it runs with."""
+    return "\n".join(f"# {line}" for line in textwrap.wrap(default_reason(report), 110))
