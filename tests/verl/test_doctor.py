@@ -45,14 +45,17 @@ def test_healthy_install_and_valid_config(capsys):
 
 
 def test_at_launch_the_doctor_says_what_the_batch_means_for_the_trigger(capsys):
+    """The shares themselves: tests/commands/doctor/test_trigger.py."""
     for mode in (["+algorithm.avspo.threshold_mode=adaptive"], []):  # adaptive, set or the default
-        assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", *mode, "data.train_batch_size=256"]) == 0
+        assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", *mode, "actor_rollout_ref.rollout.n=8",
+                     "data.train_batch_size=256"]) == 0
         out = capsys.readouterr().out
         assert ("[warn] algorithm.avspo.threshold_mode=adaptive: virtual samples are added only on steps whose ACR "
-                "exceeds the threshold (tau_0 = 0.5), that is when more than 50% of the groups of 256 prompts per step "
-                "(data.train_batch_size) are collapsed") in out
-        assert "algorithm.avspo.threshold_mode=always does that in any batch" in out
-        assert "every collapsed group is augmented at every step" not in out
+                "exceeds tau (tau_0 = 0.5, moved after each step by Eq. 12 at threshold_lr=0.01). With 256 prompts per "
+                "step (data.train_batch_size) in groups of actor_rollout_ref.rollout.n=8, at the ACR of the paper's GRPO "
+                "runs with G = 8 (0.28-0.45) the trigger opens on under 1% to 5% of steps") in out
+        assert "algorithm.avspo.threshold_mode=always augments every collapsed group at every step, in any batch" in out
+        assert "whatever the ACR" not in out
     always = ("[ok] algorithm.avspo.threshold_mode=always: every collapsed group is augmented at every step, whatever "
               "the ACR of 256 prompts per step (data.train_batch_size) (the paper's operating point)")
     assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "+algorithm.avspo.threshold_mode=always",

@@ -26,6 +26,7 @@ from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STA
 
 from .findings import installed_version, line
 from .ray_cluster import connect_ray
+from .trigger import trigger_note
 
 ENTRY_POINT_GROUP = "verl.plugins"
 ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
@@ -285,20 +286,12 @@ def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> l
         notes.append(("warn", f"algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n={n}: each prompt has a "
                               "single response, so no group can collapse or be augmented (avspo/groups 0); set "
                               "rollout.n >= 2 for groups"))
-    batch = f"{prompts} prompts per step (data.train_batch_size)" if prompts else "a step's prompts"
     if avspo.threshold_mode == "always":
+        batch = f"{prompts} prompts per step (data.train_batch_size)" if prompts else "a step's prompts"
         notes.append(("ok", f"algorithm.avspo.threshold_mode=always: every collapsed group is augmented at every step, "
                             f"whatever the ACR of {batch} (the paper's operating point)"))
     if avspo.threshold_mode in TRIGGERED_MODES:
-        notes.append(("warn", (
-            f"algorithm.avspo.threshold_mode={avspo.threshold_mode}: virtual samples are added only on steps whose ACR "
-            f"exceeds the threshold (tau_0 = {avspo.threshold_init}), that is when more than "
-            f"{avspo.threshold_init:.0%} of the groups of {batch} are collapsed; GRPO runs in the paper showed ACR "
-            "0.28-0.45, so this run may train as GRPO on most steps (avspo/triggered says which; a warning comes after "
-            f"stagnation_steps={avspo.stagnation_steps} such steps). The paper trained one prompt per step, where every "
-            "collapsed group was augmented: algorithm.avspo.threshold_mode=always does that in any batch "
-            "(docs/method/method.md)"
-        )))
+        notes.append(trigger_note(avspo, n, prompts))
     return notes
 
 
