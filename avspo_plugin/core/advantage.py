@@ -11,7 +11,7 @@ final broadcast A_i * response_mask, the two passes verl's own estimators make.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +31,7 @@ from .collapse import (
     share,
 )
 from .groups import GroupStats, factorize_labels, group_stats, label_array, segment_sum
+from .inputs import TensorLike, as_config, as_optional_tensor, as_state, as_tensor
 from .metrics import CALL_METRICS
 from .threshold import ThresholdState, advance, groups_to_augment, threshold_in_force
 
@@ -379,17 +380,19 @@ def call_metrics(
 
 
 def compute_group_advantages(
-    scores: torch.Tensor,
+    scores: TensorLike,
     index: Any,
-    config: AVSPOConfig,
-    state: ThresholdState,
-    valid: torch.Tensor | None = None,
-    response_mask: torch.Tensor | None = None,
+    config: AVSPOConfig | Mapping[str, Any],
+    state: ThresholdState | None = None,
+    valid: TensorLike | None = None,
+    response_mask: TensorLike | None = None,
     call_in_step: int = 0,
 ) -> AVSPOResult:
     """AVSPO advantages of sequence rewards, the state after this batch, and the batch's metrics.
 
-    scores: (B,) sequence rewards; index: (B,) group labels (uids).
+    scores: (B,) sequence rewards; index: (B,) group labels (uids). Rewards and masks may be torch tensors, numpy
+    arrays or lists of numbers, the config an AVSPOConfig or a mapping of its keys, the state None for a fresh one
+    (:mod:`.inputs`).
     valid: (B,) bool, False for rows that join no group (advantage 0).
     response_mask: (B, L) 0/1, when the rewards come from tokens. A group none of whose valid rows has
     a response token (verl's padding rows, which share one uid) joins no statistic or metric and gets
@@ -400,6 +403,10 @@ def compute_group_advantages(
     Returns advantages (B,) in scores' dtype, and ``state`` advanced by Eq. 12 as if this batch were a
     whole step (:class:`~.session.AVSPOSession` advances once per step over all of its calls).
     """
+    config = as_config(config)
+    state = as_state(state, config)
+    scores, valid = as_tensor(scores, "scores"), as_optional_tensor(valid, "valid")
+    response_mask = as_optional_tensor(response_mask, "response_mask")
     labels = label_array(index)
     check_shapes(scores, labels, valid, response_mask)
     scores = float_rewards(scores.detach(), labels)
@@ -479,20 +486,23 @@ def responding_groups(
 
 
 def compute_token_advantages(
-    token_level_rewards: torch.Tensor,
-    response_mask: torch.Tensor,
+    token_level_rewards: TensorLike,
+    response_mask: TensorLike,
     index: Any,
-    config: AVSPOConfig,
-    state: ThresholdState,
+    config: AVSPOConfig | Mapping[str, Any],
+    state: ThresholdState | None = None,
     call_in_step: int = 0,
 ) -> AVSPOResult:
     """Outcome-reward AVSPO on token-level tensors, as verl's estimators take them.
 
-    token_level_rewards, response_mask: (B, L); index: (B,). The sequence reward is the token sum. A
+    token_level_rewards, response_mask: (B, L) (tensors, numpy arrays or nested lists); index: (B,); config and
+    state as :func:`compute_group_advantages` takes them. The sequence reward is the token sum. A
     group all of whose response masks are zero is padding (out of every statistic and metric); a
     row with an empty mask in another group keeps its reward in the group's statistics, as in
     verl's GRPO. Returns advantages (B, L) = A_i * response_mask.
     """
+    token_level_rewards = as_tensor(token_level_rewards, "token_level_rewards")
+    response_mask = as_tensor(response_mask, "response_mask")
     if token_level_rewards.shape != response_mask.shape or token_level_rewards.dim() != 2:
         raise ValueError(
             f"token_level_rewards shape {tuple(token_level_rewards.shape)} and response_mask shape "

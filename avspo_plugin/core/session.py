@@ -20,13 +20,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-import torch
-
-from ..config import MONITOR_MODE, AVSPOConfig
-from ..state_files import INT64_MAX, InRange, check_fields
+from ..config import MAX_VIRTUAL, MONITOR_MODE, THRESHOLD_MODES, AVSPOConfig
+from ..state_files import INT64_MAX, InRange, Matching, check_fields
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .collapse import off_bound_message
 from .early_warnings import INERT_TRIGGER, WARNING_FLAGS, EarlyWarnings
+from .inputs import TensorLike, as_config
 from .metrics import aggregate_metrics, filtered_group_metrics
 from .threshold import ThresholdState, advance
 
@@ -35,12 +34,24 @@ STATE_FORMAT = 1
 # What state_dict() holds besides its format. "monitor" holds the early-warning streaks: the checkpoint format's
 # name from before the ACR monitor existed, kept so that every saved checkpoint still loads.
 STATE_KEYS = ("threshold", "monitor", "logged_steps")
+# The settings a threshold state is made under, saved beside it ("settings"): those that move tau (Eq. 12) and
+# decide K (Eq. 9). A state made under other settings than the config in force starts over (AVSPOSession.configure).
+STATE_SETTINGS = ("threshold_mode", "threshold_init", "threshold_lr", "threshold_min", "threshold_max", "num_virtual",
+                  "alpha")
 # A count or a step number of the state.
 COUNT = InRange(int, 0, INT64_MAX)
-# The type and range of every field of state_dict(), checked on load: tau is a threshold on ACR, a fraction.
+FRACTION = InRange(float, 0.0, 1.0)
+# The type and range of every field of state_dict(), checked on load: tau is a threshold on ACR, a fraction;
+# the settings as AVSPOConfig allows them.
 STATE_FIELDS = {
     "format": int,
-    "threshold": (None, {"tau": InRange(float, 0.0, 1.0), "prev_reward_mean": (None, InRange(float)), "step": COUNT}),
+    "threshold": (None, {"tau": FRACTION, "prev_reward_mean": (None, InRange(float)), "step": COUNT}),
+    "settings": (None, {
+        "threshold_mode": Matching("|".join(THRESHOLD_MODES), "one of " + ", ".join(THRESHOLD_MODES)),
+        "threshold_init": FRACTION, "threshold_lr": FRACTION, "threshold_min": FRACTION, "threshold_max": FRACTION,
+        "num_virtual": (Matching("auto", "'auto'"), InRange(int, 1, MAX_VIRTUAL)),
+        "alpha": InRange(float, 0.0, 1.0, low_open=True),
+    }),
     "monitor": {name: {"streak": COUNT, "fired_step": (None, COUNT)}
                 for name in ("stagnation", "entropy_collapse", INERT_TRIGGER)},
     "logged_steps": COUNT,
@@ -68,6 +79,10 @@ class AVSPOSession:
         with self._lock:
             self.config: AVSPOConfig | None = None
             self.state: ThresholdState | None = None
+            # The STATE_SETTINGS the state was made under (None: unknown, a state saved before they were saved),
+            # and where it came from, as the warning of a change names it.
+            self._made_under: dict[str, Any] | None = None
+            self._state_origin = "of this process"
             # Its limits become the run's at the first configure; streaks survive a resume through state_dict.
             self.warnings = EarlyWarnings(AVSPOConfig())
             # Metrics of this step's calls (open step), and of closed steps not yet logged.
@@ -78,27 +93,48 @@ class AVSPOSession:
             self._logged_steps = 0
             self._off_bound_warned = False
 
-    def configure(self, config: AVSPOConfig) -> None:
-        """Put ``config`` in force.
+    def configure(self, config: AVSPOConfig | Mapping[str, Any]) -> None:
+        """Put ``config`` (an AVSPOConfig, or a mapping of its keys) in force.
 
-        The adaptive threshold starts over only when its own settings change between two configs;
-        a state restored from a checkpoint (no config yet) is kept.
+        The threshold state is kept while the STATE_SETTINGS it was made under are the config's; a state made under
+        others, whether by an earlier config of this process or in a checkpoint resumed, starts over as a fresh run
+        with this config would (:meth:`_fit_state_to_config`).
         """
+        config = as_config(config)
         with self._lock:
             if config == self.config:
                 return
-            if self.state is None or (
-                self.config is not None and _threshold_keys(self.config) != _threshold_keys(config)
-            ):
-                self.state = ThresholdState.initial(config)
             self.warnings.reconfigure(config)
             self.config = config
             self._fit_state_to_config()
 
     def _fit_state_to_config(self) -> None:
-        """Clip a tau outside [threshold_min, threshold_max] (a resumed run whose range was narrowed)."""
+        """The threshold state made fit for the config in force.
+
+        None: a fresh state. Made under other STATE_SETTINGS: a fresh state too (tau = threshold_init, t = 0, no
+        J_{t-1}; the warning streaks kept), with one warning naming each setting's saved and current value and where
+        the state came from. Made under unknown settings (saved before states recorded them): kept, its tau clipped
+        into [threshold_min, threshold_max] (a resumed run whose range was narrowed), and from then on made under the
+        config's settings.
+        """
         config, state = self.config, self.state
-        if config is None or state is None or config.threshold_mode != "adaptive":
+        if config is None:
+            return
+        settings = state_settings(config)
+        made_under, self._made_under = self._made_under, settings
+        if state is None or (made_under is not None and made_under != settings):
+            if state is not None:
+                changed = [key for key in STATE_SETTINGS if made_under[key] != settings[key]]
+                self.log.warning(
+                    "AVSPO threshold state %s was made under %s; the config in force has %s: the threshold starts "
+                    "over (tau = threshold_init = %s, step t = 0), as in a fresh run with this config; the warning "
+                    "streaks are kept",
+                    self._state_origin, ", ".join(f"{key}={made_under[key]!r}" for key in changed),
+                    ", ".join(f"{key}={settings[key]!r}" for key in changed), config.threshold_init,
+                )  # fmt: skip
+            self.state, self._state_origin = ThresholdState.initial(config), "of this process"
+            return
+        if made_under is not None or config.threshold_mode != "adaptive":
             return
         tau = min(config.threshold_max, max(config.threshold_min, state.tau))
         if tau != state.tau:
@@ -111,32 +147,34 @@ class AVSPOSession:
 
     def step(
         self,
-        scores: torch.Tensor,
+        scores: TensorLike,
         index: Any,
-        config: AVSPOConfig,
-        valid: torch.Tensor | None = None,
-        response_mask: torch.Tensor | None = None,
+        config: AVSPOConfig | Mapping[str, Any],
+        valid: TensorLike | None = None,
+        response_mask: TensorLike | None = None,
     ) -> AVSPOResult:
         """AVSPO advantages of sequence scores (B,) grouped by index (B,), one call of the open step
-        (valid, response_mask: as :func:`~.advantage.compute_group_advantages` takes them)."""
+        (scores, config, valid, response_mask: as :func:`~.advantage.compute_group_advantages` takes them)."""
         with self._lock:
             self.configure(config)
             return self._keep(
                 compute_group_advantages(
-                    scores, index, config, self.state, valid=valid, response_mask=response_mask,
+                    scores, index, self.config, self.state, valid=valid, response_mask=response_mask,
                     call_in_step=len(self._pending),
                 )
             )  # fmt: skip
 
     def step_tokens(
-        self, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any, config: AVSPOConfig
+        self, token_level_rewards: TensorLike, response_mask: TensorLike, index: Any,
+        config: AVSPOConfig | Mapping[str, Any],
     ) -> AVSPOResult:
         """AVSPO advantages (B, L) of outcome rewards placed on tokens (B, L), one call of the open step."""
         with self._lock:
             self.configure(config)
             return self._keep(
                 compute_token_advantages(
-                    token_level_rewards, response_mask, index, config, self.state, call_in_step=len(self._pending)
+                    token_level_rewards, response_mask, index, self.config, self.state,
+                    call_in_step=len(self._pending),
                 )
             )
 
@@ -149,7 +187,7 @@ class AVSPOSession:
         """
         with self._lock:
             self.configure(config)
-            return self._keep(compute(config, self.state))
+            return self._keep(compute(self.config, self.state))
 
     def observe_filtered_groups(self, value_counts: Mapping[float, int], group_size: int) -> None:
         """Count, in the open step, collapsed groups of ``group_size`` samples that the host's filtering evicted
@@ -249,22 +287,26 @@ class AVSPOSession:
             self.log.warning(message)
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint keeps: the threshold state (tau, J_{t-1}, t), the warning streaks, the logged steps."""
+        """What a checkpoint keeps: the threshold state (tau, J_{t-1}, t) and the settings it was made under
+        (STATE_SETTINGS), the warning streaks, the logged steps."""
         with self._lock:
             return {
                 "format": STATE_FORMAT,
                 "threshold": None if self.state is None else self.state.state_dict(),
+                "settings": None if self.state is None else self._made_under,
                 "monitor": self.warnings.state_dict(),
                 "logged_steps": self._logged_steps,
             }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume from :meth:`state_dict`'s dict; pending metrics are dropped, the config in force is kept
-        (a tau outside its threshold range is clipped into it)."""
+    def load_state_dict(self, state: Mapping[str, Any], source: str = "the state loaded") -> None:
+        """Resume from :meth:`state_dict`'s dict; pending metrics are dropped, the config in force is kept, and a
+        threshold state made under other settings starts over, with a warning naming ``source`` (where the state
+        was read: its file) (:meth:`_fit_state_to_config`)."""
         state = checked_state(state)
         with self._lock:
             saved = state["threshold"]
             self.state = None if saved is None else ThresholdState.from_state_dict(saved)
+            self._made_under, self._state_origin = state["settings"], f"read from {source}"
             self.warnings.load_state_dict(state["monitor"])
             self._logged_steps = int(state["logged_steps"])
             self._pending, self._closed, self._entropy_observed = [], [], True
@@ -280,8 +322,8 @@ def checked_state(state: Any) -> Mapping[str, Any]:
     if missing:
         raise ValueError(f"avspo checkpoint state lacks {sorted(missing)}; it has {sorted(state)}")
     # States written before the format number existed hold exactly format 1's keys; before the inert-trigger
-    # warning existed, its streak starts from nothing.
-    state = {"format": STATE_FORMAT, **state}
+    # warning existed, its streak starts from nothing; before states recorded their settings, those are unknown.
+    state = {"format": STATE_FORMAT, "settings": None, **state}
     if isinstance(state.get("monitor"), Mapping) and INERT_TRIGGER not in state["monitor"]:
         state["monitor"] = {**state["monitor"], INERT_TRIGGER: {"streak": 0, "fired_step": None}}
     if state["format"] != STATE_FORMAT:
@@ -293,5 +335,6 @@ def checked_state(state: Any) -> Mapping[str, Any]:
     return state
 
 
-def _threshold_keys(config: AVSPOConfig) -> tuple:
-    return (config.threshold_mode, config.threshold_init)
+def state_settings(config: AVSPOConfig) -> dict[str, Any]:
+    """The STATE_SETTINGS of ``config``, as a state made under it records them."""
+    return {key: getattr(config, key) for key in STATE_SETTINGS}

@@ -124,5 +124,6 @@ def checkpoint_state() -> dict[str, Any]:
 def load_checkpoint_state(client_states: Mapping[str, Any] | None) -> None:
     """Resume the threshold state from a checkpoint's client_states (a no-op when it holds none)."""
     if client_states and CHECKPOINT_KEY in client_states:
-        SESSION.load_state_dict(client_states[CHECKPOINT_KEY])
+        SESSION.load_state_dict(client_states[CHECKPOINT_KEY],
+                                source=f"OpenRLHF's checkpoint (its client_states[{CHECKPOINT_KEY!r}])")
         logger.info("avspo: state resumed from the checkpoint: %s", client_states[CHECKPOINT_KEY])

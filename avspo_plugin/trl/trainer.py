@@ -187,8 +187,8 @@ class AVSPOStateCallback(TrainerCallback):
             "warning streaks from 0); or resume from an earlier checkpoint (train(resume_from_checkpoint=<its "
             "checkpoint-N folder>))."
         )
-        load_json(path, lambda saved: self.session.load_state_dict(_current_schema(saved, path, state.log_history)),
-                  remedy)
+        load_json(path, lambda saved: self.session.load_state_dict(_current_schema(saved, path, state.log_history),
+                                                                   source=path), remedy)
 
 
 def _current_schema(saved: Any, path: str, log_history: list[dict]) -> Any:

@@ -123,7 +123,7 @@ def load_with_state(original: Callable) -> Callable:
             folder = resumed_step_folder(self.config.trainer, self.global_steps)
             saved = read_state(folder, live.state_file)
             if saved is not None:
-                live.session.load_state_dict(saved)
+                live.session.load_state_dict(saved, source=os.path.join(folder, live.state_file))
                 logger.info("AVSPO state restored from %s: %s", folder, describe_state(live.session.state_dict()))
         return result
 

@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -261,3 +262,83 @@ def test_numpy_labels_are_named_as_plain_values():
     with pytest.raises(ValueError, match=r"at row 2, uid 1$"):
         compute_group_advantages(torch.tensor([0.0, 1.0, math.nan, 1.0]), np.array([0, 0, 1, 1]), config,
                                  ThresholdState.initial(config))
+
+
+# ------------------------------------------------------------------ plain Python and numpy into the public API
+# docs/using/api.md: rewards and masks as tensors, numpy arrays or lists of numbers; the config as an AVSPOConfig or
+# a mapping of its keys; state None for a fresh one. Each accepted form gives exactly the tensor call's result.
+
+REWARDS = [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+UIDS = list("aaaabbbbcccc")
+ALWAYS = {"threshold_mode": "always"}
+
+
+def same_result(got, want):
+    assert torch.equal(got.advantages, want.advantages) and got.advantages.dtype == want.advantages.dtype
+    assert got.metrics == want.metrics and got.state == want.state
+
+
+@pytest.mark.parametrize(
+    "plain, tensor",
+    [
+        (REWARDS, torch.tensor(REWARDS)),
+        (tuple(REWARDS), torch.tensor(REWARDS)),
+        (np.array(REWARDS), torch.tensor(REWARDS, dtype=torch.float64)),
+        (np.array(REWARDS, dtype=np.float32), torch.tensor(REWARDS)),
+        ([int(r) for r in REWARDS], torch.tensor(REWARDS).to(torch.int64)),
+        ([bool(r) for r in REWARDS], torch.tensor(REWARDS).to(torch.bool)),
+    ],
+    ids=["list", "tuple", "numpy-float64", "numpy-float32", "list-of-int", "list-of-bool"],
+)
+def test_rewards_as_lists_and_numpy_arrays_equal_the_tensor_call(plain, tensor):
+    config = AVSPOConfig(**ALWAYS)
+    state = ThresholdState.initial(config)
+    same_result(compute_group_advantages(plain, UIDS, config, state), compute_group_advantages(tensor, UIDS, config, state))
+    want = AVSPOSession().step(tensor, UIDS, config)
+    same_result(AVSPOSession().step(plain, UIDS, config), want)
+
+
+def test_a_mapping_config_state_none_and_list_masks_equal_the_typed_call():
+    config = AVSPOConfig(**ALWAYS)
+    scores = torch.tensor(REWARDS)
+    want = compute_group_advantages(scores, UIDS, config, ThresholdState.initial(config))
+    same_result(compute_group_advantages(scores, UIDS, dict(ALWAYS)), want)
+    same_result(compute_group_advantages(scores, UIDS, config, None), want)
+    same_result(AVSPOSession().step(scores, UIDS, dict(ALWAYS)), want)
+    valid = [True] * 8 + [False] * 4
+    same_result(compute_group_advantages(REWARDS, UIDS, config, valid=valid),
+                compute_group_advantages(scores, UIDS, config, valid=torch.tensor(valid)))
+    token_rewards, mask = [[0.0, r] for r in REWARDS], [[1, 1]] * len(REWARDS)
+    same_result(compute_token_advantages(token_rewards, mask, UIDS, dict(ALWAYS)),
+                compute_token_advantages(torch.tensor(token_rewards), torch.tensor(mask), UIDS, config,
+                                         ThresholdState.initial(config)))
+    with pytest.raises(ConfigError, match="unknown key"):
+        compute_group_advantages(scores, UIDS, {"treshold_mode": "always"})
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: compute_group_advantages("1 0 1", UIDS, AVSPOConfig()),
+         "scores must be a torch.Tensor, a numpy array or a list of numbers; got str"),
+        (lambda: compute_group_advantages(["1", "0"], ["a", "a"], AVSPOConfig()),
+         "scores must be a torch.Tensor, a numpy array or a list of numbers; got a list torch cannot read"),
+        (lambda: compute_group_advantages(np.array(["1", "0"]), ["a", "a"], AVSPOConfig()),
+         "scores must be a torch.Tensor, a numpy array or a list of numbers; got a numpy array of dtype <U1"),
+        (lambda: compute_group_advantages(REWARDS, UIDS, AVSPOConfig(), valid={"a": True}),
+         "valid must be a torch.Tensor, a numpy array or a list of numbers; got dict"),
+        (lambda: compute_token_advantages(REWARDS, None, UIDS, AVSPOConfig()),
+         "response_mask must be a torch.Tensor, a numpy array or a list of numbers; got NoneType"),
+        (lambda: compute_group_advantages(REWARDS, UIDS, ["always"]),
+         "config must be an AVSPOConfig or a mapping of its keys (a dict); got list"),
+        (lambda: AVSPOSession().step(REWARDS, UIDS, "always"),
+         "config must be an AVSPOConfig or a mapping of its keys (a dict); got str"),
+        (lambda: compute_group_advantages(REWARDS, UIDS, AVSPOConfig(), {"tau": 0.5}),
+         "state must be a ThresholdState or None (a fresh state); got dict"),
+    ],
+    ids=["str-rewards", "list-of-str", "numpy-str", "dict-valid", "none-mask", "list-config", "str-config",
+         "dict-state"],
+)
+def test_other_types_are_a_type_error_naming_the_argument_and_the_types(call, message):
+    with pytest.raises(TypeError, match=re.escape(message)):
+        call()

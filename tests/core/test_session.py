@@ -10,6 +10,7 @@ import torch
 from avspo_plugin import AVSPOConfig
 from avspo_plugin.core import AVSPOSession, ThresholdState, aggregate_metrics, compute_group_advantages
 from avspo_plugin.core.advantage import compute_token_advantages
+from avspo_plugin.core.session import state_settings
 
 LOGGER = "tests.core.session"
 
@@ -73,31 +74,94 @@ def test_token_steps_share_the_state_with_score_steps():
     assert session.state == expected.state and session.state.step == 2
 
 
-def test_threshold_restarts_only_when_its_own_settings_change():
+def saved_state(tau, prev_reward_mean, step, settings=None):
+    """A saved session state with this threshold state; ``settings``: those it was made under (None: the format saved
+    before states recorded them, which has no such key)."""
+    state = {"format": 1, "threshold": ThresholdState(tau, prev_reward_mean, step).state_dict(),
+             "monitor": AVSPOSession().warnings.state_dict(), "logged_steps": step}
+    return state if settings is None else {**state, "settings": state_settings(settings)}
+
+
+def test_threshold_is_kept_while_its_settings_stay_and_starts_over_when_one_changes(caplog):
     config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5)
-    session = AVSPOSession()
+    session = AVSPOSession(log=logging.getLogger(LOGGER))
     run_steps(session, config, BATCHES)
     carried = session.state
     assert carried != ThresholdState.initial(config)
 
-    session.configure(config.replace(alpha=0.25, stagnation_steps=7))
-    assert session.state == carried
-    assert session.warnings.stagnation.patience == 7  # the warnings take the new limits
-    session.configure(config.replace(alpha=0.25, threshold_init=0.3))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        session.configure(config.replace(stagnation_steps=7, strategy="opposite"))
+        assert session.state == carried and caplog.records == []  # neither moves tau nor decides K
+        assert session.warnings.stagnation.patience == 7  # the warnings take the new limits
+        session.configure(config.replace(alpha=0.25, threshold_init=0.3))
     assert session.state == ThresholdState(tau=0.3)
-    session.step(*BATCHES[0], config.replace(alpha=0.25, threshold_init=0.3))
-    session.configure(config.replace(alpha=0.25, threshold_init=0.3, threshold_mode="fixed"))
-    assert session.state == ThresholdState(tau=0.3)
+    (warning,) = [record.getMessage() for record in caplog.records]
+    assert warning == ("AVSPO threshold state of this process was made under threshold_init=0.5, alpha=0.5; the config "
+                       "in force has threshold_init=0.3, alpha=0.25: the threshold starts over (tau = threshold_init = "
+                       "0.3, step t = 0), as in a fresh run with this config; the warning streaks are kept")
 
 
 def test_restored_state_is_kept_by_the_first_config():
     config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, threshold_init=0.3)
-    saved = ThresholdState(tau=0.7, prev_reward_mean=0.25, step=4)
     session = AVSPOSession()
-    session.load_state_dict({"format": 1, "threshold": saved.state_dict(), "monitor": session.warnings.state_dict(),
-                             "logged_steps": 4})  # fmt: skip
+    session.load_state_dict(saved_state(0.7, 0.25, 4, settings=config))
     session.configure(config)
-    assert session.state == saved
+    assert session.state == ThresholdState(tau=0.7, prev_reward_mean=0.25, step=4)
+
+
+@pytest.mark.parametrize("configure_first", [True, False], ids=["configured-then-resumed", "resumed-then-configured"])
+@pytest.mark.parametrize("change", [{"threshold_init": 0.3}, {"threshold_mode": "fixed"}, {"threshold_lr": 0.1},
+                                    {"threshold_max": 0.95}, {"alpha": 0.25}, {"num_virtual": 2}],
+                         ids=lambda change: next(iter(change)))
+def test_a_resume_under_other_settings_starts_over_as_a_change_in_this_process_does(caplog, change, configure_first):
+    """Saved under tau_0 = 0.9 and tau moved to 0.85; resumed under other settings: one warning naming the file and
+    each setting's two values, and the run continues as a fresh run with the new config, whichever comes first (the
+    host's configure or its resume), as a session whose config changes in this process does."""
+    saved_under = AVSPOConfig(threshold_mode="adaptive", threshold_init=0.9, threshold_lr=0.5)
+    now = saved_under.replace(**change)
+    session = AVSPOSession(log=logging.getLogger(LOGGER))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        if configure_first:
+            session.configure(now)
+        session.load_state_dict(saved_state(0.85, 0.25, 4, settings=saved_under), source="run/avspo_state.json")
+        session.configure(now)
+    ((key, value),) = change.items()
+    (warning,) = [record.getMessage() for record in caplog.records]
+    assert warning.startswith(f"AVSPO threshold state read from run/avspo_state.json was made under {key}="
+                              f"{getattr(saved_under, key)!r}; the config in force has {key}={value!r}: the threshold "
+                              f"starts over (tau = threshold_init = {now.threshold_init}, step t = 0)")
+    fresh, changed = AVSPOSession(), AVSPOSession()
+    run_steps(changed, saved_under, BATCHES[:1])
+    for ours, theirs in zip(run_steps(session, now, BATCHES), run_steps(fresh, now, BATCHES)):
+        assert torch.equal(ours.advantages, theirs.advantages) and ours.metrics == theirs.metrics
+    run_steps(changed, now, BATCHES)
+    assert session.state == fresh.state == changed.state
+
+
+def test_the_issues_resume_augments_as_a_fresh_run_does():
+    """Saved under threshold_init 0.9, resumed under 0.3: a batch at ACR 0.5 augments half its groups, as a fresh run
+    with the resumed config does (before, the saved tau 0.9 was kept and nothing was augmented)."""
+    scores, labels = batch_with(2, 2, False)
+    resumed_config = AVSPOConfig(threshold_mode="adaptive", threshold_init=0.3)
+    session = AVSPOSession()
+    session.load_state_dict(saved_state(0.9, 0.25, 10, settings=resumed_config.replace(threshold_init=0.9)))
+    resumed = session.step(scores, labels, resumed_config)
+    assert resumed.metrics["augmented_groups"] == 0.5 and resumed.metrics["threshold"] == 0.3
+    assert torch.equal(resumed.advantages, AVSPOSession().step(scores, labels, resumed_config).advantages)
+
+
+def test_a_state_saved_before_states_recorded_their_settings_still_loads(caplog):
+    """The old format (no "settings"): kept under whatever config is in force, its tau clipped into the range; saved
+    again with the settings in force."""
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_init=0.3)
+    session = AVSPOSession(log=logging.getLogger(LOGGER))
+    old = saved_state(0.7, 0.25, 4)
+    assert "settings" not in old
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        session.load_state_dict(json.loads(json.dumps(old)), source="old/avspo_state.json")
+        session.configure(config)
+    assert session.state == ThresholdState(tau=0.7, prev_reward_mean=0.25, step=4) and caplog.records == []
+    assert session.state_dict()["settings"] == state_settings(config)
 
 
 def test_calls_of_one_step_are_one_step_of_eq_12():
@@ -219,7 +283,8 @@ def test_state_round_trips_and_the_resumed_run_continues_alike():
         session.step(scores, labels, config)
         session.pop_metrics()
     state = session.state_dict()
-    assert set(state) == {"format", "threshold", "monitor", "logged_steps"}
+    assert set(state) == {"format", "threshold", "settings", "monitor", "logged_steps"}
+    assert state["settings"] == state_settings(config)
     assert state["format"] == 1 and state["logged_steps"] == 2
     assert state["threshold"] == by_hand(config, BATCHES[:2])[-1].state.state_dict()
     assert state["monitor"]["stagnation"] == {"streak": 0, "fired_step": None}  # ACR 0.75 then 0.25

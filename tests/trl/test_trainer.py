@@ -1,5 +1,7 @@
 """AVSPOGRPOTrainer's scoring step against GRPOTrainer's own, on the same rewards (no training)."""
 
+import logging
+
 import numpy as np
 import pytest
 import torch
@@ -253,3 +255,14 @@ def test_a_damaged_state_file_stops_the_resume_naming_it_and_what_to_do(make_tra
     with pytest.raises(StateFileError, match=rf"^{path} {problem}.* delete {path} .*resume_from_checkpoint="):
         resumed.train(resume_from_checkpoint=str(checkpoint_1))
     assert resumed.state.global_step == 1  # stopped before any step of the resumed run
+
+
+def test_a_resume_under_another_threshold_init_starts_over_and_names_the_file(make_trainer, checkpoint_1, caplog):
+    path = checkpoint_1 / "avspo_state.json"
+    resumed = make_trainer(constant_reward, max_steps=1, avspo_threshold_init=0.7)
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.trl.trainer"):
+        resumed.train(resume_from_checkpoint=str(checkpoint_1))
+    (warning,) = [r.getMessage() for r in caplog.records if "was made under" in r.getMessage()]
+    assert warning.startswith(f"AVSPO threshold state read from {path} was made under threshold_init=0.5; the config "
+                              "in force has threshold_init=0.7: the threshold starts over")
+    assert resumed.avspo_session.state.tau == 0.7

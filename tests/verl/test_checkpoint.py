@@ -155,6 +155,40 @@ def test_resuming_a_checkpoint_without_avspo_state_warns(tmp_path, trainers, bas
     assert any("has no avspo_state.json" in r.getMessage() and "threshold_init" in r.getMessage() for r in caplog.records)
 
 
+def test_a_resume_under_another_threshold_init_starts_over_and_names_the_file(
+    tmp_path, trainers, base_config, make_batch, caplog
+):
+    """Saved under threshold_init 0.2, resumed under 0.6: one warning naming the file and both values, and the run
+    continues from tau = 0.6 as a fresh run would. A file of the format saved before states recorded their settings
+    still resumes, its tau kept."""
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    trainer = trainer_for(base_config, tmp_path / "ckpt", global_steps=2)
+    for step in (1, 2):
+        run_step(trainer, step, make_batch, compute_advantage)
+    trainers["v1"]._save_checkpoint(trainer)
+    state_file = tmp_path / "ckpt" / "global_step_2" / STATE_FILE
+    saved = json.loads(state_file.read_text())
+    assert saved["settings"]["threshold_init"] == 0.2 and saved["threshold"]["tau"] != 0.6
+
+    session().reset()
+    resumed = trainer_for(base_config, tmp_path / "ckpt")
+    resumed.config.algorithm.avspo.threshold_init = 0.6
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
+        trainers["v1"]._load_checkpoint(resumed)
+        threshold, _ = run_step(resumed, 3, make_batch, compute_advantage)
+    (warning,) = [r.getMessage() for r in caplog.records if "was made under" in r.getMessage()]
+    assert warning.startswith(f"AVSPO threshold state read from {state_file} was made under threshold_init=0.2; the "
+                              "config in force has threshold_init=0.6: the threshold starts over")
+    assert threshold == 0.6
+
+    session().reset()
+    old_format = {key: value for key, value in saved.items() if key != "settings"}
+    state_file.write_text(json.dumps(old_format))
+    trainers["v1"]._load_checkpoint(trainer_for(base_config, tmp_path / "ckpt"))
+    assert session().state.tau == saved["threshold"]["tau"]
+
+
 def test_state_dict_round_trips_through_json(make_batch):
     from verl.trainer.ppo.ray_trainer import compute_advantage
 
