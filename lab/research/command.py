@@ -88,24 +88,26 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
     _add_run_options(sweep_parser, out="./avspo_lab_sweep",
                      seeds=f"seeds per configuration, 0..N-1 (default {sweep.SWEEP.seeds}, --quick too)")
 
-    sharpening_parser = actions.add_parser(
-        "sharpening", help=SHARPENING_HELP,
-        description=f"{SHARPENING_HELP}. Its design fixes everything else (sharpening.py): seeds, learning rates and "
-                    "bases are not options here.")
-    sharpening_parser.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
-                                   help="the design on a toy budget, one base, two learning rates: a pipeline check")
-    _add_run_options(sharpening_parser, out="./avspo_lab_sharpening", seeds=None)
-
-    headroom_parser = actions.add_parser(
-        "headroom", help=HEADROOM_HELP,
-        description=f"{HEADROOM_HELP}. Its design fixes everything else (headroom.py); a second invocation with the "
-                    "same --out reads every finished run back from its cache.")
-    headroom_parser.add_argument("--quick", action="store_true", default=argparse.SUPPRESS,
-                                 help="the design on a toy budget and warm-up: a pipeline check")
+    _add_fixed_design_parser(actions, "sharpening", SHARPENING_HELP,
+                             "Its design fixes everything else (sharpening.py): seeds, learning rates and bases are "
+                             "not options here.", "the design on a toy budget, one base, two learning rates: a "
+                             "pipeline check")
+    headroom_parser = _add_fixed_design_parser(
+        actions, "headroom", HEADROOM_HELP, "Its design fixes everything else (headroom.py); a second invocation with "
+        "the same --out reads every finished run back from its cache.", "the design on a toy budget and warm-up: a "
+        "pipeline check")
     headroom_parser.add_argument("--phase", choices=("pilot", "all"), default="all",
                                  help="pilot: the testbed pilot alone (validation only); all: pilot, tuning, "
                                       "comparison and report (default)")
-    _add_run_options(headroom_parser, out="./avspo_lab_headroom", seeds=None)
+
+
+def _add_fixed_design_parser(actions: argparse._SubParsersAction, name: str, help_text: str, fixed: str,
+                             quick: str) -> argparse.ArgumentParser:
+    """The parser of a study whose design fixes seeds, learning rates and bases: --quick and the shared run options."""
+    parser = actions.add_parser(name, help=help_text, description=f"{help_text}. {fixed}")
+    parser.add_argument("--quick", action="store_true", default=argparse.SUPPRESS, help=quick)
+    _add_run_options(parser, out=f"./avspo_lab_{name}", seeds=None)
+    return parser
 
 
 def _add_run_options(parser: argparse.ArgumentParser, seeds: str | None, out: str) -> None:
