@@ -13,6 +13,7 @@ import numpy as np
 from avspo_plugin.config import AVSPOConfig, SelectionConfig
 
 from . import detect, signals
+from .accuracy import accuracy_curve
 from .selection_replay import replay_selection
 from .timeline import PromptTable, Timeline, sample_timeline, scalar_timeline
 
@@ -30,6 +31,7 @@ class Settings:
     fit: signals.Fit | None  # None: no projection asked for (--fit, --paper-fit)
     group_size: int | None
     top: int
+    accuracy: str | None = None  # --accuracy KEY: a logged metric read as each run's accuracy curve
 
 
 @dataclass
@@ -91,6 +93,8 @@ def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -
         report["selection"] = replay_selection(loaded.samples, settings.selection)
     if val_report is not None:
         report["validation"] = val_report
+    if settings.accuracy is not None:
+        report["accuracy"] = accuracy_curve(loaded.scalars, settings.accuracy, timeline, str(path))
     report["advice"] = signals.advice(report)
     report["per_step"] = per_step(timeline)
     return RunResult(label, timeline, prompts, validation, report)
@@ -144,6 +148,7 @@ def compare(results: list[RunResult]) -> list[dict[str, Any]]:
             "steps": report["steps"]["count"],
             "acr_early": report["early_warning"]["acr"],
             "acr_mean": report["means"]["acr"],
+            "effective_acr": effective_acr(report),
             "all_fail": report["rollout_shares"]["all_fail"],
             "all_pass": report["rollout_shares"]["all_pass"],
             "regime": None if report["regime"] is None else report["regime"]["name"],
@@ -154,6 +159,15 @@ def compare(results: list[RunResult]) -> list[dict[str, Any]]:
             "exact": report["exact"],
         })
     return rows
+
+
+def effective_acr(report: dict[str, Any]) -> float | None:
+    """The mean share of groups whose advantages were all zero: AVSPO's own effective_acr where the run logged it;
+    else its ACR, since GRPO's advantages (and its relatives') are zero in exactly the collapsed groups."""
+    avspo = report["avspo"]
+    if avspo["source"] == "logged" and avspo["effective_acr"] is not None:
+        return avspo["effective_acr"]
+    return report["means"]["acr"]
 
 
 def unique_labels(labels: list[str]) -> list[str]:

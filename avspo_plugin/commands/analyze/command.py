@@ -13,6 +13,7 @@ from avspo_plugin.commands.main import positive_int
 from avspo_plugin.config import AVSPOConfig, SelectionConfig
 
 from . import analysis, lab_evidence, own_fit, plots, report, signals
+from .accuracy import compare_accuracy
 from .records import AnalyzeError
 from .report import printable
 
@@ -53,6 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --fit-final: a logged key that is a setting of the runs (each run's largest value; "
                              "a learning rate as its log2); repeat for several (default: the learning rate, "
                              f"{' or '.join(own_fit.SETTING_KEYS)}, where every run logs it)")
+    parser.add_argument("--accuracy", metavar="KEY", default=None,
+                        help="a logged metric to compare the runs' accuracy by, e.g. verl's "
+                             "val-core/gsm8k/acc/mean@1: each run's curve against the rollouts it spent, and the "
+                             "rollouts each run took to reach the first run's final value")
     parser.add_argument("--group-size", type=positive_int, default=None,
                         help="samples per prompt (G); needed to read OpenRLHF logs")
     parser.add_argument("--reward-low", type=float, default=DEFAULTS.reward_low,
@@ -96,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         fit=signals.load_fit(args.fit) if args.fit else (signals.PAPER_FIT if args.paper_fit else None),
         group_size=args.group_size,
         top=args.top,
+        accuracy=args.accuracy,
     )
     evidence = lab_evidence.load_lab_evidence(lab_evidence.LAB_SWEEP_FIT)
     runs = [_split_label(spec) for spec in args.paths]
@@ -106,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         for warning in result.report["warnings"]:
             print(f"avspo analyze: warning: {printable(warning)}", file=sys.stderr)
     rows = analysis.compare(results)
+    accuracy = None if args.accuracy is None else compare_accuracy(
+        [result.label for result in results], [result.report["accuracy"] for result in results])
     own = None if args.fit_final is None else own_fit.fit_own_runs(
         results, [path for _, path in runs], args.fit_final, args.fit_setting, args.early_steps)
 
@@ -137,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
         },
         "runs": [result.report for result in results],
         "comparison": rows,
+        # --accuracy KEY: the runs' accuracy against the first run's final value, with the caveat of one seed.
+        "accuracy_comparison": accuracy,
         # What the lab's sweep measured of early ACR as a predictor: the same for every run, stated beside them.
         "acr_predictive_value_in_the_lab": evidence.to_dict(),
         # --fit-final: the same pre-registered models on these runs.
@@ -145,14 +155,21 @@ def run(args: argparse.Namespace) -> int:
     if len(results) > 1 and not args.no_plots:
         plots.compare_acr(results, out / "acr_compare.png", args.stagnation_acr)
         document["comparison_plot"] = str(out / "acr_compare.png")
+    if accuracy is not None and not args.no_plots:
+        plots.compare_accuracy(results, accuracy, out / "accuracy_compare.png")
+        document["accuracy_plot"] = str(out / "accuracy_compare.png")
     try:
         (out / "analysis.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     except ValueError as err:  # a NaN or inf slipped into the report
         raise AnalyzeError(f"analysis.json: {err}") from None
-    print(report.summary(results, rows, evidence))
-    if own is not None:
-        print("\n" + "\n".join(own_fit.own_fit_lines(own)))
-    print(f"\nWrote {out / 'analysis.json'}" + ("" if args.no_plots else " and plots"))
+    summary = report.summary(results, rows, evidence, accuracy)
+    own_lines = [] if own is None else own_fit.own_fit_lines(own)
+    (out / "analysis.md").write_text(report.markdown(results, rows, accuracy, summary, own_lines, document),
+                                     encoding="utf-8")
+    print(summary)
+    if own_lines:
+        print("\n" + "\n".join(own_lines))
+    print(f"\nWrote {out / 'analysis.md'}, {out / 'analysis.json'}" + ("" if args.no_plots else " and plots"))
     return 0
 
 

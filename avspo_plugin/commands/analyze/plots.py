@@ -50,6 +50,7 @@ def acr_timeline(result: RunResult, path: Path) -> Figure:
     if low is not None:
         top.fill_between(steps, low, high, color="#1f77b4", alpha=0.2, label="ACR bounds")
     top.plot(steps, acr, color="black", linewidth=1.2, label="ACR")
+    _avspo_marks(top, timeline)
     stall = report["stagnation"]
     if stall["enabled"]:
         top.axhline(stall["acr_above"], color="#ff7f0e", linestyle="--", linewidth=1,
@@ -79,6 +80,21 @@ def acr_timeline(result: RunResult, path: Path) -> Figure:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return fig
+
+
+def _avspo_marks(axis, timeline) -> None:
+    """AVSPO's effective ACR (what its advantages wasted) under ACR, and a tick at the top on each step its trigger
+    opened: the run's own where it logged them, else the replay of its rewards, labelled as such."""
+    effective, triggered = timeline.get("effective_acr"), timeline.get("triggered")
+    if timeline.avspo is None or effective is None:
+        return
+    whose = "AVSPO replayed: " if timeline.avspo == "replay" else ""
+    axis.plot(timeline.steps, effective, color="#1f77b4", linewidth=1.2, linestyle="--",
+              label=f"{whose}effective ACR (advantages all zero)")
+    if triggered is not None:
+        opened = timeline.steps[np.nan_to_num(triggered) > 0]
+        axis.plot(opened, np.full(len(opened), 0.985), linestyle="none", marker="|", markersize=8, color="#8c564b",
+                  label=f"{whose}trigger open ({len(opened)} of {len(timeline.steps)} steps)")
 
 
 def prompt_histogram(result: RunResult, path: Path) -> None:
@@ -123,6 +139,29 @@ def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> 
     axis.set_xlabel("step")
     axis.set_ylabel("ACR" + (f" ({window}-step moving average)" if window > 1 else ""))
     axis.set_title("ACR side by side", fontsize=9)
+    axis.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return fig
+
+
+def compare_accuracy(results: list[RunResult], accuracy: dict[str, Any], path: Path) -> Figure:
+    """Each run's accuracy against the rollouts it had spent (against the step where rollouts were not logged), and
+    the first run's final accuracy as the line to reach."""
+    curves = [result.report["accuracy"] for result in results]
+    by_rollouts = all(curve["rollouts_known"] for curve in curves)
+    fig = Figure(figsize=(10, 4.5))
+    axis = fig.subplots()
+    for index, (result, curve) in enumerate(zip(results, curves)):
+        x = [point["rollouts" if by_rollouts else "step"] for point in curve["points"]]
+        axis.plot(x, [point["accuracy"] for point in curve["points"]], "o-", color=f"C{index % 10}", markersize=3,
+                  linewidth=1.2, label=_plain(result.label))
+    reference = accuracy["reference_final"]
+    axis.axhline(reference["accuracy"], color="black", linestyle="--", linewidth=1,
+                 label=f"{_plain(accuracy['reference'])}'s final ({reference['accuracy']:.3f})")
+    axis.set_xlabel("rollouts (samples generated for training)" if by_rollouts else "step")
+    axis.set_ylabel(_plain(accuracy["key"]))
+    axis.set_title(f"accuracy: {_plain(accuracy['key'])} (one seed per run)", fontsize=9)
     axis.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from avspo_plugin.commands.analyze.regimes import REGIME_TITLES
@@ -111,6 +112,7 @@ COLUMNS = (
     ("steps", "steps", str),
     ("early ACR", "acr_early", _num),
     ("mean ACR", "acr_mean", _num),
+    ("effective ACR", "effective_acr", _num),
     ("all-fail", "all_fail", _pct),
     ("all-pass", "all_pass", _pct),
     ("regime", "regime", lambda v: "-" if v is None else REGIME_TITLES[v]),
@@ -122,14 +124,46 @@ COLUMNS = (
 )
 
 
-def comparison_table(rows: list[dict[str, Any]]) -> str:
+def comparison_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """(column titles, one row of cells per run) of the side-by-side table; the projection only where one was made."""
     projected = any(row["projected"] is not None for row in rows)
     columns = [column for column in COLUMNS if projected or column[1] != "projected"]
-    cells = [[fmt(row[key]) for _, key, fmt in columns] for row in rows]
-    widths = [max(len(title), *(len(line[i]) for line in cells)) for i, (title, _, _) in enumerate(columns)]
-    header = "  ".join(title.ljust(width) for (title, _, _), width in zip(columns, widths))
-    body = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)) for line in cells]
-    return "\n".join(["== side by side", header, *body])
+    return [title for title, _, _ in columns], [[fmt(row[key]) for _, key, fmt in columns] for row in rows]
+
+
+def comparison_table(rows: list[dict[str, Any]]) -> str:
+    return "\n".join(["== side by side", *_aligned(*comparison_cells(rows))])
+
+
+def _aligned(titles: list[str], cells: list[list[str]]) -> list[str]:
+    widths = [max(len(title), *(len(line[i]) for line in cells)) for i, title in enumerate(titles)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [titles, *cells]]
+
+
+def _point(point: dict[str, Any]) -> str:
+    return f"{point['accuracy']:.3f} at step {point['step']}"
+
+
+def _rollouts(count: int | None) -> str:
+    return "rollouts not logged" if count is None else f"{count:,} rollouts"
+
+
+def accuracy_cells(accuracy: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """(titles, cells) of the accuracy comparison: each run's first, final and best value, and when it first reached
+    the reference run's final value."""
+    reference = accuracy["reference_final"]
+    reach = f"reached {accuracy['reference']}'s final {reference['accuracy']:.3f}"
+    cells = []
+    for run in accuracy["runs"]:
+        reached = ("not reached" if run["reached_at_step"] is None else
+                   f"at step {run['reached_at_step']}, {_rollouts(run['rollouts_to_reference_final'])}")
+        cells.append([_short(run["label"], 24), _point(run["first"]), _point(run["final"]), _point(run["best"]), reached])
+    return ["run", "first", "final", "best", reach], cells
+
+
+def accuracy_block(accuracy: dict[str, Any]) -> str:
+    return "\n".join([f"== accuracy: {printable(accuracy['key'])}", *_aligned(*accuracy_cells(accuracy)),
+                      accuracy["caveat"]])
 
 
 # Why no final score is projected by default: the paper's line measures the paper's runs; it forecasts no other.
@@ -141,12 +175,45 @@ NO_PROJECTION = (
 )
 
 
-def summary(results: list[RunResult], rows: list[dict[str, Any]], evidence: LabEvidence) -> str:
+def summary(results: list[RunResult], rows: list[dict[str, Any]], evidence: LabEvidence,
+            accuracy: dict[str, Any] | None = None) -> str:
     blocks = [run_block(result) for result in results]
     if len(results) > 1:
         blocks.append(comparison_table(rows))
+    if accuracy is not None:
+        blocks.append(accuracy_block(accuracy))
     if all(result.report["projection"] is None for result in results):
         blocks.append(NO_PROJECTION)
     blocks.append("\n".join(evidence_lines(evidence)))
     return "\n\n".join(blocks)
 
+
+
+def _markdown_table(titles: list[str], cells: list[list[str]]) -> list[str]:
+    def row(items: list[str]) -> str:
+        return "| " + " | ".join(item.replace("|", "\\|") for item in items) + " |"
+
+    return [row(titles), "|" + "---|" * len(titles), *(row(line) for line in cells)]
+
+
+def markdown(results: list[RunResult], rows: list[dict[str, Any]], accuracy: dict[str, Any] | None, summary_text: str,
+             own_fit_lines: list[str], document: dict[str, Any]) -> str:
+    """analysis.md: the comparison in tables, the plots by their file names (beside it in --out), and the terminal
+    summary in full."""
+    labels = ", ".join(printable(result.label) for result in results)
+    lines = [f"# avspo analyze: {labels}", "",
+             "Written by `avspo analyze` beside `analysis.json` (every number below, and more) and the plots.", ""]
+    lines += ["## Side by side", "",
+              "ACR: the mean share of a step's groups whose rewards were all equal. Effective ACR: the mean share whose "
+              "advantages were all zero, what the run's advantages wasted (AVSPO's own metric where the run logged "
+              "it; else its ACR, as GRPO's advantages are zero in exactly the collapsed groups).", "",
+              *_markdown_table(*comparison_cells(rows)), ""]
+    if accuracy is not None:
+        lines += [f"## Accuracy: `{printable(accuracy['key'])}`", "", *_markdown_table(*accuracy_cells(accuracy)), "",
+                  accuracy["caveat"], ""]
+    plots = [Path(path).name for run in document["runs"] for name, path in run["files"].items() if name != "prompts_csv"]
+    plots += [Path(document[key]).name for key in ("comparison_plot", "accuracy_plot") if key in document]
+    if plots:
+        lines += ["## Plots", "", *(f"![{name}]({name})" for name in plots), ""]
+    lines += ["## The full summary", "", "```", summary_text, *(["", *own_fit_lines] if own_fit_lines else []), "```", ""]
+    return "\n".join(lines)

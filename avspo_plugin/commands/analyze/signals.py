@@ -297,9 +297,18 @@ def advice(run: dict[str, Any]) -> list[str]:
         split = ""
         if share["all_fail"] is not None and share["all_pass"] is not None:
             split = f": {_pct(share['all_fail'])} in all-fail groups, {_pct(share['all_pass'])} in all-pass groups"
-        lines.append(
-            f"{_pct(share['collapsed'])} of rollouts fell in collapsed groups and gave GRPO no advantage{split}."
-        )
+        avspo = run["avspo"]
+        if avspo["source"] == "logged" and avspo["effective_acr"] is not None:
+            # An AVSPO run's waste is what its own advantages left at zero, not the collapse of its rewards.
+            lines.append(
+                f"{_pct(share['collapsed'])} of rollouts fell in collapsed groups (ACR){split}; after AVSPO's virtual "
+                f"rewards, {_pct(avspo['effective_acr'])} of groups were left with no advantage (effective ACR): "
+                "that is what this run's advantages wasted."
+            )
+        else:
+            lines.append(
+                f"{_pct(share['collapsed'])} of rollouts fell in collapsed groups and gave GRPO no advantage{split}."
+            )
         regime = run.get("regime")
         if regime is not None:
             why = {"all_fail": " (the prompts are mostly too hard for the policy)",

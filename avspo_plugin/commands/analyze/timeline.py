@@ -196,7 +196,7 @@ def scalar_timeline(log: ScalarLog, group_size: int | None, monitor: AVSPOConfig
     """Read ACR (or the closest proxy the log holds) per step from a tracker log."""
     keys = log.keys()
     found = {}
-    for name in ACR_SERIES + AVSPO_SERIES:
+    for name in ACR_SERIES + AVSPO_SERIES + ("samples",):
         match = _candidates(keys, (f"{METRIC_PREFIX}{name}",))
         if match:
             found[name] = match[0]

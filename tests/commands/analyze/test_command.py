@@ -51,7 +51,7 @@ def test_two_runs_side_by_side_with_plots(tmp_path, analyze):
         with open(path, "rb") as handle:
             assert handle.read(8) == PNG_MAGIC
     assert sorted(path.name for path in out_dir.iterdir()) == [
-        "acr_compare.png", "analysis.json", "exp.acr_timeline.png", "rollouts.acr_timeline.png",
+        "acr_compare.png", "analysis.json", "analysis.md", "exp.acr_timeline.png", "rollouts.acr_timeline.png",
         "rollouts.prompt_collapse_hist.png", "rollouts.prompts.csv"]  # every run's files beside analysis.json
     assert "prompt_collapse_hist" not in second["files"]  # no per-sample data, no per-prompt histogram
     with open(first["files"]["prompts_csv"]) as handle:
@@ -108,8 +108,12 @@ def test_timeline_plots_show_whole_steps_and_only_the_collapse_kinds_a_run_has(t
             assert shown == [1, 2, 3], (axes.get_ylabel(), list(axes.get_xticks()))
     legends = [[text.get_text() for text in figure.axes[0].get_legend().get_texts()] for figure in timelines]
     early = [f"early window (ACR {run['early_warning']['acr']:.3f})" for run in document["runs"]]
-    assert legends[0] == ["all-fail groups", "all-pass groups", "ACR", "stagnation level 0.35", early[0]]
-    assert legends[1] == ["all-fail groups", "ACR", "stagnation level 0.35", early[1]]
+    # Dumps: AVSPO's replay on the recorded rewards, labelled as a replay, with the steps its trigger opened on.
+    replayed = [["AVSPO replayed: effective ACR (advantages all zero)",
+                 f"AVSPO replayed: trigger open ({sum(map(bool, run['per_step']['triggered']))} of 3 steps)"]
+                for run in document["runs"]]
+    assert legends[0] == ["all-fail groups", "all-pass groups", "ACR", *replayed[0], "stagnation level 0.35", early[0]]
+    assert legends[1] == ["all-fail groups", "ACR", *replayed[1], "stagnation level 0.35", early[1]]
 
 
 def test_each_run_is_named_by_its_regime_and_pointed_to_the_decision_table(tmp_path, analyze):
@@ -201,7 +205,7 @@ def test_run_labels_never_write_outside_out(tmp_path, analyze):
     prefixes = [r["file_prefix"] for r in document["runs"]]
     assert len({name.casefold() for name in prefixes}) == len(prefixes) == len(labels) + 1
     written = {path for path in tmp_path.rglob("*") if path.is_file()} - set((tmp_path / "runs").rglob("*"))
-    assert written == {out / "analysis.json"} | {out / f"{name}.prompts.csv" for name in prefixes}
+    assert written == {out / "analysis.json", out / "analysis.md"} | {out / f"{name}.prompts.csv" for name in prefixes}
     for name in prefixes:
         assert not name.startswith((".", "-")) and name.split(".")[0].lower() != "con"
 

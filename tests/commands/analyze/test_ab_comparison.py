@@ -1,0 +1,98 @@
+"""The one-GPU A/B's ending (recipes/run_ab_1gpu.sh): one ``avspo analyze`` of a GRPO run (the monitor's metrics) and
+an AVSPO run (the estimator's), both verl file-logger logs with a validation metric: ACR and effective ACR side by
+side, accuracy curves against the rollouts spent, the rollouts each run took to reach the GRPO run's final accuracy,
+the caveat of one seed, and analysis.md beside analysis.json and the plots, naming files that exist."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from commands.analyze.generated_runs import PROMPTS, G, avspo_rows, draw_run, truth, write_verl_file_log
+
+from avspo_plugin.commands.analyze import plots
+from avspo_plugin.commands.analyze.accuracy import ONE_SEED_CAVEAT
+
+ACCURACY = "val-core/gsm8k/acc/mean@1"
+STEPS = 8
+SAMPLES = len(PROMPTS) * G  # rollouts per step
+# Validation before training (step 0) and every 4 steps, as verl logs it: step 0 carries the validation alone.
+GRPO_VAL = {0: 0.30, 4: 0.36, 8: 0.40}
+AVSPO_VAL = {0: 0.30, 4: 0.41, 8: 0.43}
+# The AVSPO run's own metrics: its trigger opened on steps 3 and 6, which then had no group without an advantage.
+TRIGGERED = {3, 6}
+
+
+def ab_logs(tmp_path):
+    grpo_truth, avspo_truth = truth(draw_run(STEPS, seed=1)), truth(draw_run(STEPS, seed=2))
+    grpo = avspo_rows(grpo_truth)
+    avspo = avspo_rows(avspo_truth)
+    for step, acr in zip(avspo_truth.steps, avspo_truth.acr):
+        avspo[step].update({"avspo/triggered": float(step in TRIGGERED), "avspo/threshold": 0.5,
+                            "avspo/augmented_groups": acr if step in TRIGGERED else 0.0,
+                            "avspo/effective_acr": 0.0 if step in TRIGGERED else acr})
+    for rows, validation in ((grpo, GRPO_VAL), (avspo, AVSPO_VAL)):
+        for step in rows:
+            rows[step]["avspo/samples"] = float(SAMPLES)
+        for step, accuracy in validation.items():
+            rows.setdefault(step, {})[ACCURACY] = accuracy
+    return (write_verl_file_log(tmp_path / "grpo.metrics.jsonl", dict(sorted(grpo.items()))),
+            write_verl_file_log(tmp_path / "avspo.metrics.jsonl", dict(sorted(avspo.items()))),
+            grpo_truth, avspo_truth)
+
+
+def test_the_ab_comparison_answers_with_effective_acr_accuracy_and_rollouts(tmp_path, analyze, monkeypatch):
+    timelines = []
+    draw = plots.acr_timeline
+    monkeypatch.setattr(plots, "acr_timeline", lambda *args: timelines.append(draw(*args)) or timelines[-1])
+    grpo_log, avspo_log, grpo_truth, avspo_truth = ab_logs(tmp_path)
+    code, document, out, _ = analyze(f"grpo={grpo_log}", f"avspo={avspo_log}", "--accuracy", ACCURACY, plots=True)
+    assert code == 0, out
+
+    # Effective ACR: the AVSPO run's own, the GRPO run's its ACR (GRPO's advantages are zero in exactly those groups).
+    grpo_row, avspo_row = document["comparison"]
+    assert grpo_row["effective_acr"] == pytest.approx(np.mean(grpo_truth.acr))
+    expected = np.mean([0.0 if step in TRIGGERED else acr for step, acr in zip(avspo_truth.steps, avspo_truth.acr)])
+    assert avspo_row["effective_acr"] == pytest.approx(expected)
+    grpo_run, avspo_run = document["runs"]
+    assert grpo_run["advice"][0].endswith("gave GRPO no advantage: "
+                                          f"{100 * np.mean(grpo_truth.all_fail):.1f}% in all-fail groups, "
+                                          f"{100 * np.mean(grpo_truth.all_pass):.1f}% in all-pass groups.")
+    assert (f"after AVSPO's virtual rewards, {100 * expected:.1f}% of groups were left with no advantage (effective "
+            "ACR): that is what this run's advantages wasted.") in avspo_run["advice"][0]
+
+    # Accuracy against rollouts; GRPO's final 0.40 is reached by AVSPO at step 4, after 4 steps of rollouts.
+    accuracy = document["accuracy_comparison"]
+    assert (accuracy["key"], accuracy["reference"], accuracy["caveat"]) == (ACCURACY, "grpo", ONE_SEED_CAVEAT)
+    assert accuracy["reference_final"] == {"step": 8, "accuracy": 0.40, "rollouts": 8 * SAMPLES}
+    (grpo, avspo) = accuracy["runs"]
+    assert (grpo["reached_at_step"], grpo["rollouts_to_reference_final"]) == (8, 8 * SAMPLES)
+    assert (avspo["reached_at_step"], avspo["rollouts_to_reference_final"]) == (4, 4 * SAMPLES)
+    assert [point["rollouts"] for point in avspo_run["accuracy"]["points"]] == [0, 4 * SAMPLES, 8 * SAMPLES]
+    assert avspo["best"] == {"step": 8, "accuracy": 0.43, "rollouts": 8 * SAMPLES}
+    assert f"== accuracy: {ACCURACY}" in out and ONE_SEED_CAVEAT in out
+    assert re.search(r"avspo\s+0\.300 at step 0\s+0\.430 at step 8\s+0\.430 at step 8\s+at step 4, 96 rollouts", out)
+
+    # The timeline of the AVSPO run shows its effective ACR and the steps its trigger opened on.
+    legend = [text.get_text() for text in timelines[1].axes[0].get_legend().get_texts()]
+    assert "effective ACR (advantages all zero)" in legend and f"trigger open (2 of {STEPS} steps)" in legend
+    assert not any("effective ACR" in text.get_text() for text in timelines[0].axes[0].get_legend().get_texts())
+
+    # analysis.md beside the JSON: the tables, the caveat, and only plots that exist.
+    folder = tmp_path / "out"
+    report = (folder / "analysis.md").read_text()
+    assert report.startswith("# avspo analyze: grpo, avspo")
+    assert "| run | steps | early ACR | mean ACR | effective ACR |" in report
+    assert f"## Accuracy: `{ACCURACY}`" in report and ONE_SEED_CAVEAT in report
+    images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", report)
+    assert sorted(images) == ["accuracy_compare.png", "acr_compare.png", "avspo.acr_timeline.png",
+                              "grpo.acr_timeline.png"]
+    assert all((folder / image).is_file() for image in images)
+
+
+def test_an_accuracy_key_the_runs_did_not_log_is_an_error_naming_what_they_did(tmp_path, analyze):
+    grpo_log, avspo_log, _, _ = ab_logs(tmp_path)
+    code, _, _, err = analyze(f"grpo={grpo_log}", f"avspo={avspo_log}", "--accuracy", "val-core/gsm8k/acc/mean@4")
+    assert code == 2
+    assert f"no value of --accuracy 'val-core/gsm8k/acc/mean@4' in this log; keys of that kind here: {ACCURACY}" in err
