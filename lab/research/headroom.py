@@ -50,20 +50,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_timing, write_report
 from ..methods import parse_method
-from ..policy import generate
 from ..settings import LabSettings
 from ..task import (
     Problems,
-    evaluation_set,
-    held_out_split,
-    max_response_length,
-    rewards,
-    stratified_split,
-    training_set,
 )
 from ..train import load_policy
 from .headroom_report import headroom_markdown
@@ -75,8 +67,10 @@ from .sharpening import (
     clip_bound_rate,
     pass_at_k,
     search_grid,
+    split_problems,
     truncated,
     unstable,
+    verified,
 )
 from .statistics import holm, minimum_detectable_effect, paired_test
 from .study import STUDY_SETTINGS, manipulation
@@ -192,23 +186,14 @@ class CurveEvaluation:
 @functools.lru_cache(maxsize=8)
 def evaluation_parts(evaluation: CurveEvaluation) -> tuple[Problems, Problems]:
     """(validation, test): evaluation problems that are neither held out before nor in the training set, cut by tier."""
-    earlier = held_out_split(evaluation.tiers, evaluation.held_out_per_tier, evaluation.task_seed)
-    training = training_set(evaluation.tiers, evaluation.train_per_tier, evaluation.task_seed, earlier)
-    excluded = Problems(np.concatenate([earlier.a, training.a]), np.concatenate([earlier.b, training.b]),
-                        np.concatenate([earlier.tier, training.tier]), earlier.width)
-    problems = evaluation_set(evaluation.tiers, evaluation.per_tier, EVAL_SEED, excluded)
-    return stratified_split(problems, VALIDATION_SHARE, EVAL_SEED)
+    return split_problems(evaluation.tiers, evaluation.task_seed, evaluation.held_out_per_tier,
+                          evaluation.train_per_tier, evaluation.per_tier, EVAL_SEED, VALIDATION_SHARE)
 
 
 def solved(policy, problems: Problems, temperature: float, samples: int, evaluation: CurveEvaluation,
            step: int) -> np.ndarray:
     """1/0 per problem and sample at ``temperature`` (0: greedy). -> (N, samples) float64."""
-    prompts = [p for p in problems.prompts() for _ in range(samples)]
-    answers = [a for a in problems.answers() for _ in range(samples)]
-    seed = int(np.random.SeedSequence([evaluation.task_seed, step, round(100 * temperature), 47]).generate_state(1)[0])
-    generator = torch.Generator().manual_seed(seed) if temperature > 0 else None
-    rollout = generate(policy, prompts, max_response_length(evaluation.tiers), temperature, generator)
-    return rewards(rollout.response_ids, answers).double().numpy().reshape(-1, samples)
+    return verified(policy, problems, temperature, samples, (evaluation.task_seed, step, 47), evaluation.tiers)
 
 
 def room(problems: Problems) -> Problems:

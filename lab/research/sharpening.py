@@ -133,23 +133,41 @@ class SplitEvaluation:
 @functools.lru_cache(maxsize=4)
 def evaluation_parts(evaluation: SplitEvaluation) -> tuple[Problems, Problems]:
     """(validation, test): the evaluation problems, none held out before or in the training set, cut by tier."""
-    earlier = held_out_split(evaluation.tiers, evaluation.held_out_per_tier, evaluation.task_seed)
-    training = training_set(evaluation.tiers, evaluation.train_per_tier, evaluation.task_seed, earlier)
+    return split_problems(evaluation.tiers, evaluation.task_seed, evaluation.held_out_per_tier,
+                          evaluation.train_per_tier, evaluation.per_tier, EVAL_SEED, VALIDATION_SHARE)
+
+
+def split_problems(tiers: tuple[int, ...], task_seed: int, held_out_per_tier: int | tuple[int, ...],
+                   train_per_tier: int | tuple[int, ...], per_tier: tuple[int, ...], seed: int,
+                   validation_share: float) -> tuple[Problems, Problems]:
+    """(validation, test): per_tier problems drawn with ``seed``, none in the task's held-out split or training set,
+    cut by tier into ``validation_share`` and the rest."""
+    earlier = held_out_split(tiers, held_out_per_tier, task_seed)
+    training = training_set(tiers, train_per_tier, task_seed, earlier)
     excluded = Problems(np.concatenate([earlier.a, training.a]), np.concatenate([earlier.b, training.b]),
                         np.concatenate([earlier.tier, training.tier]), earlier.width)
-    problems = evaluation_set(evaluation.tiers, evaluation.per_tier, EVAL_SEED, excluded)
-    return stratified_split(problems, VALIDATION_SHARE, EVAL_SEED)
+    problems = evaluation_set(tiers, per_tier, seed, excluded)
+    return stratified_split(problems, validation_share, seed)
 
 
 def solved(policy, problems: Problems, temperature: float, samples: int, evaluation: SplitEvaluation,
            step: int) -> np.ndarray:
     """1/0 per problem and sample: ``samples`` responses per problem at ``temperature`` (0: greedy) pass the
     verifier.  -> (N, samples) float64."""
+    return verified(policy, problems, temperature, samples, (evaluation.task_seed, step, 39), evaluation.tiers)
+
+
+def verified(policy, problems: Problems, temperature: float, samples: int, seed_key: tuple[int, int, int],
+             tiers: tuple[int, ...]) -> np.ndarray:
+    """1/0 per problem and sample at ``temperature`` (0: greedy), sampling seeded by (task seed, step, temperature,
+    study salt) from ``seed_key`` = (task seed, step, salt): arms read with the same random numbers.
+    -> (N, samples) float64."""
     prompts = [p for p in problems.prompts() for _ in range(samples)]
     answers = [a for a in problems.answers() for _ in range(samples)]
-    seed = int(np.random.SeedSequence([evaluation.task_seed, step, round(100 * temperature), 39]).generate_state(1)[0])
+    task_seed, step, salt = seed_key
+    seed = int(np.random.SeedSequence([task_seed, step, round(100 * temperature), salt]).generate_state(1)[0])
     generator = torch.Generator().manual_seed(seed) if temperature > 0 else None
-    rollout = generate(policy, prompts, max_response_length(evaluation.tiers), temperature, generator)
+    rollout = generate(policy, prompts, max_response_length(tiers), temperature, generator)
     return rewards(rollout.response_ids, answers).double().numpy().reshape(-1, samples)
 
 
