@@ -214,7 +214,7 @@ def results_block(report: dict) -> str:
              "Tier-5 test accuracy at the budget minus GRPO's, each arm at its best temperature, by base (seed pairs, "
              "95% interval) and pooled:", "", *results_table(report), "",
              "What to set, by what was measured here: " + setting_advice(report),
-             f"Full report, with every run's curve: [headroom/headroom.md](headroom/headroom.md). Verdicts: "
+             "Full report, with every run's curve: [headroom/headroom.md](headroom/headroom.md). Verdicts: "
              + ", ".join(f"{m}: {v}" for m, v in decision["verdicts"].items()) + "."]
     return "\n".join(lines)
 
