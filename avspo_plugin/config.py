@@ -10,9 +10,10 @@ packaged verl YAML and docs/using/config.md are generated from these fields.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -532,6 +533,30 @@ class MonitorConfig(CollapseSettings, EarlyWarningSettings):
         sample, plain GRPO statistics)."""
         shared = {key: getattr(self, key) for key in self.keys() if key != "enable"}
         return AVSPOConfig(**shared).as_monitor()
+
+
+# How close (difflib's ratio) a name must be to one of the plugin's to be read as a misspelling of it.
+MISSPELLING_RATIO = 0.75
+
+
+def misspelt_name(name: str, names: Iterable[str], prefix: str = "avspo") -> str | None:
+    """The one of ``names`` that ``name`` (not itself one of them) most likely misspells, or None.
+
+    A misspelling is ``name`` written another way (case, ``-`` or no ``_``) or at least MISSPELLING_RATIO alike
+    (``avpso``, ``avspo_monitr``, ``avspo_select``): the closest is meant; or any other name starting with ``prefix``
+    (every such name is the plugin's): the longest of ``names`` it starts with is meant (``avspo_config``: ``avspo``),
+    else the closest. A host's own keys are far from these."""
+    names = list(names)
+    if name in names:
+        return None
+    folded = name.lower().replace("-", "_")
+    closeness = {known: difflib.SequenceMatcher(None, folded, known).ratio() for known in names}
+    closest = max(names, key=closeness.get)
+    if closeness[closest] >= MISSPELLING_RATIO or folded.replace("_", "") in {n.replace("_", "") for n in names}:
+        return closest
+    if folded.startswith(prefix):
+        return max((known for known in names if folded.startswith(known)), key=len, default=closest)
+    return None
 
 
 def _bad(name: str, value: Any, allowed: str) -> str:

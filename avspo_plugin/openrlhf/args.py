@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Union
 
-from ..config import AVSPOConfig
+from ..config import AVSPOConfig, misspelt_name
 from ..names import ESTIMATOR
 
 # The one key whose OpenRLHF default differs from AVSPOConfig's: OpenRLHF's group_norm divides by
@@ -119,6 +120,21 @@ def avspo_config_from_args(args: Any) -> AVSPOConfig:
         value = read_arg(args, layout.avspo_dest(key), _MISSING)
         values[key] = default_of(key) if value is _MISSING else value
     return AVSPOConfig.from_mapping(values, where=layout.flag(layout.avspo_prefix).rstrip("._"))
+
+
+def misspelt_flag(flag: str, layout: ArgLayout) -> str | None:
+    """The avspo flag that ``flag`` (one argparse did not recognise) most likely misspells: its block close to
+    ``avspo`` (``--algo.advantage.avpso.alpha``, ``--avpso_alpha``) or its key misspelt
+    (``--algo.advantage.avspo.alpah``); None for any other flag."""
+    outer, separator = layout.avspo_prefix[: -len(ESTIMATOR) - 1], layout.avspo_prefix[-1]
+    name = flag.split("=", 1)[0]
+    if not name.startswith("--" + outer):
+        return None
+    block, found, key = name[2 + len(outer):].partition(separator)
+    if not found or (block.lower() != ESTIMATOR and misspelt_name(block, [ESTIMATOR]) is None):
+        return None
+    meant = max(AVSPOConfig.keys(), key=lambda known: difflib.SequenceMatcher(None, key.lower(), known).ratio())
+    return layout.flag(layout.avspo_dest(meant))
 
 
 def check_avspo_args(args: Any) -> None:

@@ -33,7 +33,7 @@ import ray
 
 from ..names import ESTIMATOR
 from . import preflight
-from .args import LAYOUTS, add_avspo_arguments, check_avspo_args
+from .args import LAYOUTS, add_avspo_arguments, check_avspo_args, misspelt_flag
 from .versions import check_openrlhf
 from .worker_setup import SETUP_HOOK, install
 
@@ -118,7 +118,14 @@ def avspo_argument_parser() -> Iterator[None]:
         self: argparse.ArgumentParser, args: Any = None, namespace: Any = None
     ) -> tuple[argparse.Namespace, list[str]]:
         namespace, extras = original_parse(self, args, namespace)
-        if getattr(self, "_avspo_layout", None) is not None:
+        layout = getattr(self, "_avspo_layout", None)
+        if layout is not None:
+            # A misspelt avspo flag is left over here (parse_args would call it unrecognised, naming nothing else).
+            for flag in extras:
+                meant = misspelt_flag(flag, layout)
+                if meant is not None:
+                    self.error(f"{flag.split('=', 1)[0]} is not an option: did you mean {meant}? (the avspo options "
+                               f"are {layout.flag(layout.avspo_prefix)}<key>, docs/using/openrlhf.md)")
             try:
                 check_avspo_args(namespace)
             except ValueError as err:

@@ -16,13 +16,14 @@ docs/using/trl.md's table of these options is rendered by renderer/trl_options_t
 """
 
 import dataclasses
+import difflib
 import inspect
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..config import MONITOR_MODE, AVSPOConfig, ConfigError
+from ..config import MONITOR_MODE, AVSPOConfig, ConfigError, misspelt_name
 from .advantages import host_settings
 from .bases import GRPOConfig
 
@@ -92,6 +93,18 @@ class AVSPOGRPOConfig(GRPOConfig):
         self._resolve_aliases()
         self.avspo_config()
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A misspelt field given to the constructor is Python's TypeError; set afterwards, it would be a new attribute
+        # that nothing reads, and the run would go on under the field's default.
+        meant = None if name in self.__dataclass_fields__ else misspelt_field(name)
+        if meant is not None:
+            raise ConfigError(
+                f"{type(self).__name__} has no field {name!r}: did you mean {meant!r}? Set as it is, nothing would "
+                f"read it and the run would go on under {meant}={getattr(self, meant)!r} (docs/using/trl.md lists "
+                f"the {FIELD_PREFIX}<key> fields)"
+            )
+        super().__setattr__(name, value)
+
     def _resolve_aliases(self) -> None:
         for alias, key in ALIASES.items():
             value = getattr(self, alias)
@@ -126,6 +139,17 @@ class AVSPOGRPOConfig(GRPOConfig):
         except ValueError as err:
             raise ConfigError(str(err)) from None
         return AVSPOConfig.from_mapping(values, where=f"{type(self).__name__} (fields {FIELD_PREFIX}<key>)")
+
+
+def misspelt_field(name: str) -> str | None:
+    """The ``avspo_<key>`` field that ``name`` (no field of the config) most likely misspells: a name whose first word
+    is ``avspo`` or close to it (``avpso_threshold_mode``, ``AVSPO_alpha``, ``avspo_treshold_mode``); None for any other
+    name (GRPOConfig's own attributes)."""
+    head, _, rest = name.partition("_")
+    if head.lower() != "avspo" and misspelt_name(head, ["avspo"]) is None:
+        return None
+    fields = [FIELD_PREFIX + key.name for key in exposed_keys()]
+    return max(fields, key=lambda known: difflib.SequenceMatcher(None, f"{FIELD_PREFIX}{rest}".lower(), known).ratio())
 
 
 def _default(key: str) -> Any:

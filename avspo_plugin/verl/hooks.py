@@ -62,6 +62,7 @@ from .run_config import (
     features_of,
     monitor_avspo_config,
     monitor_config_from_algorithm,
+    refuse_misspelt_blocks,
     selection_config_from_algorithm,
     trainer_of,
     uses_avspo,
@@ -159,6 +160,8 @@ def check_launch_config(config: Any) -> None:
 
     Raises ConfigError or HookError.
     """
+    # First: a misspelt block name would otherwise pass as a run that uses nothing of the plugin.
+    refuse_misspelt_blocks(config_entry(config, "algorithm"))
     refuse_unsupported_trainer(config)
     if uses_avspo(config):
         avspo_config_from_algorithm(config.algorithm)
@@ -175,6 +178,7 @@ def check_launch_config(config: Any) -> None:
 def prepare_trainer(config: Any) -> None:
     """The trainer process's check, before workers start: registered here, config valid and in
     force, every hook of the run's trainer in place."""
+    refuse_misspelt_blocks(config_entry(config, "algorithm"))
     refuse_unsupported_trainer(config)
     selection_config_from_algorithm(config_entry(config, "algorithm"))
     refuse_with_group_filtering(config)

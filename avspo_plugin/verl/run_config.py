@@ -14,12 +14,14 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..config import AVSPOConfig, MonitorConfig, SelectionConfig
+from ..config import AVSPOConfig, ConfigError, MonitorConfig, SelectionConfig, misspelt_name
 from ..names import ESTIMATOR
 
 AVSPO_BLOCK = "algorithm.avspo"
 MONITOR_BLOCK = "algorithm.avspo_monitor"
 SELECTION_BLOCK = "algorithm.avspo_selection"
+# The plugin's blocks, by their key in verl's algorithm block.
+BLOCKS = {"avspo": AVSPO_BLOCK, "avspo_monitor": MONITOR_BLOCK, "avspo_selection": SELECTION_BLOCK}
 
 # What of the plugin a run uses: the estimator (algorithm.adv_estimator=avspo), prompt selection, the ACR monitor.
 AVSPO = "avspo"
@@ -50,6 +52,27 @@ def to_plain(block: Any) -> Any:
 def _block(algorithm: Any, key: str) -> Any:
     """The ``key`` block of verl's ``algorithm`` block as plain containers (None when missing; its reader checks it)."""
     return to_plain(config_entry(algorithm, key))
+
+
+def misspelt_block_problem(algorithm: Any) -> str | None:
+    """Why a key of verl's ``algorithm`` block close to one of the plugin's BLOCKS (``avpso``, ``avspo_monitr``,
+    ``avspo_select``) cannot run, naming it and the block it probably means; None when there is none. Such a key
+    would pass verl (an ``algorithm`` block takes extra keys) and the run would train under the block's defaults."""
+    keys = list(algorithm.keys()) if hasattr(algorithm, "keys") else list(vars(algorithm)) if algorithm else []
+    for key in keys:
+        meant = misspelt_name(str(key), BLOCKS)
+        if meant is not None:
+            return (f"algorithm.{key} is not a block of the avspo plugin: did you mean {BLOCKS[meant]}? Its keys would "
+                    f"be ignored and the run would go on under {BLOCKS[meant]}'s defaults. The plugin's blocks: "
+                    f"{', '.join(BLOCKS.values())} (docs/using/config.md)")
+    return None
+
+
+def refuse_misspelt_blocks(algorithm: Any) -> None:
+    """Raise ConfigError for a key of verl's ``algorithm`` block close to one of the plugin's (:func:`misspelt_block_problem`)."""
+    problem = misspelt_block_problem(algorithm)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:

@@ -168,6 +168,26 @@ def test_launcher_parser_checks_options_after_parsing(capsys):
     assert "threshold_min=0.9 is above threshold_max=0.2" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("layout, flag, meant", [
+    (DOTTED, "--algo.advantage.avpso.threshold_mode", "--algo.advantage.avspo.threshold_mode"),
+    (DOTTED, "--algo.advantage.AVSPO.alpha=0.3", "--algo.advantage.avspo.alpha"),
+    (DOTTED, "--algo.advantage.avspo.treshold_mode", "--algo.advantage.avspo.threshold_mode"),
+    (FLAT, "--avpso_threshold_mode", "--avspo_threshold_mode"),
+    (FLAT, "--avso_alpha", "--avspo_alpha"),
+])
+def test_a_misspelt_avspo_flag_is_refused_naming_the_flag_meant(layout, flag, meant, capsys):
+    with avspo_argument_parser():
+        with pytest.raises(SystemExit) as exit_:
+            openrlhf_like_parser(layout).parse_args(
+                [layout.flag(layout.estimator), "avspo", layout.flag(layout.n_samples_per_prompt), "4", flag, "0.3"])
+        assert exit_.value.code == 2
+        assert f"{flag.split('=')[0]} is not an option: did you mean {meant}?" in capsys.readouterr().err
+        # Other unknown flags are argparse's own error, as before.
+        with pytest.raises(SystemExit):
+            openrlhf_like_parser(layout).parse_args([layout.flag(layout.estimator), "gae", "--gama", "0.9"])
+        assert "unrecognized arguments: --gama 0.9" in capsys.readouterr().err
+
+
 def test_launcher_parser_is_undone_even_after_an_error():
     methods = dict(vars(argparse.ArgumentParser))
     with pytest.raises(RuntimeError), avspo_argument_parser():

@@ -7,6 +7,7 @@ trees, so comments and formatting do not count); 0.11.2 and 0.10.1 also run end 
 
 from __future__ import annotations
 
+import ast
 import configparser
 import os
 import subprocess
@@ -55,6 +56,16 @@ def test_each_supported_release_has_what_the_wrapper_relies_on(wheels, version):
     # Flat flag names up to 0.10.1, dotted from 0.10.2: the layouts avspo_plugin.openrlhf.args reads.
     expected = DOTTED if release(version) >= (0, 10, 2) else FLAT
     assert layout_in_source(methods(maker_source, "RemoteExperienceMaker")) is expected
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_each_release_refuses_flags_it_does_not_know(wheels, version):
+    """train_ppo_ray reads its command line with parse_args (never parse_known_args): a misspelt flag cannot pass
+    silently, and the launcher's wrapper of that parse names the avspo flag a misspelt one means (test_args.py)."""
+    tree = ast.parse(read_member(wheels[version], "openrlhf/cli/train_ppo_ray.py"))
+    calls = [node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute) and node.func.attr in ("parse_args", "parse_known_args")]
+    assert calls == ["parse_args"]
 
 
 def test_the_release_below_the_range_does_not(wheels):

@@ -94,3 +94,30 @@ def test_the_command_line_reads_every_form(tmp_path):
     )
     with pytest.raises(SystemExit):
         parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--avspo_strategy", "bogus"])
+
+
+def test_a_misspelt_avspo_field_is_refused_however_it_is_given(tmp_path, capsys):
+    """TRL's own ways of taking fields refuse a misspelt one (the constructor, HfArgumentParser, TrlParser's YAML);
+    the one that would pass silently, an attribute set after the config is built, is refused naming the field
+    meant. GRPOConfig's own attributes are set as before."""
+    from trl import TrlParser
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'avspo_treshold_mode'"):
+        make(tmp_path, avspo_treshold_mode="always")
+    with pytest.raises(ValueError, match="not used by the HfArgumentParser: \\['--avpso_threshold_mode', 'always'"):
+        HfArgumentParser(AVSPOGRPOConfig).parse_args_into_dataclasses(
+            ["--output_dir", str(tmp_path), "--use_cpu", "--bf16", "false", "--report_to", "none",
+             "--avpso_threshold_mode", "always"])
+    yaml = tmp_path / "grpo.yaml"
+    yaml.write_text(f"output_dir: {tmp_path}\nuse_cpu: true\nbf16: false\navpso_threshold_mode: always\n")
+    with pytest.raises(ValueError, match="Unknown arguments from config file: \\['--avpso_threshold_mode'"):
+        TrlParser(AVSPOGRPOConfig).parse_args_and_config(["--config", str(yaml)])
+    capsys.readouterr()
+
+    config = make(tmp_path)
+    for name, meant in (("avspo_treshold_mode", "avspo_threshold_mode"), ("avpso_threshold_mode", "avspo_threshold_mode"),
+                        ("AVSPO_alpha", "avspo_alpha"), ("avspo_numvirtual", "avspo_num_virtual")):
+        with pytest.raises(ConfigError, match=f"AVSPOGRPOConfig has no field '{name}': did you mean '{meant}'"):
+            setattr(config, name, "always")
+    config.avspo_threshold_mode, config.learning_rate, config.some_attribute = "always", 1e-5, 1
+    assert config.avspo_config().threshold_mode == "always"

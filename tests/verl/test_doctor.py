@@ -76,6 +76,15 @@ def test_invalid_config_fails_naming_the_key(capsys):
     assert "[FAIL] unknown key(s) algorithm.avspo.alpah; valid keys: reward_low," in out
 
 
+def test_a_misspelt_block_name_fails_naming_the_block_meant(capsys):
+    """The issue's case: `+algorithm.avpso.threshold_mode=always` passed as "algorithm.avspo is valid; all defaults"."""
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "+algorithm.avpso.threshold_mode=always"]) == 1
+    out = capsys.readouterr().out
+    assert ("[FAIL] algorithm.avpso is not a block of the avspo plugin: did you mean algorithm.avspo? Its keys would be "
+            "ignored") in out
+    assert "algorithm.avspo is valid" not in out
+
+
 def test_stock_ppo_trainer_config_without_avspo_is_flagged(capsys):
     assert main(["doctor", "--no-ray"]) == 0
     assert "[warn] algorithm.adv_estimator=gae: this run uses nothing of avspo" in capsys.readouterr().out

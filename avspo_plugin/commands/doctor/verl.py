@@ -222,11 +222,15 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
         MONITOR,
         avspo_config_from_algorithm,
         features_of,
+        misspelt_block_problem,
         monitor_config_from_algorithm,
         trainer_of,
     )  # fmt: skip
 
     algorithm = config.algorithm
+    misspelt = misspelt_block_problem(algorithm)
+    if misspelt is not None:
+        return [("FAIL", misspelt)]
     estimator = algorithm.get("adv_estimator")
     try:
         features = features_of(config)
