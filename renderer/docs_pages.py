@@ -265,7 +265,9 @@ def evidence_markers(name: str, prefix: str) -> tuple[str, str]:
 
 def packaged_evidence(report: dict) -> dict:
     """What avspo_plugin/default_evidence.json holds: the default the study's decision chose and its one-sentence
-    reason, which config.py quotes in threshold_mode's help."""
+    reason, which config.py quotes in threshold_mode's help, and what the lab showed of acting AVSPO, which
+    ``avspo analyze`` adds where it names threshold_mode=always."""
     return {"source": "docs/evidence/sharpening/sharpening.json",
             "default_threshold_mode": report["decision"]["default_threshold_mode"],
-            "threshold_mode_reason": evidence.default_reason(report)}
+            "threshold_mode_reason": evidence.default_reason(report),
+            "acting_evidence": evidence.acting_evidence(report)}

@@ -222,7 +222,10 @@ def readme_block(report: dict) -> str:
         f"- at T = 1, the earlier study's endpoint: {interval(t1)}; greedy: {interval(greedy)}; "
         f"pass@{report['design']['pass_k']} at T = 1 (coverage): {interval(coverage)};",
         f"- {rollouts_range(report)} (a secondary endpoint, not the decision's; each arm at its own best learning "
-        f"rate: GRPO {_lr(report['tuning']['grpo']['best'])}, always {_lr(report['tuning']['avspo_always']['best'])}).",
+        f"rate: GRPO {_lr(report['tuning']['grpo']['best'])}, always {_lr(report['tuning']['avspo_always']['best'])});",
+        f"- GRPO's greedy test accuracy at the budget was {1 - greedy['grpo_error']:.3f}: too near the ceiling to show "
+        "help or harm. Where GRPO has room to learn, acting AVSPO's effect is not yet measured "
+        "([docs/evidence/headroom.md](docs/evidence/headroom.md): the study is designed and under way).",
     ])
 
 
@@ -233,8 +236,29 @@ def rollouts_range(report: dict) -> str:
         reached = [m for m in medians if m is not None]
         text = f"{_rollouts(min(reached))}-{_rollouts(max(reached))}" if reached else "not reached"
         return text + (f" ({len(medians) - len(reached)} base(s) not reached)" if len(reached) < len(medians) else "")
-    return (f"greedy test accuracy reached GRPO's at the budget after a median of {span('avspo_always')} rollouts per "
-            f"base with always, {span('grpo')} with GRPO")
+    return (f"greedy test accuracy first reached GRPO's at the budget after a median of {span('avspo_always')} "
+            f"rollouts per base with always, {span('grpo')} with GRPO; {fell_back(report)}")
+
+
+def fell_back(report: dict) -> str:
+    """How many of always's runs that crossed the target ended below it again at the budget: a first crossing is not
+    a lasting speed-up (this study kept no curve to say when they fell back)."""
+    crossed = fell = 0
+    for base, entry in report["rollouts_to_target"].items():
+        for seed, rollouts in enumerate(entry["arms"]["avspo_always"]["per_seed"]):
+            if rollouts is not None:
+                crossed += 1
+                fell += report["test_readings"]["avspo_always"][base][str(seed)]["accuracy"]["0.0"] < entry["target_greedy"]
+    return (f"{fell} of the {crossed} always runs that crossed it ended below it again at the budget, so a first "
+            "crossing is not a lasting speed-up")
+
+
+def acting_evidence(report: dict) -> str:
+    """What ``avspo analyze`` adds where it names threshold_mode=always: what this study could and could not show."""
+    greedy = _endpoint(report, "T=0.0")
+    return (f"In the lab, always was not shown to beat GRPO beyond sharpening on a test set GRPO nearly solved "
+            f"(greedy accuracy {1 - greedy['grpo_error']:.3f}); where GRPO has room to learn, acting AVSPO's effect is "
+            "not yet measured (docs/evidence/headroom.md).")
 
 
 def recipe_comment(report: dict) -> str:

@@ -22,6 +22,7 @@ from avspo_plugin.commands.analyze.regimes import (
     REGIME_TITLES,
     collapse_regime,
 )
+from avspo_plugin.config import DEFAULT_EVIDENCE
 from avspo_plugin.core.early_warnings import StreakWarning
 
 from .records import AnalyzeError, read_text
@@ -354,7 +355,8 @@ def advice(run: dict[str, Any]) -> list[str]:
             lines.append(
                 f"AVSPO hardly acted: on the {_pct(1 - avspo['triggered_steps'])} of steps its trigger stayed shut "
                 "the run trained as GRPO. A batch of many prompts seldom has ACR above the threshold; "
-                "threshold_mode=always augments every collapsed group at every step (docs/method/method.md)."
+                "threshold_mode=always augments every collapsed group at every step (docs/method/method.md). "
+                + DEFAULT_EVIDENCE["acting_evidence"]
             )
     elif avspo["acr"] > 0:
         lines.append(
@@ -362,7 +364,8 @@ def advice(run: dict[str, Any]) -> list[str]:
             f"{_pct(avspo['acr'])} of groups on average, at every step; with the paper's adaptive trigger "
             f"(threshold_mode=adaptive) only on "
             f"the {_pct(avspo['steps_above_threshold'])} of logged steps whose ACR exceeded tau_0 = "
-            f"{avspo['threshold_init']} (estimate: the adaptive threshold moves during training)."
+            f"{avspo['threshold_init']} (estimate: the adaptive threshold moves during training). "
+            + DEFAULT_EVIDENCE["acting_evidence"]
         )
     stall = run["stagnation"]
     if stall["fired"]:

@@ -11,6 +11,7 @@ from avspo_plugin.commands.analyze import signals
 from avspo_plugin.commands.analyze.records import AnalyzeError
 from avspo_plugin.commands.analyze.regimes import collapse_regime
 from avspo_plugin.commands.analyze.timeline import Timeline
+from avspo_plugin.config import DEFAULT_EVIDENCE
 
 
 def timeline(acr, steps=None, **series):
@@ -119,7 +120,8 @@ def test_avspo_estimate_without_replay_counts_steps_above_the_initial_threshold(
         "AVSPO with threshold_mode=always would add virtual rewards to the collapsed groups, 47.5% of "
         "groups on average, at every step; with the paper's adaptive trigger (threshold_mode=adaptive) only on the "
         "50.0% of logged steps whose "
-        "ACR exceeded tau_0 = 0.5 (estimate: the adaptive threshold moves during training)."]
+        "ACR exceeded tau_0 = 0.5 (estimate: the adaptive threshold moves during training). "
+        + DEFAULT_EVIDENCE["acting_evidence"]]
 
 
 def test_a_logged_avspo_run_whose_trigger_seldom_opened_is_told_it_trained_as_grpo():
@@ -133,6 +135,7 @@ def test_a_logged_avspo_run_whose_trigger_seldom_opened_is_told_it_trained_as_gr
     advice = signals.advice(run)
     assert advice[0] == "This run used AVSPO: triggered on 25.0% of steps; effective ACR 22.5% vs ACR 37.5%."
     assert advice[1].startswith("AVSPO hardly acted: on the 75.0% of steps its trigger stayed shut the run trained as GRPO")
+    assert advice[1].endswith(DEFAULT_EVIDENCE["acting_evidence"])  # what the lab showed of acting, where always is named
     estimate["triggered_steps"] = 1.0
     assert len(signals.advice(run)) == 1
 
