@@ -32,6 +32,7 @@ from .docs_pages import (
     with_block,
 )
 from .forecast import FORECAST_BEGIN, FORECAST_END, readme_forecast, sweep_forecast
+from .gpu_constraints import render_gpu_constraints
 from .verl_hydra_configs import render_configs
 
 ROOT = DOCS.parent
@@ -52,6 +53,7 @@ def generated_files() -> dict[Path, str]:
     files.update({DOCS / "using" / f"{page}.md": render() for page, render in PAGES.items()})
     block(SELECTION_PAGE, SELECTION_BEGIN, SELECTION_END, selection_config_markdown())
     files.update(render_configs())
+    files.update(render_gpu_constraints())
     block(DOCS / "using" / "trl.md", trl_options_table.TABLE_BEGIN, trl_options_table.TABLE_END,
           trl_options_table.options_table())
     block(DOCS / "using" / "openrlhf.md", openrlhf_options_table.TABLE_BEGIN, openrlhf_options_table.TABLE_END,

@@ -1,6 +1,7 @@
 """Every install line of the docs and recipes is pinned: torch at constraints.txt's version, everything else under
-``-c constraints.txt`` (what the test suite ran against); a page that installs the package from the checkout names
-the torch line first. A page or recipe that installs unpinned fails here."""
+``-c constraints.txt`` (what the test suite ran against), or a GPU stack's line as its constraints file gives it
+(constraints-vllm.txt, constraints-sglang.txt: verl's own pins for its rollout engine, torch with them); a page that
+installs under constraints.txt names the torch line first. A page or recipe that installs unpinned fails here."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from renderer.gpu_constraints import INSTALL_PREFIX, STACKS
+
 ROOT = Path(__file__).resolve().parents[1]
 PIP_INSTALL = re.compile(r"\bpip install(?=\s)([^`\n]*)")
 CONSTRAINED = "-c constraints.txt"
+# What follows `pip install` on each GPU stack's line, as its constraints file gives it (and install_lines reads it).
+GPU_LINES = {stack.install_line.removeprefix("pip install ").strip("'\"") for stack in STACKS}
 
 
 def pages() -> list[Path]:
@@ -38,8 +43,8 @@ def install_lines(path: Path) -> list[tuple[int, str]]:
 
 
 def unpinned(arguments: str, torch: str) -> bool:
-    """An install that is neither the pinned torch nor under the constraints file."""
-    return not (arguments == torch or CONSTRAINED in arguments)
+    """An install that is neither the pinned torch, nor under the constraints file, nor a GPU stack's line."""
+    return not (arguments == torch or CONSTRAINED in arguments or arguments in GPU_LINES)
 
 
 def test_the_rule_tells_pinned_from_unpinned():
@@ -47,8 +52,10 @@ def test_the_rule_tells_pinned_from_unpinned():
     assert torch == "torch==2.13.0"
     for line in ("torch", "torch==2.12.0", '".[verl]"', "vllm", '"openrlhf[vllm]==0.11.2"', "avspo-plugin[verl]"):
         assert unpinned(line, torch), line
-    for line in (torch, '-c constraints.txt ".[verl]"', "-c constraints.txt vllm"):
+    for line in (torch, '-c constraints.txt ".[verl]"', "-c constraints.txt vllm", *GPU_LINES):
         assert not unpinned(line, torch), line
+    # A GPU line counts as written, whole: another package or extra beside it is not the stack that was checked.
+    assert unpinned('-c constraints-vllm.txt ".[verl,math]" "verl[vllm]" vllm', torch)
     assert install_lines(ROOT / "README.md")[:2] == [(19, torch), (20, '-c constraints.txt ".[verl]')]
 
 
@@ -64,3 +71,12 @@ def test_every_install_line_is_pinned_and_torch_comes_first(path):
     if constrained:
         assert torch_lines and torch_lines[0] < constrained[0], \
             f"{path.relative_to(ROOT)}: `pip install {torch}` must come before line {constrained[0]}"
+
+
+def test_each_gpu_constraints_file_gives_the_line_the_docs_print():
+    """README and docs/using/recipes.md print each stack's line as its file does (the file's `# install:` line)."""
+    pages = {path: (ROOT / path).read_text(encoding="utf-8") for path in ("README.md", "docs/using/recipes.md")}
+    for stack in STACKS:
+        assert f"{INSTALL_PREFIX}{stack.install_line}\n" in stack.path.read_text(encoding="utf-8")
+        for path, text in pages.items():
+            assert stack.install_line in text, f"{path} lacks the {stack.extra} stack's line: {stack.install_line}"
