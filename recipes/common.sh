@@ -16,9 +16,10 @@
 #                    cluster's files); paths are then passed as given, and must be absolute  [1]
 #   CHECK_NODES=0    submit_ray_job.sh / run_slurm.sh: skip the check job that looks at every node
 #                    (plugin, math-verify, verl, the avspo estimator, GPUs, wandb login)   [1]
-#   DRY_RUN=1        print each command, one argument per line and a blank line after it, instead of
-#                    running it; a data file that does not exist yet is a note (with the command that
-#                    writes it), not an error
+#   DRY_RUN=1        print what would run instead of running it: first the estimated cost and what the run
+#                    writes (as # comments), then each command on one line, shell-quoted, to paste as it
+#                    is; a data file that does not exist yet is a note (with the command that writes it),
+#                    not an error. Each note is given once.
 # Arguments after the script's own are passed to verl as hydra overrides. The recipes log to
 # [console,tensorboard]; an override trainer.logger=[...,wandb] is checked for a wandb login first.
 
@@ -33,6 +34,14 @@ PLUGIN_LOAD="${PLUGIN_LOAD:-entry-point}"
 die() {
   echo "error: $*" >&2
   exit 1
+}
+
+# note TEXT: TEXT on stderr, once per script run (a two-run script checks the same files twice).
+NOTES_GIVEN=""
+note() {
+  case "$NOTES_GIVEN" in *"<<$1>>"*) return 0 ;; esac
+  NOTES_GIVEN+="<<$1>>"
+  echo "$1" >&2
 }
 
 absolute_path() {
@@ -78,7 +87,7 @@ require_files() {
 $(make_file_hint "$file")
   or point $variable (or DATA_DIR) at your copy."
       if [[ "${DRY_RUN:-0}" == 1 ]]; then
-        echo "note (DRY_RUN: the command is printed all the same): $message" >&2
+        note "note (DRY_RUN: the command is printed all the same): $message"
       else
         die "$message"
       fi
@@ -99,7 +108,7 @@ check_model() {
   if [[ ! "$MODEL_PATH" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]]; then
     die "MODEL_PATH: '$MODEL_PATH' is neither an existing folder nor a hub id of the form org/name"
   fi
-  echo "note: MODEL_PATH=$MODEL_PATH is not a local folder: it is read from the hub as a model id" >&2
+  note "note: MODEL_PATH=$MODEL_PATH is not a local folder: it is read from the hub as a model id"
 }
 
 # check_count VARIABLE: the variable, when set, is a positive integer.
@@ -185,9 +194,9 @@ verl_command() {
   check_count N_GPUS_PER_NODE
   check_count NNODES
   if [[ "${NNODES:-1}" -gt 1 ]] && ! has_override '\+*data\.train_batch_size=' "$@"; then
-    echo "note: NNODES=$NNODES with the recipe's prompts per step: more nodes split the same sequences over more
+    note "note: NNODES=$NNODES with the recipe's prompts per step: more nodes split the same sequences over more
   GPUs, so each does less per step; scale data.train_batch_size and actor_rollout_ref.actor.ppo_mini_batch_size
-  with the nodes (docs/using/recipes.md, \"Sizing\")" >&2
+  with the nodes (docs/using/recipes.md, \"Sizing\")"
   fi
   VERL_CMD=(
     "$PYTHON" -m verl.trainer.main_ppo
@@ -202,9 +211,67 @@ verl_command() {
   VERL_CMD+=("$@")
 }
 
+# shell_word ARG: ARG as one shell word, quoted only where a shell would read it otherwise (hydra lists in quotes).
+shell_word() {
+  if [[ "$1" =~ ^[A-Za-z0-9_@%+=:,./-]+$ ]]; then
+    printf '%s' "$1"
+  elif [[ "$1" != *"'"* ]]; then
+    printf "'%s'" "$1"
+  elif [[ ! "$1" =~ [\"\$\`\\!] ]]; then
+    printf '"%s"' "$1"
+  else
+    printf '%q' "$1"
+  fi
+}
+
+# command_line ARG...: the command as one line that a shell runs as given.
+command_line() {
+  local line="" arg
+  for arg in "$@"; do line+="${line:+ }$(shell_word "$arg")"; done
+  printf '%s\n' "$line"
+}
+
+# recipe_outlook RECIPE: what a recipe's run costs and writes, for the dry run's header: RUN_COST and RUN_WRITES, unless
+# the script set them. The costs are docs/using/recipes.md's estimates ("9. Cost per step"), not measurements; the
+# folders are verl's defaults for the recipe's trainer.project_name and trainer.experiment_name (tests/recipes check
+# them against each composed config).
+recipe_outlook() {
+  local experiment cost="about 10-20 s per step on 8 GPUs: 1.5-3 hours for the 500 steps, plus validation every 50"
+  case "$1" in
+    avspo_paper) experiment=qwen2.5-math-1.5b_level3-500_avspo ;;
+    grpo_paper) experiment=qwen2.5-math-1.5b_level3-500_grpo ;;
+    avspo_paper_monitor) experiment=qwen2.5-math-1.5b_level3-500_grpo_acr-monitor ;;
+    avspo_dapo) experiment=qwen2.5-math-1.5b_level3-500_avspo_dapo-clip-token-mean ;;
+    avspo_megatron_7b)
+      experiment=qwen2.5-math-7b_level3-500_avspo_megatron
+      cost="a few times the 1.5B recipes' 10-20 s per step on 8 GPUs, for 500 steps" ;;
+    avspo_megatron_14b)
+      experiment=qwen2.5-14b_level3-500_avspo_megatron
+      cost="more per step than the 7B recipe (a few times the 1.5B recipes' 10-20 s), for 500 steps" ;;
+    *) experiment="" ;;
+  esac
+  RUN_COST="${RUN_COST:-$cost (estimated, not measured: docs/using/recipes.md, \"9. Cost per step\")}"
+  if [[ -z "${RUN_WRITES:-}" && -n "$experiment" ]]; then
+    RUN_WRITES="a checkpoint every 100 steps in checkpoints/avspo/$experiment/global_step_<N>/ (trainer.default_local_dir)"
+    RUN_WRITES+=" and TensorBoard events in tensorboard_log/avspo/$experiment/ (or \$TENSORBOARD_DIR), under the folder"
+    RUN_WRITES+=" the trainer runs in; the console log"
+  fi
+}
+
+# dry_run_header RECIPE: under DRY_RUN=1, once: what is printed, the estimated cost and what the run writes.
+DRY_RUN_HEADER_GIVEN=0
+dry_run_header() {
+  [[ "${DRY_RUN:-0}" == 1 && "$DRY_RUN_HEADER_GIVEN" == 0 ]] || return 0
+  DRY_RUN_HEADER_GIVEN=1
+  recipe_outlook "$1"
+  echo "# DRY_RUN=1: $(basename "$0") would run the command(s) below, one per line (each can be pasted as it is)"
+  echo "# estimated cost: ${RUN_COST}"
+  if [[ -n "${RUN_WRITES:-}" ]]; then echo "# writes: ${RUN_WRITES}"; fi
+}
+
 launch() {
   if [[ "${DRY_RUN:-0}" == 1 ]]; then
-    printf '%s\n' "$@" ""
+    command_line "$@"
     return 0
   fi
   (
@@ -218,6 +285,7 @@ launch() {
 run_recipe() {
   verl_command "$@"
   if uses_wandb "$@"; then check_wandb_login; fi
+  dry_run_header "$1"
   if [[ "$PLUGIN_LOAD" == env ]]; then
     # This process imports it through the variable, the Ray processes through the runtime env.
     export VERL_USE_EXTERNAL_MODULES="$PLUGIN_MODULE"
@@ -239,6 +307,7 @@ submit_recipe() {
   [[ -n "${RAY_ADDRESS:-}" ]] ||
     die "RAY_ADDRESS is not set: give the cluster's dashboard address, e.g. http://head-node:8265"
   verl_command "$@"
+  dry_run_header "$1"
   # verl passes its own runtime env to ray.init inside the job; Ray refuses to merge it with the job's
   # when both name one variable, unless told to let the driver's win.
   local env_vars='"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"'

@@ -5,6 +5,7 @@ bad settings fail with a clear message, the Slurm and Ray-job scripts run agains
 and the node check (check_cluster.py) runs on a local Ray cluster of its own."""
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -52,12 +53,18 @@ def data_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def composed(data_dir):
+def dry_runs(data_dir):
+    """recipe -> its run script's dry run (the data written)."""
+    return {recipe: dry_run(script, data_dir) for recipe, script in RUN_SCRIPTS.items()}
+
+
+@pytest.fixture(scope="module")
+def composed(dry_runs):
     """recipe -> composed config: each run script's dry run prints its main_ppo command, and verl's main_ppo entry
     point composes that command's config (``--cfg job``) in this process (tests/main_ppo_config.py)."""
     configs = {}
     for recipe, script in RUN_SCRIPTS.items():
-        run = dry_run(script, data_dir)
+        run = dry_runs[recipe]
         assert run.returncode == 0, f"{script}: {run.stderr[-3000:]}"
         (command,) = commands(run.stdout)
         assert command[:3] == [sys.executable, "-m", "verl.trainer.main_ppo"], f"{script} does not run main_ppo: {command}"
@@ -334,9 +341,31 @@ def dry_run(script, data_dir, *args, **env):
 
 
 def commands(stdout):
-    """The commands a DRY_RUN printed: one argument per line, a blank line after each command."""
-    assert stdout.endswith("\n\n"), stdout
-    return [block.split("\n") for block in stdout[:-2].split("\n\n")]
+    """The commands a DRY_RUN printed, as a shell reads them: one a line, the # lines around them comments, a
+    trailing & (a step that runs in the background) not part of the command."""
+    lines = [line for line in stdout.splitlines() if line and not line.startswith("#")]
+    return [[word for word in shlex.split(line) if word != "&"] for line in lines]
+
+
+def header(stdout):
+    """{what: text} of the dry run's `# estimated cost: ...` and `# writes: ...` lines."""
+    return dict(line[2:].split(": ", 1) for line in stdout.splitlines()
+                if line.startswith(("# estimated cost: ", "# writes: ")))
+
+
+@pytest.mark.parametrize("recipe", list(RUN_SCRIPTS))
+def test_dry_run_says_what_it_costs_and_writes_where_verl_will_write(composed, dry_runs, recipe):
+    """The header's folders are the composed config's own: its checkpoints and TensorBoard folders, every
+    save_freq steps; the cost is the recipes page's estimate, said to be one."""
+    config, said = composed[recipe], header(dry_runs[recipe].stdout)
+    trainer = config.trainer
+    checkpoints = f"checkpoints/{trainer.project_name}/{trainer.experiment_name}"
+    assert trainer.default_local_dir == checkpoints
+    assert said["writes"].startswith(f"a checkpoint every {trainer.save_freq} steps in {checkpoints}/global_step_<N>/ ")
+    assert f"TensorBoard events in tensorboard_log/{trainer.project_name}/{trainer.experiment_name}/" in said["writes"]
+    assert "tensorboard" in trainer.logger
+    assert said["estimated cost"].endswith('(estimated, not measured: docs/using/recipes.md, "9. Cost per step")')
+    assert f"{trainer.total_training_steps} steps" in said["estimated cost"]
 
 
 @pytest.mark.parametrize(
@@ -381,6 +410,10 @@ def test_dry_run_prints_the_command_before_the_data_exists(tmp_path):
     assert f"prepare level3-500 --train {empty / 'math_train.parquet'}" in run.stderr
     assert f"prepare eval --out-dir {empty / 'eval'} --benchmarks math500" in run.stderr
     assert run.stderr.count("note (DRY_RUN: the command is printed all the same)") == 2
+    # Pasted as printed, the line is the command: bash reads each argument back as the script passed it.
+    (line,) = [line for line in run.stdout.splitlines() if not line.startswith("#")]
+    echoed = subprocess.run(["bash", "-c", f"printf '%s\\n' {line.partition(' ')[2]}"], capture_output=True, text=True)
+    assert echoed.stdout.splitlines() == argv[1:]
 
 
 def test_settings_reach_the_command(data_dir, tmp_path):
@@ -497,7 +530,7 @@ def run_slurm(data_dir, tmp_path, **env):
         (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
     base = dict(
-        DATA_DIR=str(data_dir), DRY_RUN="1", CALLS=str(log), PATH=f"{bin_dir}:{os.environ['PATH']}",
+        DATA_DIR=str(data_dir), DRY_RUN="0", CALLS=str(log), PATH=f"{bin_dir}:{os.environ['PATH']}",
         PYTHON=str(bin_dir / "fakepython"), SLURM_JOB_ID="42", SLURM_JOB_NUM_NODES="3", SLURM_JOB_NODELIST="gpu-[a-c]",
         SLURM_GPUS_ON_NODE="4", SLURM_CPUS_PER_TASK="64", SLURM_SUBMIT_DIR=str(ROOT), RECIPE="avspo_megatron_14b",
     )
@@ -530,7 +563,7 @@ def test_slurm_script_starts_ray_and_submits(data_dir, tmp_path):
             c.startswith(f"srun@{worker} ") and "ray start --block --address=10.0.0.7:6379" in c and "--num-gpus=4" in c
             for c in steps
         ), calls
-    check, train = commands(run.stdout)
+    check, train = (call.split() for call in calls if call.startswith("ray job submit"))
     assert check[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.7:8265"]
     assert check[-4:] == ["--nodes", "3", "--gpus-per-node", "4"]
     assert train[:5] == ["ray", "job", "submit", "--address", "http://10.0.0.7:8265"]
@@ -545,9 +578,22 @@ def test_slurm_script_stops_when_a_node_lacks_gpus(data_dir, tmp_path):
     assert not [call for call in calls if "ray start" in call]  # nothing started
 
 
-def test_slurm_script_outside_slurm(data_dir):
-    run = dry_run("run_slurm.sh", data_dir)
-    assert run.returncode != 0 and "not inside a Slurm allocation" in run.stderr
+def test_slurm_script_outside_slurm_runs_nothing_and_its_dry_run_prints_the_job(data_dir):
+    run = dry_run("run_slurm.sh", data_dir, DRY_RUN="0")
+    assert run.returncode != 0 and "not inside a Slurm allocation" in run.stderr and "DRY_RUN=1" in run.stderr
+    run = dry_run("run_slurm.sh", data_dir, "data.train_batch_size=2", NNODES="2", RECIPE="avspo_megatron_14b")
+    assert run.returncode == 0, run.stderr
+    report, head, worker, check, train = commands(run.stdout)
+    assert report[:6] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=1", "--gpus-per-node=8"]
+    assert head[:8] == ["srun", "--nodes=1", "--ntasks=1", "--cpus-per-task=64", "--gpus-per-node=8", "-w", "node1", "ray"]
+    assert "--head" in head and "--node-ip-address=<node1-address>" in head
+    assert "-w" in worker and worker[worker.index("-w") + 1] == "node2" and "--address=<node1-address>:6379" in worker
+    assert check[:5] == train[:5] == ["ray", "job", "submit", "--address", "http://<node1-address>:8265"]
+    assert check[-4:] == ["--nodes", "2", "--gpus-per-node", "8"]
+    assert "trainer.nnodes=2" in train and train[-1] == "data.train_batch_size=2"
+    assert "# not inside an allocation: node1 node2 and <node1-address> stand for" in run.stdout
+    said = header(run.stdout)
+    assert "qwen2.5-14b_level3-500_avspo_megatron" in said["writes"] and "estimated, not measured" in said["estimated cost"]
 
 
 # ---------------------------------------------------------------- check_cluster.py
@@ -643,7 +689,7 @@ def ab(tmp_path_factory):
         assert command[:2] == ["env", f"VERL_FILE_LOGGER_PATH={out / name}.metrics.jsonl"], command
         assert command[2:5] == [sys.executable, "-m", "verl.trainer.main_ppo"], command
         configs[name] = OmegaConf.create(composed_job(command[5:]))
-    return {"data": data, "out": out, "configs": configs, "analyze": analyze, "stderr": run.stderr}
+    return {"data": data, "out": out, "configs": configs, "analyze": analyze, "stdout": run.stdout, "stderr": run.stderr}
 
 
 
@@ -684,12 +730,22 @@ def test_ab_setting_is_one_gpu_a_small_open_model_and_gsm8k(ab):
 def test_ab_analyze_compares_the_two_runs_metrics(ab):
     out = ab["out"]
     assert ab["analyze"] == ["avspo", "analyze", f"grpo={out}/grpo.metrics.jsonl", f"avspo={out}/avspo.metrics.jsonl",
-                             "--out", f"{out}/analysis"]
+                             "--accuracy", "val-core/gsm8k/acc/mean@1", "--out", f"{out}/analysis"]
+    # The GRPO run logs ACR through the monitor (what analyze reads); the AVSPO run logs it itself.
+    from avspo_plugin.verl.run_config import uses_avspo, uses_monitor
+
+    grpo, avspo = ab["configs"]["grpo"], ab["configs"]["avspo"]
+    assert uses_monitor(grpo) and not uses_avspo(grpo) and uses_avspo(avspo) and not uses_monitor(avspo)
+    said = header(ab["stdout"])
+    assert said["writes"].startswith(f"{out}/grpo.metrics.jsonl and {out}/avspo.metrics.jsonl (each run's metrics), "
+                                     f"{out}/analysis/ (analysis.md, analysis.json and the plots)")
+    assert "1-1.5 hours per run" in said["estimated cost"]
     assert ab["stderr"].count("no such file") == 0  # the data the prepare steps wrote is what the runs read
 
 
 def test_ab_dry_run_without_data_names_the_commands_that_write_it(tmp_path):
     run = ab_dry_run(DATA_DIR=str(tmp_path), OUT_DIR=str(tmp_path / "out"))
     assert run.returncode == 0 and len(commands(run.stdout)) == 3, run.stderr
-    assert f"prepare gsm8k --out {tmp_path / 'gsm8k_train.parquet'}" in run.stderr
-    assert f"prepare eval --out-dir {tmp_path / 'eval'} --benchmarks gsm8k" in run.stderr
+    # Each missing file is one note, though both runs read it.
+    assert run.stderr.count(f"prepare gsm8k --out {tmp_path / 'gsm8k_train.parquet'}") == 1
+    assert run.stderr.count(f"prepare eval --out-dir {tmp_path / 'eval'} --benchmarks gsm8k") == 1
