@@ -304,10 +304,14 @@ run_recipe() {
 # (check_cluster.py) looks at every node: the plugin, its math reward, math-verify and verl import,
 # verl has the avspo estimator, the nodes have their GPUs, and wandb can log in when the run logs there.
 submit_recipe() {
-  [[ -n "${RAY_ADDRESS:-}" ]] ||
-    die "RAY_ADDRESS is not set: give the cluster's dashboard address, e.g. http://head-node:8265"
+  local address="${RAY_ADDRESS:-}"
+  if [[ -z "$address" && "${DRY_RUN:-0}" == 1 ]]; then
+    address="http://<head-node>:8265"
+  fi
+  [[ -n "$address" ]] || die "RAY_ADDRESS is not set: give the cluster's dashboard address, e.g. http://head-node:8265"
   verl_command "$@"
   dry_run_header "$1"
+  if [[ -z "${RAY_ADDRESS:-}" ]]; then echo "# RAY_ADDRESS is not set: $address stands for the cluster's dashboard"; fi
   # verl passes its own runtime env to ray.init inside the job; Ray refuses to merge it with the job's
   # when both name one variable, unless told to let the driver's win.
   local env_vars='"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"'
@@ -323,9 +327,9 @@ submit_recipe() {
     if [[ -n "${NNODES:-}" ]]; then check+=(--nodes "$NNODES"); fi
     if [[ -n "${N_GPUS_PER_NODE:-}" ]]; then check+=(--gpus-per-node "$N_GPUS_PER_NODE"); fi
     if uses_wandb "$@"; then check+=(--wandb); fi
-    launch "${RAY:-ray}" job submit --address "$RAY_ADDRESS" --runtime-env-json "$runtime_env" -- "${check[@]}" ||
-      die "the cluster at $RAY_ADDRESS is not ready for this run: the check job's output above names each node's problem
+    launch "${RAY:-ray}" job submit --address "$address" --runtime-env-json "$runtime_env" -- "${check[@]}" ||
+      die "the cluster at $address is not ready for this run: the check job's output above names each node's problem
   (CHECK_NODES=0 skips the check)"
   fi
-  launch "${RAY:-ray}" job submit --address "$RAY_ADDRESS" --runtime-env-json "$runtime_env" -- "${VERL_CMD[@]}"
+  launch "${RAY:-ray}" job submit --address "$address" --runtime-env-json "$runtime_env" -- "${VERL_CMD[@]}"
 }

@@ -460,8 +460,14 @@ def test_wandb_logger_needs_a_login(data_dir, tmp_path):
 
 
 def test_ray_job_submission(data_dir):
-    run = dry_run("submit_ray_job.sh", data_dir)
+    run = dry_run("submit_ray_job.sh", data_dir, DRY_RUN="0")
     assert run.returncode != 0 and "RAY_ADDRESS is not set" in run.stderr
+    # The dry run needs no cluster: a stand-in address, said to be one.
+    run = dry_run("submit_ray_job.sh", data_dir)
+    assert run.returncode == 0, run.stderr
+    assert "# RAY_ADDRESS is not set: http://<head-node>:8265 stands for the cluster's dashboard" in run.stdout
+    assert [command[:5] for command in commands(run.stdout)] == [
+        ["ray", "job", "submit", "--address", "http://<head-node>:8265"]] * 2
     run = dry_run("submit_ray_job.sh", data_dir, "trainer.total_training_steps=5", RAY_ADDRESS="http://head:8265", PLUGIN_LOAD="env")
     assert run.returncode == 0, run.stderr
     check, train = commands(run.stdout)
