@@ -155,6 +155,7 @@ COST_NOTE = "at most 2.5 hours wall on 2 cores (--jobs 2), one invocation, resum
 QUICK = {"rollout_budget": 4 * 16 * 4, "prompts": 16, "held_out_per_tier": 8, "train_per_tier": 12,
          "warmup_steps": 40}
 QUICK_PER_TIER = (3, 3, 3, 10, 3)
+QUICK_BASES = 2
 QUICK_READ_EVERY = 2 * 16 * 4
 
 
@@ -306,7 +307,7 @@ def pilot(out: Path, quick: bool, jobs: int, progress: bool) -> dict:
                   f"passed {gate['passed']}", file=sys.stderr)
         if gate["passed"] or quick:
             result["accepted"].append(candidate.name)
-        if len(result["accepted"]) == BASES_WANTED:
+        if len(result["accepted"]) == (QUICK_BASES if quick else BASES_WANTED):
             break
     # Fixed before the pilot ran: too few candidates passing every check are filled up, in order, with those that
     # pass the learning checks (gain, band, clip); the solved-tier losses they carry are reported as the testbed's.
