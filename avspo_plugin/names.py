@@ -12,3 +12,8 @@ STATE_FILE = "avspo_state.json"
 MONITOR_STATE_FILE = "avspo_monitor_state.json"
 # The prompt-selection history saved beside each checkpoint (docs/using/selection.md).
 SELECTION_STATE_FILE = "avspo_selection.json"
+
+
+def install_line(extras: str) -> str:
+    """How to install the package with ``extras``: from a checkout (it is not on PyPI), under the constraints file."""
+    return f'pip install -c constraints.txt ".[{extras}]" in the avspo checkout'

@@ -19,16 +19,19 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
+from avspo_plugin.names import install_line
+
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "advantages": ("avspo_plugin.commands.advantages", "GRPO and AVSPO advantages side by side on drawn batches (no training)."),
     "analyze": ("avspo_plugin.commands.analyze.command", "ACR diagnostics of finished GRPO runs from their dumps and logs."),
     "doctor": ("avspo_plugin.commands.doctor", "Check that verl registers the avspo estimator here and in a Ray actor, and the run's config; --host trl|openrlhf checks those adapters."),
     "openrlhf": ("avspo_plugin.openrlhf.launch", "Run OpenRLHF's train_ppo_ray with the avspo estimator."),
+    "trl-offline": ("avspo_plugin.commands.trl_offline", "Write a tiny model and dataset to run the TRL examples without the hub."),
     "verl-demo": ("avspo_plugin.verl_cpu.demo", "Train a tiny Qwen2 with stock verl main_ppo and the avspo estimator on CPU."),
 }
 # The extra each subcommand needs beyond the core install (setup.cfg's extras_require); absent: the core's.
-EXTRAS: dict[str, str] = {"analyze": "analyze", "openrlhf": "openrlhf", "verl-demo": "verl"}
+EXTRAS: dict[str, str] = {"analyze": "analyze", "openrlhf": "openrlhf", "trl-offline": "trl", "verl-demo": "verl"}
 # Former names: still accepted, with a note naming the command now.
 MOVED: dict[str, str] = {"demo": "advantages"}
 
@@ -70,7 +73,7 @@ def missing_extra(extra: str | None, err: ModuleNotFoundError) -> str | None:
     module is avspo_plugin's own)."""
     if extra is None or (err.name or "").split(".")[0] == "avspo_plugin":
         return None
-    return f"needs the '{extra}' extra: pip install 'avspo-plugin[{extra}]' ({err})"
+    return f"needs the '{extra}' extra: {install_line(extra)} ({err})"
 
 
 def _add_arguments(sub: argparse.ArgumentParser, command: str) -> str | None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import ray
 
-from ..names import ESTIMATOR
+from ..names import ESTIMATOR, install_line
 from . import preflight
 from .args import LAYOUTS, add_avspo_arguments, check_avspo_args, misspelt_flag
 from .versions import check_openrlhf
@@ -59,12 +59,12 @@ def run(args: argparse.Namespace) -> int:
         if args.openrlhf_args in (["--help"], ["-h"]):  # train_ppo_ray's help needs OpenRLHF: say what is missing
             print("usage: avspo openrlhf ARGS\n\nRun OpenRLHF's train_ppo_ray with the avspo estimator; ARGS are "
                   "train_ppo_ray's own, with --algo.advantage.estimator avspo and --algo.advantage.avspo.<key> "
-                  "options (docs/using/openrlhf.md). This command needs the 'openrlhf' extra: pip install "
-                  "'avspo-plugin[openrlhf]' (OpenRLHF is not installed here).")
+                  f"options (docs/using/openrlhf.md). This command needs the 'openrlhf' extra: "
+                  f"{install_line('openrlhf')} (OpenRLHF is not installed here).")
             return 0
         raise ModuleNotFoundError(
-            "OpenRLHF is not installed in this environment; install it (pip install openrlhf, or "
-            "avspo-plugin[openrlhf]) with its GPU requirements (deepspeed, flash-attn, vllm)", name="openrlhf",
+            "OpenRLHF is not installed in this environment; install it with its GPU requirements (deepspeed, "
+            "flash-attn, vllm) as docs/using/openrlhf.md does", name="openrlhf",
         )
     check_openrlhf()
     launch(args.openrlhf_args)

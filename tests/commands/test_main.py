@@ -68,6 +68,7 @@ BAD_INPUTS = {
     "doctor": (["doctor", "--host", "nope"], "argument --host: invalid choice: 'nope'"),
     "openrlhf": (["openrlhf", "--algo.advantage.estimator", "avspo"], "needs the 'openrlhf' extra"),
     "verl-demo": (["verl-demo", "--steps", "0", "--out", "{tmp}/demo"], "argument --steps: 0 is not a positive integer"),
+    "trl-offline": (["trl-offline"], "the following arguments are required: --out"),
 }
 
 
@@ -135,12 +136,13 @@ def test_verl_demo_writes_outside_the_folder_it_runs_in_by_default(tmp_path, mon
 # in this order, each hiding only its own package: no case loads a later case's package (checked before each case),
 # so each command meets its package missing as in an install without that extra.
 HIDDEN_CASES = (
+    ("transformers", ["trl-offline"]),
     ("verl", ["verl-demo"]),
     ("openrlhf", ["openrlhf"]),
     ("matplotlib", ["analyze"]),
 )
 # The extra each command names (setup.cfg's extras_require).
-EXTRA_OF = {"verl-demo": "verl", "openrlhf": "openrlhf", "analyze": "analyze"}
+EXTRA_OF = {"verl-demo": "verl", "openrlhf": "openrlhf", "analyze": "analyze", "trl-offline": "trl"}
 # Runs `avspo CMD --help` and `avspo CMD` for each case's commands with that case's package hidden.
 HIDDEN_PACKAGES = """
 import contextlib, importlib.abc, io, json, sys
@@ -197,8 +199,8 @@ def test_the_hidden_cases_cover_every_command_with_an_extra():
 @pytest.mark.parametrize("command", [command for _, commands in HIDDEN_CASES for command in commands])
 def test_a_missing_extra_is_one_line_and_help_still_works(hidden_package_results, command):
     help_code, help_text, runs = hidden_package_results[command]
-    message = f"needs the '{EXTRA_OF[command]}' extra: pip install 'avspo-plugin[{EXTRA_OF[command]}]'"
-    # argparse wraps the help at the terminal's width, and may break "avspo-plugin" at its hyphen: compare the words.
+    message = f"needs the '{EXTRA_OF[command]}' extra: pip install -c constraints.txt \".[{EXTRA_OF[command]}]\" in the avspo checkout"
+    # argparse wraps the help at the terminal's width: compare the words.
     assert help_code == 0 and "".join(message.split()) in "".join(help_text.split()), (command, help_text)
     for code, error in runs:
         assert code == 2 and error.startswith(f"avspo {command}: error: {message}"), (command, error)

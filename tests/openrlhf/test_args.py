@@ -240,8 +240,9 @@ def test_cli_says_when_openrlhf_is_missing(monkeypatch, capsys):
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec_without_openrlhf)
     assert main(["openrlhf", "--help"]) == 0
-    assert "needs the 'openrlhf' extra: pip install 'avspo-plugin[openrlhf]'" in capsys.readouterr().out
+    assert ("needs the 'openrlhf' extra: pip install -c constraints.txt \".[openrlhf]\" in the avspo checkout"
+            in capsys.readouterr().out)
     assert main(["openrlhf", "--algo.advantage.estimator", "avspo"]) == 2
     assert capsys.readouterr().err.startswith(
-        "avspo openrlhf: error: needs the 'openrlhf' extra: pip install 'avspo-plugin[openrlhf]' (OpenRLHF is not "
-        "installed in this environment")
+        "avspo openrlhf: error: needs the 'openrlhf' extra: pip install -c constraints.txt \".[openrlhf]\" in the avspo "
+        "checkout (OpenRLHF is not installed in this environment")

@@ -15,6 +15,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from avspo_plugin.names import install_line
 from avspo_plugin.openrlhf.structure import (
     EXPERIENCE_MAKER_FILE,
     TRAINER_FILE,
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  versions: {versions_line(DISTRIBUTIONS)}, python {sys.version.split()[0]} ({sys.executable})")
     package = installed_package()
     if package is None:
-        line("FAIL", "OpenRLHF is not installed in this Python environment: pip install 'avspo-plugin[openrlhf]' "
+        line("FAIL", f"OpenRLHF is not installed in this Python environment: {install_line('openrlhf')} "
              "with OpenRLHF's GPU requirements (deepspeed, flash-attn, vllm)")  # fmt: skip
         return NOT_INSTALLED
     version = OPENRLHF.installed()

@@ -13,6 +13,7 @@ import inspect
 import sys
 import traceback
 
+from avspo_plugin.names import install_line
 from avspo_plugin.trl.versions import TRL, installed_trl
 
 from .findings import APPLIES, DOES_NOT_APPLY, line, release_finding, versions_line
@@ -53,7 +54,7 @@ def takes_the_parents_parameters(parent: list[str], override: list[str]) -> bool
 def run(args: argparse.Namespace) -> int:
     print("avspo doctor --host trl")
     print(f"  versions: {versions_line(DISTRIBUTIONS)}, python {sys.version.split()[0]} ({sys.executable})")
-    decided = release_finding(TRL, installed_trl(), "pip install 'avspo-plugin[trl]'")
+    decided = release_finding(TRL, installed_trl(), install_line("trl"))
     if decided is not None:
         return decided
     try:

@@ -46,7 +46,8 @@ def test_a_changed_private_method_does_not_apply(monkeypatch, capsys):
 def test_trl_not_installed(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "installed_trl", lambda: None)
     assert main(["doctor", "--host", "trl"]) == 2
-    assert "[FAIL] TRL is not installed in this Python environment: pip install 'avspo-plugin[trl]'" in capsys.readouterr().out
+    assert ("[FAIL] TRL is not installed in this Python environment: pip install -c constraints.txt \".[trl]\" in the "
+            "avspo checkout") in capsys.readouterr().out
 
 
 def test_the_host_option_is_in_the_help(capsys):
@@ -74,7 +75,7 @@ def test_the_first_line_is_the_verdict(monkeypatch, capsys):
     assert main(["doctor", "--host", "trl"]) == 2
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == ("avspo doctor: NOT READY: TRL is not installed in this Python environment: "
-                        "pip install 'avspo-plugin[trl]'")
+                        "pip install -c constraints.txt \".[trl]\" in the avspo checkout")
     assert lines[1] == "avspo doctor --host trl"
 
 
