@@ -6,6 +6,7 @@ The check in a fresh Ray actor runs in test_registration.py, inside that module'
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from avspo_plugin.commands.main import main
 
@@ -62,6 +63,18 @@ def test_at_launch_the_doctor_says_what_the_batch_means_for_the_trigger(capsys):
                  "data.train_batch_size=256"]) == 0
     out = capsys.readouterr().out
     assert always in out and "virtual samples are added only on steps" not in out
+
+
+def test_the_paper_recipe_gets_no_trigger_warning(capsys):
+    """One prompt per step: every collapsed step opens the adaptive trigger, as in the paper."""
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    assert main(["doctor", "--no-ray", "--config-path", str(recipes), "--config-name", "avspo_paper"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "avspo doctor: READY", out
+    assert ("[ok] algorithm.avspo.threshold_mode=adaptive: virtual samples are added only on steps whose ACR exceeds "
+            "tau (tau_0 = 0.5, moved after each step by Eq. 12 at threshold_lr=0.01). With 1 prompt per step "
+            "(data.train_batch_size) in groups of actor_rollout_ref.rollout.n=8 a step's ACR is 0 or 1, so every step "
+            "whose group collapsed opens it") in out
 
 
 def test_avspo_with_one_response_per_prompt_is_a_warning(capsys):
