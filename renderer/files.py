@@ -10,9 +10,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from avspo_plugin.commands.analyze.lab_evidence import LAB_SWEEP_FIT, evidence_lines, load_lab_evidence
-from lab.research.sweep_preregistered import EVIDENCE, PREREGISTERED_BEGIN, PREREGISTERED_END
-from lab.research.sweep_report import preregistered_markdown
+from avspo_plugin.commands.analyze.lab_evidence import LAB_SWEEP_FIT, evidence_lines, lab_evidence
+from lab.research.sweep_preregistered import EVIDENCE, PREREGISTERED_BEGIN, PREREGISTERED_END, with_verdicts
+from lab.research.sweep_report import preregistered_markdown, report_markdown
 
 from . import openrlhf_options_table, trl_options_table
 from .docs_pages import (
@@ -40,6 +40,8 @@ ANALYZE_PAGE = DOCS / "using" / "analyze.md"
 ANALYZE_BEGIN = "<!-- lab evidence: rendered from lab_sweep_fit.json by lab_evidence.evidence_lines -->"
 ANALYZE_END = "<!-- /lab evidence -->"
 SWEEP_FIT = EVIDENCE / "sweep" / "fit.json"
+# The confirmation sweep's own output: its fit file, the report holding it, and the page written from the report.
+CONFIRMATION = EVIDENCE / "sweep-confirm"
 
 
 def generated_files() -> dict[Path, str]:
@@ -66,16 +68,28 @@ def generated_files() -> dict[Path, str]:
     files[PACKAGED_EVIDENCE] = json.dumps(packaged_evidence(report), indent=1) + "\n"
     for name, (page, prefix, text) in evidence_blocks().items():
         block(page, *evidence_markers(name, prefix), text)
-    # ACR's forecast value: the sweep's fit file, the copy analyze reads, and where its verdict is quoted.
-    fit_text = SWEEP_FIT.read_text(encoding="utf-8")
-    prereg = json.loads(fit_text)["preregistered"]
-    files[LAB_SWEEP_FIT] = fit_text
+    # ACR's forecast value: the fit files with their verdicts drawn from their numbers (no file offers a forecast the
+    # pre-registered test does not back), the copy analyze reads, the confirmation's report, and where the verdict is
+    # quoted.
+    fit = with_verdicts(json.loads(SWEEP_FIT.read_text(encoding="utf-8")))
+    prereg = fit["preregistered"]
+    files[SWEEP_FIT] = files[LAB_SWEEP_FIT] = json_text(fit)
+    confirmation_report = json.loads((CONFIRMATION / "sweep.json").read_text(encoding="utf-8"))
+    confirmation_report["fit"] = with_verdicts(json.loads((CONFIRMATION / "fit.json").read_text(encoding="utf-8")))
+    files[CONFIRMATION / "fit.json"] = json_text(confirmation_report["fit"])
+    files[CONFIRMATION / "sweep.json"] = json_text(confirmation_report)
+    files[CONFIRMATION / "sweep.md"] = report_markdown(confirmation_report)
     block(EVIDENCE / "sweep.md", PREREGISTERED_BEGIN, PREREGISTERED_END, "\n".join(preregistered_markdown(prereg)))
     for page, name, source, text in ((ROOT / "README.md", "readme", "docs/evidence/sweep/fit.json", readme_forecast(prereg)),
                                      (EVIDENCE / "sweep.md", "sweep", "sweep/fit.json", sweep_forecast(prereg))):
         block(page, FORECAST_BEGIN.format(name=name, source=source), FORECAST_END.format(name=name), text)
-    block(ANALYZE_PAGE, ANALYZE_BEGIN, ANALYZE_END, fenced(evidence_lines(load_lab_evidence(SWEEP_FIT))))
+    block(ANALYZE_PAGE, ANALYZE_BEGIN, ANALYZE_END, fenced(evidence_lines(lab_evidence(fit, SWEEP_FIT))))
     return files
+
+
+def json_text(data: dict) -> str:
+    """A JSON file as the lab writes it."""
+    return json.dumps(data, indent=1) + "\n"
 
 
 def fenced(lines: list[str]) -> str:

@@ -6,52 +6,57 @@ from __future__ import annotations
 
 from typing import Any
 
+from avspo_plugin.commands.analyze import forecast_models as sm
 from avspo_plugin.commands.analyze.lab_evidence import gain_text
 
 FORECAST_BEGIN = "<!-- BEGIN FORECAST {name}: rendered by `python -m renderer` from {source} -->"
 FORECAST_END = "<!-- END FORECAST {name} -->"
+# What early ACR is added to, in a user's words.
+KNOWN = "what a user already knows of a run (its learning rate, G and prompt mix, early reward, base accuracy)"
 
 
-def verdict_words(prereg: dict[str, Any]) -> str | None:
-    """'adds to' or 'does not add to' from the confirmation; None until it has run at full budget."""
-    return {"adds": "adds to", "does not add": "does not add to"}.get(prereg["verdict"])
+def confirmed_verdict(prereg: dict[str, Any]) -> str | None:
+    """The confirmation's verdict in words (forecast_models.verdict_text), None until it has run at full budget."""
+    if prereg["verdict"] == "pending":
+        return None
+    return sm.verdict_text(prereg["confirmation"]["table"]["decision"], KNOWN)
 
 
 def readme_forecast(prereg: dict[str, Any]) -> str:
     """README's sentence: ACR counts wasted rollouts, and what the confirmation says of it as a forecast."""
-    words, confirmation = verdict_words(prereg), prereg["confirmation"]
+    words, confirmation = confirmed_verdict(prereg), prereg["confirmation"]
     tail = ("(`avspo analyze` prints this from the lab's fit file, and `--fit-final KEY` fits the same models on your "
             "own runs; [docs/evidence/sweep.md](docs/evidence/sweep.md)).")
     if words is None:
         return ("ACR counts wasted rollouts; whether early ACR also foretells how a run ends is open: the lab's "
                 "pre-registered confirmation sweep has not yet run, and its exploratory pass on the first sweep is a "
                 f"lead, not a finding {tail}")
-    use = ("a lead for runs like the lab's, to check on your own runs" if prereg["verdict"] == "adds"
+    use = ("a lead for runs like the lab's, to check on your own runs" if prereg["verdict"] == sm.ADDS
            else "so ACR is not sold as a forecast")
     return (f"ACR counts wasted rollouts. Whether early ACR also foretells how a run ends was put to a pre-registered "
             f"test on {confirmation['runs']} runs of the CPU lab (a tiny model on addition) from "
-            f"{len(confirmation['bases'])} bases no fit had seen: early ACR **{words}** what a user already knows of a "
-            f"run (its learning rate, G and prompt mix, early reward, base accuracy); out-of-sample R^2 changed by "
-            f"{gain_text(confirmation['table']['added']['acr'])}, {use} {tail}")
+            f"{len(confirmation['bases'])} bases no fit had seen: {words}. Out-of-sample R^2 changed by "
+            f"{gain_text(confirmation['table']['added']['acr'])}; {use} {tail}")
 
 
 def sweep_forecast(prereg: dict[str, Any]) -> str:
     """docs/evidence/sweep.md's paragraph: what the product says, following the confirmation's verdict."""
-    words = verdict_words(prereg)
+    words = confirmed_verdict(prereg)
     packaged = ("`avspo analyze` states it from the fit file packaged with it "
                 "(`avspo_plugin/commands/analyze/lab_sweep_fit.json`, the same file as [sweep/fit.json](sweep/fit.json))")
     common = ("`avspo analyze --fit-final KEY` fits the same models on a user's own finished runs "
-              "([docs/using/analyze.md](../using/analyze.md)). `--fit sweep/fit.json` is refused: the line on early ACR "
-              "alone does not meet its rule (below). The stagnation warning marks a run's wasted rollouts: within lr x "
-              "base cells, runs where it fired did not end worse (block above). The old sweep's results, from the "
+              "([docs/using/analyze.md](../using/analyze.md)). `--fit sweep/fit.json` and `--fit sweep-confirm/fit.json` "
+              "are refused: a line of early ACR alone supports a forecast only where the pre-registered verdict is "
+              f"{sm.ADDS} (each file's `forecast` says why). The stagnation warning marks a run's wasted rollouts: within "
+              "lr x base cells, runs where it fired did not end worse (block above). The old sweep's results, from the "
               "testbed where RL did not learn, are history: [sweep-history/](sweep-history/README.md).")
     if words is None:
         return ("**What the product says** until the confirmation has run: ACR is kept as what it certainly is, the "
                 f"share of rollouts that taught nothing (`avspo/wasted_rollouts`). {packaged}, that the pre-registered "
                 "confirmation has not yet run and what the exploratory pass found, labelled exploratory; it neither "
                 f"calls ACR a forecast nor rules it out. {common}")
-    return (f"**What the product says**, following the confirmation: early ACR {words} what a user knows of a run, on "
-            f"bases no fit had seen. {packaged}, with the exploratory pass labelled exploratory beside it; ACR is kept "
-            "as what it certainly is, the share of rollouts that taught nothing (`avspo/wasted_rollouts`)"
-            + (", and a forecast from it is one to check on the user's own runs first. " if prereg["verdict"] == "adds"
+    return (f"**What the product says**, following the confirmation on bases no fit had seen: {words}. {packaged}, "
+            "with the exploratory pass labelled exploratory beside it; "
+            "ACR is kept as what it certainly is, the share of rollouts that taught nothing (`avspo/wasted_rollouts`)"
+            + (", and a forecast from it is one to check on the user's own runs first. " if prereg["verdict"] == sm.ADDS
                else ", never called a forecast. ") + common)

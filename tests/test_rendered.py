@@ -31,7 +31,9 @@ def test_the_renderer_covers_every_generated_place():
             "docs/using/openrlhf.md", "docs/using/verl-cpu.md", "docs/using/recipes.md", "docs/using/analyze.md",
             "README.md", "docs/evidence/results.md", "docs/evidence/sharpening.md", "docs/evidence/sweep.md",
             "recipes/run_avspo_paper.sh", "avspo_plugin/default_evidence.json",
-            "avspo_plugin/commands/analyze/lab_sweep_fit.json", "avspo_plugin/verl/config/avspo_trainer.yaml",
+            "avspo_plugin/commands/analyze/lab_sweep_fit.json", "docs/evidence/sweep/fit.json",
+            "docs/evidence/sweep-confirm/fit.json", "docs/evidence/sweep-confirm/sweep.json",
+            "docs/evidence/sweep-confirm/sweep.md", "avspo_plugin/verl/config/avspo_trainer.yaml",
             "avspo_plugin/verl/config/avspo_algorithm.yaml", "avspo_plugin/verl/config/avspo_selection.yaml",
             "avspo_plugin/verl/config/avspo_monitor.yaml"} <= relative
 
@@ -89,18 +91,32 @@ def test_the_default_threshold_mode_is_the_one_the_study_decided_and_its_help_sa
     assert threshold_mode.metadata["help"].endswith(reason)
 
 
-@pytest.mark.parametrize("verdict, words", [("adds", "**adds to**"), ("does not add", "**does not add to**")])
-def test_the_forecast_sentences_say_what_the_confirmation_says(verdict, words):
-    """README's and sweep.md's words on ACR as a forecast follow the confirmation's verdict, with its runs, bases and
-    gains; pending until it has run."""
-    from renderer.forecast import readme_forecast, sweep_forecast
+@pytest.mark.parametrize("gains, verdict", [
+    ({"leave_one_base_out": {"value": 0.2, "ci95": [0.06, 0.4]}, "leave_one_setting_out": {"value": 0.1, "ci95": [0.01, 0.2]}},
+     "adds"),
+    ({"leave_one_base_out": {"value": 0.01, "ci95": [-0.05, 0.08]},
+      "leave_one_setting_out": {"value": 0.0, "ci95": [-0.03, 0.04]}}, "not shown to add"),
+    (None, "cannot tell"),
+], ids=["adds", "not-shown", "cannot-tell"])
+def test_the_forecast_sentences_say_what_the_confirmation_says(gains, verdict):
+    """README's and sweep.md's words on ACR as a forecast are the confirmation's verdict as forecast_models words it
+    (forecast_models.verdict_text), with its runs, bases and gains; pending until it has run."""
+    from avspo_plugin.commands.analyze import forecast_models as sm
+    from renderer.forecast import KNOWN, readme_forecast, sweep_forecast
 
     prereg = json.loads((ROOT / "docs" / "evidence" / "sweep" / "fit.json").read_text())["preregistered"]
     pending = {**prereg, "confirmation": None, "verdict": "pending"}
     assert "has not yet run" in readme_forecast(pending) and "until the confirmation has run" in sweep_forecast(pending)
-    confirmation = {**prereg["exploratory"], "status": "confirmation", "runs": 96, "bases": list("abcdef")}
+    confirmation = json.loads(json.dumps({**prereg["confirmation"], "runs": 96, "bases": list("abcdef")}))
+    table = confirmation["table"]
+    if gains is not None:
+        table["added"]["acr"] = gains
+    table["decision"] = sm.decide(table["added"]["acr"], table["models"]["baseline"]["oos_r2"])
+    assert table["decision"]["verdict"] == verdict
     confirmed = {**prereg, "confirmation": confirmation, "verdict": verdict}
-    readme = readme_forecast(confirmed)
-    assert words in readme and "96 runs" in readme and "6 bases no fit had seen" in readme
-    assert "has not yet run" not in readme and "following the confirmation" in sweep_forecast(confirmed)
-    assert ("not sold as a forecast" in readme) == (verdict == "does not add")
+    readme, sweep = readme_forecast(confirmed), sweep_forecast(confirmed)
+    words = sm.verdict_text(table["decision"], KNOWN)
+    assert words in readme and words in sweep and "96 runs" in readme and "6 bases no fit had seen" in readme
+    assert "has not yet run" not in readme and "following the confirmation" in sweep
+    assert ("not sold as a forecast" in readme) == (verdict != "adds")
+    assert ("could not have passed its own rule" in readme) == (verdict == "cannot tell")

@@ -12,7 +12,8 @@ The design is fixed here in code before the sweep runs (docs/evidence/sweep.md s
    and on whole bases held out, what ACR adds to early reward and base accuracy, whether ACR and the gain move
    together across seeds of one configuration, and the paper's stagnation rule.
 4. fit.json for ``avspo analyze --fit``: the line gain = a + b x early ACR, labelled as measured on the lab, with its
-   out-of-sample result and whether that supports a forecast for another run (FORECAST_RULE).
+   out-of-sample result and whether that supports a forecast for another run (sweep_preregistered.FORECAST_RULE: the
+   line's own rule, and the pre-registered verdict where the file holds it).
 
 Finished runs are kept in ``OUT/runs`` (experiment.run_all's cache): a stopped sweep resumes where it stopped.
 """
@@ -50,8 +51,17 @@ from ..settings import LabSettings
 from .study import QUICK as STUDY_QUICK
 from .study import QUICK_WARMUP, STUDY_SETTINGS, BaseCandidate, choose_bases, regime_of
 from .sweep_analysis import MIN_BASES, analyse, early_signals, final_gain, stagnation
-from .sweep_preregistered import EVIDENCE, EXPLORATORY_WHY, preregistered, result
-from .sweep_report import plot_signals, preregistered_markdown, sweep_markdown
+from .sweep_preregistered import (
+    EVIDENCE,
+    EXPLORATORY_WHY,
+    FORECAST_RULE,
+    LINE_RULE,
+    line_why,
+    preregistered,
+    result,
+    with_verdicts,
+)
+from .sweep_report import plot_signals, report_markdown
 
 
 @dataclass(frozen=True)
@@ -111,8 +121,6 @@ CONFIRM_MIN_BASES = MIN_TRAIN_GROUPS + 1
 QUICK_CONFIRM = dataclasses.replace(CONFIRM_SWEEP, bases=CONFIRM_SWEEP.bases[:CONFIRM_MIN_BASES],
                                     learning_rates=CONFIRM_SWEEP.learning_rates[:1], seeds=1)
 CONFIRM_COMMAND = "python -m lab sweep --confirm --out build/sweep-confirm --jobs 2"
-FORECAST_RULE = ("early ACR alone predicts the final gain of bases it was not fitted on: the bootstrap 95% interval "
-                 "of its leave-one-base-out R^2 lies above 0")
 
 
 @dataclass(frozen=True)
@@ -231,7 +239,8 @@ def early_window(steps: int) -> int:
 def fit_file(points: Sequence[Mapping], prediction: Mapping, settings: LabSettings) -> dict[str, Any]:
     """What ``avspo analyze --fit`` reads: the least-squares line gain = intercept + slope x early ACR over every run,
     labelled as measured on the lab, with early ACR's leave-one-base-out R^2 (``oos``, from ``prediction``:
-    sweep_analysis.prediction_table) and ``forecast``: whether that supports projecting another run (FORECAST_RULE)."""
+    sweep_analysis.prediction_table) and ``forecast``: whether that supports projecting another run (LINE_RULE; once
+    the pre-registered test joins the file, sweep_preregistered.with_verdicts decides)."""
     lengths = sorted({p["steps"] for p in points})
     if len(lengths) != 1:
         raise ValueError(f"the runs differ in length ({lengths} steps): one early window cannot describe them")
@@ -243,9 +252,7 @@ def fit_file(points: Sequence[Mapping], prediction: Mapping, settings: LabSettin
     oos = prediction["alone"]["acr"]["oos_r2"]
     window = early_window(lengths[0])
     bases = len(prediction["bases"])
-    value = "undefined" if oos["value"] is None else f"{oos['value']:.2f}"
-    interval = "no interval" if oos["ci95"] is None else f"95% CI {oos['ci95'][0]:.2f} to {oos['ci95'][1]:.2f}"
-    why = f"leave-one-base-out R^2 of early ACR alone {value} ({interval}; bootstrap over {bases} bases)"
+    why = line_why({"r2": oos["value"], "ci95": oos["ci95"], "bases": bases})
     sign = "-" if slope < 0 else "+"
     return {
         "intercept": intercept,
@@ -267,7 +274,7 @@ def fit_file(points: Sequence[Mapping], prediction: Mapping, settings: LabSettin
                 # What ACR and each of its parts add to the baseline (early reward + base accuracy), for analyze.
                 "baseline_r2": prediction["baseline"]["oos_r2"],
                 "added": {name: added["gain"] for name, added in prediction["added"].items()}},
-        "forecast": {"supported": oos["ci95"] is not None and oos["ci95"][0] > 0, "rule": FORECAST_RULE, "why": why},
+        "forecast": {"supported": oos["ci95"] is not None and oos["ci95"][0] > 0, "rule": LINE_RULE, "why": why},
     }
 
 
@@ -343,6 +350,7 @@ def run(args) -> int:
             result(points, status, f"{out}/sweep.json", "the pre-registered analysis on bases, seeds and learning "
                    "rates no fit has seen, specified in code before these runs"),
             confirmation_plan(jobs))
+        fit = with_verdicts(fit)
     report = {
         "format": 3,
         "kind": "sweep",
@@ -359,10 +367,7 @@ def run(args) -> int:
         "timing": {**run_timing(started, jobs), "runs_run": ran, "runs_from_cache": cached},
     }
     (out / "fit.json").write_text(json.dumps(fit, indent=1) + "\n", encoding="utf-8")
-    markdown = sweep_markdown(report)
-    if confirm:
-        markdown += "\n" + "\n".join(preregistered_markdown(fit["preregistered"])) + "\n"
-    write_report(out, "sweep", report, markdown)
+    write_report(out, "sweep", report, report_markdown(report))
     plot_signals(points, analysis["prediction"], out / "sweep_signals.png")
     print(f"python -m lab sweep: wrote sweep.json, sweep.md, fit.json and sweep_signals.png in {out}/", file=sys.stderr)
     return 0
@@ -388,7 +393,7 @@ def write_preregistered(argv: Sequence[str] | None = None) -> int:
     fit["preregistered"] = preregistered(
         result(report["points"], "exploratory", "docs/evidence/sweep/sweep.json", EXPLORATORY_WHY), confirmation,
         planned)
-    (args.directory / "fit.json").write_text(json.dumps(fit, indent=1) + "\n", encoding="utf-8")
+    (args.directory / "fit.json").write_text(json.dumps(with_verdicts(fit), indent=1) + "\n", encoding="utf-8")
     print(f"wrote the pre-registered analysis into {args.directory / 'fit.json'}; `python -m renderer` renders what "
           "quotes it", file=sys.stderr)
     return 0

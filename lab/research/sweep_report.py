@@ -11,6 +11,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from avspo_plugin.commands.analyze.forecast_models import BASELINE_WORDS, VERDICT_MEANINGS, verdict_text
+
 from ..report import markdown_table
 from .sweep_analysis import ADDED, BASELINE, EARLY_FRACTION, SIGNALS, STEP_SIGNALS
 
@@ -171,6 +173,15 @@ def sweep_markdown(report: Mapping) -> str:
     return "\n".join(lines)
 
 
+def report_markdown(report: Mapping) -> str:
+    """sweep.md of a sweep's report (sweep.json): :func:`sweep_markdown`, and a confirmation's pre-registered section
+    from its fit (``python -m renderer`` renders docs/evidence/sweep-confirm/sweep.md with it)."""
+    markdown = sweep_markdown(report)
+    if report["design"].get("confirm"):
+        markdown += "\n" + "\n".join(preregistered_markdown(report["fit"]["preregistered"])) + "\n"
+    return markdown
+
+
 def signals_figure(points: Sequence[Mapping], prediction: Mapping) -> Figure:
     """One panel per signal (SIGNALS): the signal against the final gain, one point per run coloured by its base;
     one legend of the bases present; each title with the signal's R^2 in sample and across bases."""
@@ -247,8 +258,8 @@ def preregistered_result_lines(outcome: Mapping) -> list[str]:
     coefficients = table["primary_coefficients"]
     slope = "" if coefficients is None else (f" Early ACR's coefficient in the baseline + early ACR model over every "
                                              f"run: {coefficients['acr']:+.1f} points per unit of ACR.")
-    lines += ["", f"**The pre-registered rule on these runs: early ACR {'adds' if decision['adds'] else 'does not add'}** "
-                  f"({met}).{slope}", ""]
+    lines += ["", f"**The pre-registered rule on these runs: {decision['verdict']}** ({met}): "
+                  f"{verdict_text(decision, BASELINE_WORDS)}.{slope}", ""]
     fired = ", ".join(f"{f['fired']} of {f['runs']} at lr {f['lr']:g}" for f in stall["fired_by_lr"])
     lines.append(
         f"The stagnation rule fired on {fired}. Final gain (points) of runs where it fired minus the others, within "
@@ -270,10 +281,12 @@ def preregistered_markdown(prereg: Mapping) -> list[str]:
         + " and ".join(SCHEME_TITLES[s] for s in prereg["schemes"]) + " (a setting: one lr x G x tier mix). "
         f"Intervals: {boot['reps']} bootstrap resamples of the bases (seed {boot['seed']}), every model refitted in "
         f"every fold of every resample; a resample is kept where each held-out fold is fitted on at least "
-        f"{boot['min_train_groups']} other groups. Rule: {prereg['rule']}.",
+        f"{boot['min_train_groups']} other groups. Rule: {prereg['rule']}. Verdicts, at the strength the intervals "
+        f"carry: {VERDICT_MEANINGS}.",
         "",
         f"**Verdict: {prereg['verdict']}**"
-        + (" (only the confirmation sweep decides; it has not yet run)." if prereg["verdict"] == "pending" else "."),
+        + (" (only the confirmation sweep decides; it has not yet run)." if prereg["verdict"] == "pending" else
+           f": {verdict_text(prereg['confirmation']['table']['decision'], BASELINE_WORDS)}."),
         "",
     ]
     exploratory = prereg["exploratory"]

@@ -301,3 +301,25 @@ def test_quick_confirmation_runs_the_preregistered_analysis(tmp_path, monkeypatc
     assert set(confirmation["table"]["models"]["acr"]["oos_r2"]) == {"leave_one_base_out", "leave_one_setting_out"}
     assert prereg["exploratory"]["status"] == "exploratory" and prereg["verdict"] == "pending"  # a toy budget gives no verdict
     assert "### Confirmation" in (tmp_path / "sweep.md").read_text()
+
+
+def test_a_fit_file_supports_a_forecast_only_where_the_preregistered_verdict_is_adds(tmp_path):
+    """The confirmation's own fit file: its line of early ACR alone meets the line's rule (R^2 0.60, interval above
+    0), yet the pre-registered verdict on the same runs is cannot tell, so the file supports no forecast and says
+    why; edited so that the verdict is adds, it does. Drawing the verdicts again changes nothing."""
+    from avspo_plugin.commands.analyze import forecast_models as sm
+    from lab.research.sweep_preregistered import EVIDENCE, with_verdicts
+
+    fit = json.loads((EVIDENCE / "sweep-confirm" / "fit.json").read_text())
+    assert fit["oos"]["ci95"][0] > 0
+    checked = with_verdicts(fit)
+    assert checked == with_verdicts(checked) == fit
+    assert not checked["forecast"]["supported"] and checked["preregistered"]["verdict"] == sm.CANNOT_TELL
+    assert "the pre-registered confirmation: cannot tell whether early ACR adds" in checked["forecast"]["why"]
+
+    table = fit["preregistered"]["confirmation"]["table"]
+    table["added"]["acr"] = {scheme: {"value": 0.2, "ci95": [0.1, 0.3]} for scheme in table["added"]["acr"]}
+    adds = with_verdicts(fit)
+    assert adds["preregistered"]["verdict"] == sm.ADDS and adds["forecast"]["supported"]
+    (tmp_path / "fit.json").write_text(json.dumps(adds))
+    assert load_fit(tmp_path / "fit.json").slope == pytest.approx(fit["slope"])

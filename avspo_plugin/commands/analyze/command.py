@@ -81,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
         raise AnalyzeError("--fit-setting names a setting of the fit that --fit-final KEY makes: give --fit-final")
     if args.fit and args.paper_fit:
         raise AnalyzeError("--fit and --paper-fit both name the projection line: give one")
+    if args.out.exists() and not args.out.is_dir():
+        raise AnalyzeError(f"--out {args.out} is a file: --out names the folder analysis.json and the plots go into "
+                           "(made if missing); name another folder, or move the file away")
     monitor = AVSPOConfig.from_mapping(
         {"reward_low": args.reward_low, "reward_high": args.reward_high,
          "collapse_tol": args.collapse_tol, "stagnation_acr": args.stagnation_acr,
@@ -116,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         [result.label for result in results], [result.report["accuracy"] for result in results])
     own = None if args.fit_final is None else own_fit.fit_own_runs(
         results, [path for _, path in runs], args.fit_final, args.fit_setting, args.early_steps)
+    for warning in [] if own is None else own_fit.left_out_warnings(own):
+        print(f"avspo analyze: warning: {printable(warning)}", file=sys.stderr)
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)

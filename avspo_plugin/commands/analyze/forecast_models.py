@@ -26,6 +26,12 @@ interval is the 2.5th to 97.5th percentile; a gain's is that of the paired diffe
 
 Decision (RULE): early ACR adds when, in every scheme the table has, adding it to the baseline raises OOS R^2 by at
 least MIN_GAIN and the 95% interval of that gain lies above 0.
+
+Verdict (:func:`decide`), at the strength the data carry, one of VERDICTS: ``adds`` (the rule is met); ``not shown to
+add``, with the smallest gain this test would have detected (:func:`detectable_gain`); ``cannot tell``, when in some
+scheme even that smallest detectable gain is more than OOS R^2 can still rise above the baseline's (an OOS R^2 is at
+most 1), or the gain is undefined: a design that could not have passed its own rule. :func:`verdict_text` words each,
+for every place that quotes a verdict.
 """
 
 from __future__ import annotations
@@ -59,6 +65,22 @@ RULE = (f"early ACR adds to the settings + early reward + base accuracy when, in
         f"R^2 by at least {MIN_GAIN} and the bootstrap 95% interval of that gain lies above 0")
 # The condition number a fit's normal equations may reach before the smallest directions count as zero.
 PINV_RCOND = 1e-10
+ADDS, NOT_SHOWN, CANNOT_TELL = "adds", "not shown to add", "cannot tell"
+VERDICTS = (ADDS, NOT_SHOWN, CANNOT_TELL)
+# A gain is detectable when a test of this interval's spread would put the interval above 0 four times in five (80%
+# power): its true value at least (Z_INTERVAL + Z_POWER) standard errors, the standard error being the 95% interval's
+# width over 2 Z_INTERVAL (normal quantiles: 97.5th and 80th percentiles).
+DETECTION_POWER = 0.8
+Z_INTERVAL = 1.959964
+Z_POWER = 0.841621
+SCHEME_WORDS = {"leave_one_base_out": "leaving one base out", "leave_one_setting_out": "leaving one setting out"}
+# The baseline of the lab's sweep in words, as a verdict on it is quoted.
+BASELINE_WORDS = "the run's settings + early reward + base accuracy"
+VERDICT_MEANINGS = (f"{ADDS} (the rule is met); {NOT_SHOWN}, with the smallest gain the test would have detected "
+                    f"({DETECTION_POWER:.0%} of the time, from its interval's spread, and at least {MIN_GAIN}); "
+                    f"{CANNOT_TELL}, when in some scheme the interval is too wide to say anything: the smallest gain its "
+                    "spread would detect exceeds what out-of-sample R^2 can still rise above the baseline's (it is at "
+                    "most 1), or the gain is undefined; such a design could not have passed its own rule")
 
 
 @dataclass(frozen=True)
@@ -100,7 +122,7 @@ def encode_settings(settings: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, 
         values = [run[name] for run in settings]
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             column = np.asarray(values, dtype=np.float64)
-            if any(name == key or name.endswith(("/" + key, "_" + key)) for key in LOG2_SETTINGS):
+            if enters_as_log2(name):
                 if np.any(column <= 0):
                     raise ValueError(f"setting {name} enters as its log2 and must be > 0, found {column.min():g}")
                 column, name = np.log2(column), f"log2 {name}"
@@ -114,6 +136,11 @@ def encode_settings(settings: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, 
                 column_names.append(f"{name}={level}")
     matrix = np.column_stack(columns) if columns else np.zeros((len(settings), 0))
     return matrix, tuple(column_names)
+
+
+def enters_as_log2(name: str) -> bool:
+    """Whether a numeric setting enters the models as its log2: a name in LOG2_SETTINGS, or ending in one."""
+    return any(name == key or name.endswith(("/" + key, "_" + key)) for key in LOG2_SETTINGS)
 
 
 def table_from_points(points: Sequence[Mapping]) -> RunTable:
@@ -247,16 +274,84 @@ def preregistered_table(table: RunTable, reps: int = REPS, seed: int = SEED) -> 
         "bootstrap": {"reps": reps, "seed": seed, "resampled": "clusters", "clusters": int(table.cluster.max()) + 1,
                       "refitted": True, "resamples": resamples},
         "models": models, "added": added, "primary_coefficients": coefficients,
-        "decision": decide(added.get(PRIMARY, {})),
+        "decision": decide(added.get(PRIMARY, {}), models[BASELINE_MODEL]["oos_r2"]),
     }
 
 
-def decide(gains: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """RULE on the primary term's gain per scheme ({scheme: {"value", "ci95"}}): ``adds`` when every scheme's gain
-    is at least MIN_GAIN with its interval above 0 (False with no scheme); ``schemes`` says which met it."""
-    met = {scheme: bool(g["value"] is not None and g["value"] >= MIN_GAIN and g["ci95"] is not None
-                        and g["ci95"][0] > 0) for scheme, g in gains.items()}
-    return {"rule": RULE, "min_gain": MIN_GAIN, "term": PRIMARY, "schemes": met, "adds": bool(met) and all(met.values())}
+def detectable_gain(ci95: Sequence[float] | None) -> float | None:
+    """The smallest gain in OOS R^2 a test whose 95% interval is ``ci95`` would detect (DETECTION_POWER), from the
+    interval's spread alone; None without an interval."""
+    if ci95 is None:
+        return None
+    return (Z_INTERVAL + Z_POWER) * (ci95[1] - ci95[0]) / (2 * Z_INTERVAL)
+
+
+def decide(gains: Mapping[str, Mapping[str, Any]], baselines: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """RULE and the verdict on the primary term's gain per scheme ({scheme: {"value", "ci95"}}), beside the baseline's
+    OOS R^2 per scheme (same form).
+
+    Per scheme (``by_scheme``): whether it meets the rule (also ``schemes``: {scheme: met}), the gain its interval's
+    spread would detect (``spread_detects``, :func:`detectable_gain`), the smallest gain this test would have
+    detected (``detectable_gain``: that, and at least MIN_GAIN, which the rule asks for), the ``room`` above the
+    baseline (1 - its OOS R^2) and its verdict: ``adds`` when met; ``cannot tell`` when the gain or the baseline is
+    undefined or what the spread would detect exceeds the room (the interval is too wide to say anything); else ``not
+    shown to add``. Over the schemes (the rule needs every one): ``adds`` when all add; ``cannot tell`` when any cannot
+    tell (or there is no scheme); else ``not shown to add``, ``detectable_gain`` then the largest of the schemes not
+    met."""
+    by_scheme = {}
+    for scheme, gain in gains.items():
+        met = bool(gain["value"] is not None and gain["value"] >= MIN_GAIN and gain["ci95"] is not None
+                   and gain["ci95"][0] > 0)
+        baseline = baselines.get(scheme, {}).get("value")
+        room = None if baseline is None else 1.0 - baseline
+        spread = detectable_gain(gain["ci95"])
+        if met:
+            verdict = ADDS
+        elif gain["value"] is None or spread is None or room is None or spread > room:
+            verdict = CANNOT_TELL
+        else:
+            verdict = NOT_SHOWN
+        by_scheme[scheme] = {"met": met, "verdict": verdict, "gain": dict(gain), "baseline_oos_r2": baseline,
+                             "room": room, "spread_detects": spread,
+                             "detectable_gain": None if spread is None else max(MIN_GAIN, spread)}
+    verdicts = {entry["verdict"] for entry in by_scheme.values()}
+    verdict = ADDS if verdicts == {ADDS} else CANNOT_TELL if not verdicts or CANNOT_TELL in verdicts else NOT_SHOWN
+    detectable = (max(e["detectable_gain"] for e in by_scheme.values() if not e["met"]) if verdict == NOT_SHOWN
+                  else None)
+    return {"rule": RULE, "min_gain": MIN_GAIN, "term": PRIMARY,
+            "schemes": {scheme: entry["met"] for scheme, entry in by_scheme.items()}, "adds": verdict == ADDS,
+            "verdict": verdict, "detectable_gain": detectable, "power": DETECTION_POWER, "by_scheme": by_scheme}
+
+
+def verdict_text(decision: Mapping[str, Any], baseline: str) -> str:
+    """The verdict of :func:`decide` in words, what its intervals allow: "early ACR adds to <baseline>", "... is not
+    shown to add to <baseline>: ..." with the smallest gain this test would have detected, or "cannot tell whether
+    ...", naming the scheme whose interval is too wide and saying that the design could not have passed its rule.
+    baseline: what early ACR is added to, in words ("the run's settings + early reward + base accuracy")."""
+    verdict = decision["verdict"]
+    if verdict == ADDS:
+        return f"early ACR adds to {baseline}"
+    if verdict == NOT_SHOWN:
+        return (f"early ACR is not shown to add to {baseline}: this test would have detected a gain in out-of-sample "
+                f"R^2 of {decision['detectable_gain']:.2f} or more ({decision['power']:.0%} of the time); a smaller one "
+                "could have gone unseen")
+    unclear = [(scheme, entry) for scheme, entry in decision["by_scheme"].items() if entry["verdict"] == CANNOT_TELL]
+    if not unclear:
+        return f"cannot tell whether early ACR adds to {baseline}: no out-of-sample scheme could be run"
+    scheme, entry = unclear[0]
+    words = SCHEME_WORDS.get(scheme, scheme)
+    gain, room = entry["gain"], entry["room"]
+    if gain["value"] is None or room is None or gain["ci95"] is None:
+        return (f"cannot tell whether early ACR adds to {baseline}: {words}, the gain in out-of-sample R^2 is "
+                "undefined (the final score does not vary among the runs held out)")
+    others = "".join(f"; {SCHEME_WORDS.get(other, other)} it is not shown to add (a gain of "
+                     f"{e['detectable_gain']:.2f} or more would have been detected)"
+                     for other, e in decision["by_scheme"].items() if e["verdict"] == NOT_SHOWN)
+    return (f"cannot tell whether early ACR adds to {baseline}: {words}, the 95% interval of the gain in out-of-sample "
+            f"R^2 ({gain['ci95'][0]:+.3f} to {gain['ci95'][1]:+.3f}) is too wide to say anything (the smallest gain it "
+            f"would detect, {entry['spread_detects']:.2f}, exceeds the {room:.2f} by which R^2 can still rise above "
+            f"the baseline's {entry['baseline_oos_r2']:.2f}), so this design could not have passed its own rule"
+            + others)
 
 
 def within_cells_difference(outcome: np.ndarray, flag: np.ndarray, cell: np.ndarray, cluster: np.ndarray,

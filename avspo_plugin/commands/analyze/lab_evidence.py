@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .forecast_models import BASELINE_WORDS, SCHEME_WORDS, VERDICTS, verdict_text
 from .records import AnalyzeError
 
 LAB_SWEEP_FIT = Path(__file__).with_name("lab_sweep_fit.json")
@@ -88,15 +89,23 @@ def load_lab_evidence(path: Path = LAB_SWEEP_FIT) -> LabEvidence:
     """The sweep's out-of-sample results from its fit file; an error names the file and the key that is wrong."""
     try:
         data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise AnalyzeError(f"{path}: the lab sweep's fit file is missing (reinstall avspo-plugin)") from None
+    except json.JSONDecodeError as err:
+        raise AnalyzeError(f"{path}: not a fit file of `python -m lab sweep` ({err!r})") from None
+    return lab_evidence(data, Path(path))
+
+
+def lab_evidence(data: Any, path: Path) -> LabEvidence:
+    """:func:`load_lab_evidence` of a fit file's content ``data``, read from ``path``."""
+    try:
         oos = data["oos"]
         added = oos["added"]
         supported = data["forecast"]["supported"]
         runs, bases = int(oos["runs"]), int(oos["bases"])
         prereg = data["preregistered"]
         _check_preregistered(prereg)
-    except FileNotFoundError:
-        raise AnalyzeError(f"{path}: the lab sweep's fit file is missing (reinstall avspo-plugin)") from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, ValueError) as err:
         raise AnalyzeError(f"{path}: not a fit file of `python -m lab sweep` with 'oos.added' and 'preregistered' "
                            f"({err!r})") from None
     if not isinstance(added, dict) or set(added) - set(ADDED_TITLES):
@@ -113,17 +122,16 @@ def load_lab_evidence(path: Path = LAB_SWEEP_FIT) -> LabEvidence:
 def _check_preregistered(prereg: Any) -> None:
     """The keys evidence_lines reads of fit.json's ``preregistered``; a KeyError or TypeError names what is missing."""
     verdict = prereg["verdict"]
-    if verdict not in ("pending", "adds", "does not add"):
-        raise ValueError(f"preregistered.verdict must be pending, adds or does not add, found {verdict!r}")
+    if verdict not in ("pending", *VERDICTS):
+        raise ValueError(f"preregistered.verdict must be one of pending, {', '.join(VERDICTS)}; found {verdict!r}")
     for status in ("exploratory", "confirmation"):
         result = prereg[status]
         if result is not None:
-            _ = (result["table"]["added"]["acr"], result["table"]["decision"]["adds"], result["runs"], result["bases"])
+            decision = result["table"]["decision"]
+            _ = (result["table"]["added"]["acr"], decision["verdict"], decision["by_scheme"], result["runs"],
+                 result["bases"])
     if prereg["confirmation"] is None:
         _ = (prereg["planned_confirmation"]["runs"], prereg["planned_confirmation"]["command"])
-
-
-SCHEME_WORDS = {"leave_one_base_out": "leaving one base out", "leave_one_setting_out": "leaving one setting out"}
 
 
 def gain_text(gains: dict[str, Any]) -> str:
@@ -138,8 +146,10 @@ def preregistered_summary(prereg: dict[str, Any]) -> dict[str, Any]:
     def result(outcome: dict[str, Any] | None) -> dict[str, Any] | None:
         if outcome is None:
             return None
+        decision = outcome["table"]["decision"]
         return {"status": outcome["status"], "runs": outcome["runs"], "bases": len(outcome["bases"]),
-                "acr_gain": outcome["table"]["added"]["acr"], "adds": outcome["table"]["decision"]["adds"]}
+                "acr_gain": outcome["table"]["added"]["acr"], "adds": decision["adds"], "verdict": decision["verdict"],
+                "detectable_gain": decision["detectable_gain"]}
 
     return {"verdict": prereg["verdict"], "rule": prereg["rule"], "exploratory": result(prereg["exploratory"]),
             "confirmation": result(prereg["confirmation"])}
@@ -155,16 +165,15 @@ def preregistered_lines(prereg: dict[str, Any]) -> list[str]:
         lines.append(f"  pre-registered test: its confirmation sweep ({planned['runs']} runs on bases no fit has seen) "
                      "has not yet run, so whether early ACR foretells how a run ends is open")
     else:
-        verdict = "adds to" if confirmation["table"]["decision"]["adds"] else "does not add to"
         lines.append(f"  pre-registered confirmation ({confirmation['runs']} runs from {len(confirmation['bases'])} "
-                     f"bases no fit had seen): early ACR {verdict} the run's settings + early reward + base accuracy; "
-                     f"change in out-of-sample R^2: {gain_text(confirmation['table']['added']['acr'])}")
+                     f"bases no fit had seen): change in out-of-sample R^2 "
+                     f"{gain_text(confirmation['table']['added']['acr'])}; verdict: "
+                     f"{verdict_text(confirmation['table']['decision'], BASELINE_WORDS)}")
     if exploratory is not None:
-        rule = "meets" if exploratory["table"]["decision"]["adds"] else "does not meet"
         lines.append(f"  exploratory ({exploratory['runs']} runs from {len(exploratory['bases'])} bases, models chosen "
-                     f"after looking at them): added to the run's settings + early reward + base accuracy, early ACR "
-                     f"changed out-of-sample R^2 by {gain_text(exploratory['table']['added']['acr'])}; on these "
-                     f"runs it {rule} the pre-registered rule ({prereg['rule']})")
+                     f"after looking at them): added to {BASELINE_WORDS}, early ACR changed out-of-sample R^2 by "
+                     f"{gain_text(exploratory['table']['added']['acr'])}; the pre-registered rule ({prereg['rule']}) "
+                     f"on these runs: {exploratory['table']['decision']['verdict']}")
     return lines
 
 

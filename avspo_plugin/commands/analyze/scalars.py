@@ -52,6 +52,9 @@ class _Collector:
         for key, value in row.items():
             number = _number(value)
             if number is None:
+                infinite = _float(value)
+                if infinite is not None:
+                    self.log.infinite.setdefault(key, {})[step] = infinite
                 if not _is_missing(value):
                     self.log.nonnumeric.setdefault(key, where)
                 continue
@@ -68,20 +71,24 @@ class _Collector:
         return self.log
 
 
-def _number(value: Any) -> float | None:
-    """A float from a JSON/CSV value (NaN included); None for missing, non-numeric or infinite values."""
+def _float(value: Any) -> float | None:
+    """A float from a JSON/CSV value (NaN and infinities included); None for missing or non-numeric values."""
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str):
+        return float(value)
+    if isinstance(value, str):
         try:
-            number = float(value)
+            return float(value)
         except ValueError:
             return None
-    else:
-        return None
-    return None if math.isinf(number) else number
+    return None
+
+
+def _number(value: Any) -> float | None:
+    """A float from a JSON/CSV value (NaN included); None for missing, non-numeric or infinite values."""
+    number = _float(value)
+    return None if number is None or math.isinf(number) else number
 
 
 def _is_missing(value: Any) -> bool:

@@ -40,17 +40,63 @@ def test_the_rule_says_yes_where_acr_truly_adds_and_no_where_it_is_noise():
 
     noise = sm.preregistered_table(sm.table_from_points(synthetic_points(acr_effect=0.0)), reps=REPS)
     assert not noise["decision"]["adds"]
+    # Narrow intervals: not shown to add, with the smallest gain this test would have detected (the rule's 0.05).
+    assert noise["decision"]["verdict"] == sm.NOT_SHOWN and noise["decision"]["detectable_gain"] == sm.MIN_GAIN
     # The baseline predicts (the settings, reward and base accuracy are the truth); ACR adds about nothing.
     assert noise["models"]["baseline"]["oos_r2"]["leave_one_setting_out"]["value"] > 0.5
     assert abs(noise["added"]["acr"]["leave_one_setting_out"]["value"]) < sm.MIN_GAIN
 
 
+BASELINE = {"leave_one_base_out": {"value": 0.5, "ci95": [0.1, 0.7]}, "leave_one_setting_out": {"value": 0.5,
+                                                                                                "ci95": [0.1, 0.7]}}
+
+
 def test_decision_needs_every_scheme_the_minimum_gain_and_an_interval_above_zero():
     good = {"value": 0.08, "ci95": [0.01, 0.2]}
-    assert sm.decide({"leave_one_base_out": good, "leave_one_setting_out": good})["adds"]
-    assert not sm.decide({"leave_one_base_out": good, "leave_one_setting_out": {"value": 0.04, "ci95": [0.01, 0.1]}})["adds"]
-    assert not sm.decide({"leave_one_base_out": {"value": 0.3, "ci95": [-0.01, 0.6]}})["adds"]
-    assert not sm.decide({})["adds"]
+    assert sm.decide({"leave_one_base_out": good, "leave_one_setting_out": good}, BASELINE)["adds"]
+    assert not sm.decide({"leave_one_base_out": good, "leave_one_setting_out": {"value": 0.04, "ci95": [0.01, 0.1]}},
+                         BASELINE)["adds"]
+    assert not sm.decide({"leave_one_base_out": {"value": 0.3, "ci95": [-0.01, 0.6]}}, BASELINE)["adds"]
+    assert not sm.decide({}, BASELINE)["adds"]
+
+
+@pytest.mark.parametrize(
+    "gains, verdict, words",
+    [
+        ({"leave_one_base_out": {"value": 0.08, "ci95": [0.01, 0.2]}}, sm.ADDS, "early ACR adds to X"),
+        # Interval 0.2 wide: the spread detects (1.96 + 0.84) x 0.2 / 3.92 = 0.143 <= 0.5 of room.
+        ({"leave_one_base_out": {"value": 0.02, "ci95": [-0.08, 0.12]}}, sm.NOT_SHOWN,
+         "early ACR is not shown to add to X: this test would have detected a gain in out-of-sample R^2 of 0.14 or "
+         "more (80% of the time); a smaller one could have gone unseen"),
+        # Narrow, below the rule's minimum: detectable is the rule's 0.05.
+        ({"leave_one_base_out": {"value": 0.0, "ci95": [-0.01, 0.01]}}, sm.NOT_SHOWN, "R^2 of 0.05 or more"),
+        # The confirmation's leave-one-base-out interval: 2.565 wide detects 1.83, more than the 0.5 of room.
+        ({"leave_one_base_out": {"value": 0.122, "ci95": [-1.196, 1.369]},
+          "leave_one_setting_out": {"value": 0.02, "ci95": [-0.08, 0.12]}}, sm.CANNOT_TELL,
+         "cannot tell whether early ACR adds to X: leaving one base out, the 95% interval of the gain in out-of-sample "
+         "R^2 (-1.196 to +1.369) is too wide to say anything (the smallest gain it would detect, 1.83, exceeds the 0.50 "
+         "by which R^2 can still rise above the baseline's 0.50), so this design could not have passed its own rule; "
+         "leaving one setting out it is not shown to add (a gain of 0.14 or more would have been detected)"),
+        ({"leave_one_base_out": {"value": None, "ci95": None}}, sm.CANNOT_TELL, "the gain in out-of-sample R^2 is "
+         "undefined"),
+        ({}, sm.CANNOT_TELL, "no out-of-sample scheme could be run"),
+    ],
+    ids=["adds", "not-shown", "not-shown-at-the-rules-minimum", "cannot-tell-too-wide", "cannot-tell-undefined",
+         "cannot-tell-no-scheme"],
+)
+def test_three_verdicts_at_the_strength_the_intervals_carry(gains, verdict, words):
+    decision = sm.decide(gains, BASELINE)
+    assert decision["verdict"] == verdict and decision["adds"] == (verdict == sm.ADDS)
+    assert words in sm.verdict_text(decision, "X")
+
+
+def test_the_detectable_gain_is_the_one_a_test_of_that_spread_finds_four_times_in_five():
+    """Simulated: a true gain g = detectable_gain, estimates drawn with the standard error the interval implies; the
+    interval (estimate +- 1.96 se) lies above 0 in 80% of draws."""
+    ci95 = [-0.3, 0.5]
+    gain, se = sm.detectable_gain(ci95), (ci95[1] - ci95[0]) / (2 * sm.Z_INTERVAL)
+    estimates = np.random.default_rng(0).normal(gain, se, 200_000)
+    assert np.mean(estimates - sm.Z_INTERVAL * se > 0) == pytest.approx(sm.DETECTION_POWER, abs=0.005)
 
 
 def test_each_fold_is_refitted_without_its_runs_in_every_resample():

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from commands.analyze.generated_runs import avspo_rows, draw_run, truth, write_verl_file_log
 
+from avspo_plugin.commands.analyze import forecast_models as sm
 from avspo_plugin.commands.analyze import lab_evidence
 from avspo_plugin.commands.analyze.records import AnalyzeError
+from avspo_plugin.commands.analyze.signals import load_fit
 
 ROOT = Path(__file__).parents[3]
 SWEEP_FIT = ROOT / "docs" / "evidence" / "sweep" / "fit.json"
@@ -22,9 +24,9 @@ def confirmation_line(prereg: dict) -> str:
     if confirmation is None:
         return (f"its confirmation sweep ({prereg['planned_confirmation']['runs']} runs on bases no fit has seen) has "
                 "not yet run")
-    words = "adds to" if confirmation["table"]["decision"]["adds"] else "does not add to"
     return (f"pre-registered confirmation ({confirmation['runs']} runs from {len(confirmation['bases'])} bases no fit "
-            f"had seen): early ACR {words} the run's settings + early reward + base accuracy")
+            f"had seen): change in out-of-sample R^2 {lab_evidence.gain_text(confirmation['table']['added']['acr'])}; "
+            f"verdict: {sm.verdict_text(confirmation['table']['decision'], sm.BASELINE_WORDS)}")
 
 
 def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monkeypatch):
@@ -63,16 +65,17 @@ def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monk
     confirmation.update(status="confirmation", runs=48, bases=["n1", "n2", "n3", "n4"])
     confirmation["table"]["added"]["acr"] = {"leave_one_base_out": {"value": 0.2, "ci95": [0.06, 0.4]},
                                              "leave_one_setting_out": {"value": 0.1, "ci95": [0.01, 0.2]}}
-    confirmation["table"]["decision"]["adds"] = True
+    confirmation["table"]["decision"] = sm.decide(confirmation["table"]["added"]["acr"],
+                                                  confirmation["table"]["models"]["baseline"]["oos_r2"])
     edited["preregistered"].update(confirmation=confirmation, verdict="adds")
     copy = tmp_path / "fit.json"
     copy.write_text(json.dumps(edited))
     monkeypatch.setattr(lab_evidence, "LAB_SWEEP_FIT", copy)
     code, document, out, _ = analyze(run, out=tmp_path / "edited")
     assert code == 0 and "has not yet run" not in out
-    assert ("pre-registered confirmation (48 runs from 4 bases no fit had seen): early ACR adds to the run's settings "
-            "+ early reward + base accuracy; change in out-of-sample R^2: +0.200 (95% CI +0.060 to +0.400) leaving one "
-            "base out, +0.100 (95% CI +0.010 to +0.200) leaving one setting out") in out
+    assert ("pre-registered confirmation (48 runs from 4 bases no fit had seen): change in out-of-sample R^2 +0.200 "
+            "(95% CI +0.060 to +0.400) leaving one base out, +0.100 (95% CI +0.010 to +0.200) leaving one setting out; "
+            "verdict: early ACR adds to the run's settings + early reward + base accuracy") in out
     assert document["acr_predictive_value_in_the_lab"]["preregistered"]["verdict"] == "adds"
 
 
@@ -85,7 +88,8 @@ def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monk
          "oos.added.acr.value must be a finite number or null"),
         (lambda fit: fit["oos"].update(baseline_r2={"value": 0.1, "ci95": [0.0]}), "oos.baseline_r2.ci95 must be"),
         (lambda fit: fit.pop("preregistered"), "with 'oos.added' and 'preregistered' (KeyError('preregistered')"),
-        (lambda fit: fit["preregistered"].update(verdict="maybe"), "preregistered.verdict must be pending, adds or"),
+        (lambda fit: fit["preregistered"].update(verdict="does not add"),
+         "preregistered.verdict must be one of pending, adds, not shown to add, cannot tell; found 'does not add'"),
     ],
 )
 def test_a_damaged_fit_file_is_named_with_the_key(tmp_path, change, message):
@@ -95,3 +99,21 @@ def test_a_damaged_fit_file_is_named_with_the_key(tmp_path, change, message):
     path.write_text(json.dumps(fit))
     with pytest.raises(AnalyzeError, match=f"^{re.escape(str(path))}: .*{re.escape(message)}"):
         lab_evidence.load_lab_evidence(path)
+
+
+def test_no_fit_file_offers_a_forecast_the_preregistered_verdict_does_not_back(tmp_path):
+    """Every fit file the project holds (the sweep's, its packaged copy, the confirmation's) says the verdict the
+    confirmation's numbers give, and supports a forecast only where that verdict is adds: `--fit` refuses each. Before,
+    sweep-confirm/fit.json said `supported: true` while README and the packaged file said ACR does not add."""
+    files = [SWEEP_FIT, lab_evidence.LAB_SWEEP_FIT, ROOT / "docs/evidence/sweep-confirm/fit.json"]
+    fits = [json.loads(path.read_text()) for path in files]
+    confirmation = fits[0]["preregistered"]["confirmation"]
+    verdict = sm.decide(confirmation["table"]["added"]["acr"], confirmation["table"]["models"]["baseline"]["oos_r2"])
+    for path, fit in zip(files, fits):
+        assert fit["preregistered"]["verdict"] == verdict["verdict"] == sm.CANNOT_TELL, path
+        assert fit["preregistered"]["confirmation"]["table"]["decision"] == verdict, path
+        assert fit["forecast"]["supported"] is False and sm.verdict_text(verdict, sm.BASELINE_WORDS) in \
+            fit["forecast"]["why"], path
+        with pytest.raises(AnalyzeError, match="does not support a forecast for another run"):
+            load_fit(path)
+    assert "could not have passed its own rule" in (ROOT / "README.md").read_text()
