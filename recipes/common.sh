@@ -286,14 +286,17 @@ run_recipe() {
   verl_command "$@"
   if uses_wandb "$@"; then check_wandb_login; fi
   dry_run_header "$1"
+  # RUN_ENV=(NAME=VALUE ...): variables of this run alone (run_ab_1gpu.sh: each run's metrics file), on its command
+  # line so that a dry run's line runs as the script would.
+  local -a run_env=()
+  if [[ -n "${RUN_ENV+set}" ]]; then run_env=("${RUN_ENV[@]}"); fi
   if [[ "$PLUGIN_LOAD" == env ]]; then
     # This process imports it through the variable, the Ray processes through the runtime env.
-    export VERL_USE_EXTERNAL_MODULES="$PLUGIN_MODULE"
+    run_env+=("VERL_USE_EXTERNAL_MODULES=$PLUGIN_MODULE")
     VERL_CMD+=("+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=$PLUGIN_MODULE")
   fi
-  if [[ -n "${RUN_ENV+set}" && ${#RUN_ENV[@]} -gt 0 ]]; then
-    # RUN_ENV=(NAME=VALUE ...): variables of this run alone, shown in a dry run (run_ab_1gpu.sh: each run's metrics file)
-    launch env "${RUN_ENV[@]}" "${VERL_CMD[@]}"
+  if [[ ${#run_env[@]} -gt 0 ]]; then
+    launch env "${run_env[@]}" "${VERL_CMD[@]}"
   else
     launch "${VERL_CMD[@]}"
   fi

@@ -425,10 +425,12 @@ def test_settings_reach_the_command(data_dir, tmp_path):
     )
     assert run.returncode == 0, run.stderr
     [argv] = commands(run.stdout)
-    assert argv[:7] == [
+    # PLUGIN_LOAD=env: the variable on the command line (this process) and in Ray's runtime env (its workers).
+    assert argv[:9] == [
+        "env", "VERL_USE_EXTERNAL_MODULES=avspo_plugin.verl",
         sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(RECIPES), "--config-name", "avspo_megatron_7b",
     ]
-    assert argv[7:] == [
+    assert argv[9:] == [
         f"data.train_files=['{data_dir / 'level3_500.parquet'}']",
         f"data.val_files=['{data_dir / 'eval' / 'math500.parquet'}']",
         f"actor_rollout_ref.model.path={model}",
