@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from ..experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_timing, write_report
 from ..methods import parse_method
@@ -562,8 +563,6 @@ def signal_tracking(runs: Mapping[str, Mapping[str, Mapping[int, dict]]], endpoi
                     budget: int) -> dict:
     """Exploratory: over the seed pairs, the Pearson correlation of each of the arm's own LOG_SIGNALS with the
     primary's difference to GRPO, and each base's mean signal beside its mean difference."""
-    from scipy import stats
-
     pairs = [(b, s) for b in runs[arm] for s in runs[arm][b]]
     gains = np.array([endpoints[arm][b][s]["primary"] - endpoints[BASELINE][b][s]["primary"] for b, s in pairs])
     signals = {(b, s): log_signals(runs[arm][b][s], budget) for b, s in pairs}
