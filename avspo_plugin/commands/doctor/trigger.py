@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from avspo_plugin.config import AVSPOConfig
+from avspo_plugin.config import DEFAULT_EVIDENCE, AVSPOConfig
 
 # ACR of GRPO runs in the paper (G = 8); the doctor states the trigger at both ends when the run's own is not known.
 PAPER_GRPO_ACR = (0.28, 0.45)
@@ -63,7 +63,7 @@ def trigger_note(avspo: AVSPOConfig, group_size: int | None, prompts: int | None
     head = (f"algorithm.avspo.threshold_mode={avspo.threshold_mode}: virtual samples are added only on steps whose ACR "
             f"exceeds tau ({moves})")
     advice = ("algorithm.avspo.threshold_mode=always augments every collapsed group at every step, in any batch "
-              "(docs/method/method.md)")
+              "(docs/method/method.md). " + DEFAULT_EVIDENCE["acting_evidence"])
     if not prompts:
         return "warn", (f"{head}; data.train_batch_size is not set, so how often that happens is not known here: with "
                         f"many prompts per step seldom. {advice}")
