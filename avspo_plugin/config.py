@@ -13,20 +13,16 @@ import dataclasses
 import difflib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from .threshold_modes import MONITOR_MODE, THRESHOLD_MODES
+
 STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed_partial", "exp_decay")
 # Strategies whose virtual rewards are placed between reward_low and reward_high.
 BOUNDED_STRATEGIES = frozenset(STRATEGIES) - {"stratified_observed"}
-THRESHOLD_MODES = ("adaptive", "fixed", "always", "never")
-# The ACR monitor's mode: collapse measured, no virtual sample, every advantage plain GRPO's.
-MONITOR_MODE = "never"
-# The modes under which AVSPO's trigger can stay shut on a step with collapsed groups (always augments every
-# collapsed group; never is the monitor's mode, which augments nothing by design).
-TRIGGERED_MODES = ("adaptive", "fixed")
 APPLY_TO = ("all", "all_fail", "all_pass")
 # Why threshold_mode has its default: one sentence rendered from the lab's learning-or-sharpening study
 # (python -m renderer writes the file; tests/test_rendered.py checks both agree).
@@ -126,9 +122,9 @@ class AutoOrInteger(Integer):
 
 @dataclass(frozen=True)
 class OneOf:
-    """One of ``choices`` (the help text says what each means)."""
+    """One of ``choices`` (the help text says what each means); a table of rows is read as it stands at each check."""
 
-    choices: tuple[str, ...]
+    choices: Collection[str]
 
     def problem(self, value: Any) -> str | None:
         return None if value in self.choices else self.wording()
@@ -163,18 +159,39 @@ def _plain(bound: float) -> str:
     return str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e15 else repr(bound)
 
 
-def _key(default: Any, section: str, help: str, allowed: Allowed, why: str = "") -> Any:
+def _key(default: Any, section: str, help: str | Callable[[], str], allowed: Allowed, why: str = "") -> Any:
     """A config field with its section, its values and its help text (as TRL's GRPOConfig fields carry theirs).
 
     The help of a number or an integer ends with its range, written from ``allowed``, and ``why`` the
-    range is what it is; choices and booleans are explained in the help itself.
+    range is what it is; choices and booleans are explained in the help itself. A help written from a table (the
+    threshold modes) is a function, so that it says what the table holds when it is read (:func:`key_help`).
     """
+    metadata = {"help": help, "why": why, "section": section, "allowed": allowed}
+    if isinstance(allowed, OneOf):
+        metadata["choices"] = tuple(allowed.choices)
+    return field(default=default, metadata=metadata)
+
+
+def key_help(key: dataclasses.Field) -> str:
+    """The help text of a config field made by :func:`_key`, a number's or an integer's ending with its range."""
+    help, allowed, why = key.metadata["help"], key.metadata["allowed"], key.metadata["why"]
+    if callable(help):
+        help = help()
     if isinstance(allowed, (Number, Integer)):
         help = f"{help} Allowed: {allowed.wording()}" + (f" ({why})." if why else ".")
-    metadata = {"help": help, "section": section, "allowed": allowed}
-    if isinstance(allowed, OneOf):
-        metadata["choices"] = allowed.choices
-    return field(default=default, metadata=metadata)
+    return help
+
+
+def _threshold_mode_help() -> str:
+    meanings = "; ".join(f"{mode.name}: {mode.meaning}" for mode in THRESHOLD_MODES.values())
+    return f"When virtual samples are added. {meanings}. {DEFAULT_EVIDENCE['threshold_mode_reason']}"
+
+
+def _stagnation_steps_help() -> str:
+    can_stay_shut = " or ".join(mode.name for mode in THRESHOLD_MODES.values() if mode.can_stay_shut)
+    return ("Consecutive steps for the stagnation and entropy-collapse warnings, and for the inert-trigger warning "
+            f"(threshold_mode {can_stay_shut}: no group augmented on this many steps with collapsed groups); 0 "
+            "disables all three.")
 
 
 class ConfigError(ValueError):
@@ -287,10 +304,7 @@ class EarlyWarningSettings(ConfigBlock):
         Number(0.0, 1.0), "ACR is a fraction of groups",
     )
     stagnation_steps: int = _key(
-        50, EARLY_WARNINGS, "Consecutive steps for the stagnation and entropy-collapse warnings, and for the "
-        "inert-trigger warning (threshold_mode adaptive or fixed: no group augmented on this many steps with "
-        "collapsed groups); 0 disables all three.",
-        Integer(0, MAX_STEPS), "a million steps is longer than any RL run",
+        50, EARLY_WARNINGS, _stagnation_steps_help, Integer(0, MAX_STEPS), "a million steps is longer than any RL run"
     )
     entropy_floor: float = _key(
         0.5, EARLY_WARNINGS,
@@ -360,15 +374,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         OneOf(APPLY_TO),
     )
     # Threshold: when virtual samples are added (Eqs. 11-12).
-    threshold_mode: str = _key(
-        "adaptive", THRESHOLD,
-        "When virtual samples are added. always: every step, every collapsed group (the paper's operating point: it "
-        "trained on one prompt per step); adaptive: ACR_t > tau_t, tau updated by Eq. 12 after each step (the paper's "
-        "equations; in a batch of many prompts ACR_t seldom exceeds tau_t, docs/evidence/study.md); fixed: ACR_t > "
-        "threshold_init; never: monitor only (plain GRPO advantages, all metrics). "
-        + DEFAULT_EVIDENCE["threshold_mode_reason"],
-        OneOf(THRESHOLD_MODES),
-    )
+    threshold_mode: str = _key("adaptive", THRESHOLD, _threshold_mode_help, OneOf(THRESHOLD_MODES))
     threshold_init: float = _key(
         0.5, THRESHOLD, "tau_0 of the adaptive threshold (between threshold_min and threshold_max), and the threshold "
         "of mode fixed.", Number(0.0, 1.0), "ACR is a fraction of groups",
@@ -412,7 +418,8 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
                 f"threshold_min={self.threshold_min!r} is above threshold_max={self.threshold_max!r}: "
                 "need threshold_min <= threshold_max"
             )
-        if self.threshold_mode == "adaptive" and not self.threshold_min <= self.threshold_init <= self.threshold_max:
+        adapts = THRESHOLD_MODES[self.threshold_mode].adapts_threshold
+        if adapts and not self.threshold_min <= self.threshold_init <= self.threshold_max:
             raise ConfigError(
                 f"threshold_init={self.threshold_init!r} is outside [threshold_min, threshold_max] = "
                 f"[{self.threshold_min!r}, {self.threshold_max!r}], where the adaptive threshold lives"
@@ -427,7 +434,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     def places_virtual_rewards_in_bounds(self) -> bool:
         """Whether virtual rewards may be placed between reward_low and reward_high, so that every reward must lie
         there; the monitor places none, and its bounds only name the all-fail / all-pass regimes."""
-        return self.bounded and self.threshold_mode != MONITOR_MODE
+        return self.bounded and THRESHOLD_MODES[self.threshold_mode].augments
 
     def as_monitor(self) -> AVSPOConfig:
         """These settings as the ACR monitor measures with them: ``threshold_mode`` never (the one place the
@@ -565,7 +572,7 @@ def _bad(name: str, value: Any, allowed: str) -> str:
 
 def config_help(config_class: type[ConfigBlock] = AVSPOConfig) -> list[tuple[str, Any, str]]:
     """(key, default, help) for every key, in declaration order: the source of the docs and the YAML."""
-    return [(f.name, f.default, f.metadata["help"]) for f in config_class.ordered_fields()]
+    return [(f.name, f.default, key_help(f)) for f in config_class.ordered_fields()]
 
 
 def config_sections(config_class: type[ConfigBlock] = AVSPOConfig) -> list[tuple[str, list[tuple[str, Any, str]]]]:

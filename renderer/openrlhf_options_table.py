@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from avspo_plugin.config import AVSPOConfig
+from avspo_plugin.config import AVSPOConfig, key_help
 from avspo_plugin.openrlhf.args import DOTTED, HOST_DEFAULTS, default_of
 from renderer.docs_pages import markdown_cell
 
@@ -18,7 +18,7 @@ def options_table() -> str:
     """The markdown table of every avspo flag: name (dotted releases), default under OpenRLHF, meaning."""
     rows = ["| flag | default | meaning |", "|---|---|---|"]
     for field in dataclasses.fields(AVSPOConfig):
-        meaning = field.metadata["help"]
+        meaning = key_help(field)
         if field.name in HOST_DEFAULTS:
             meaning += f" OpenRLHF default {default_of(field.name)!r} (AVSPOConfig: {field.default!r})."
         flag = DOTTED.flag(DOTTED.avspo_dest(field.name))

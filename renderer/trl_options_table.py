@@ -2,6 +2,7 @@
 
 import dataclasses
 
+from avspo_plugin.config import key_help
 from avspo_plugin.trl.config import ALIASES, FIELD_PREFIX, AVSPOGRPOConfig, exposed_keys
 from renderer.docs_pages import markdown_cell
 
@@ -13,7 +14,7 @@ def options_table() -> str:
     """The markdown table of every AVSPOGRPOConfig option: generated fields, then the aliases."""
     rows = ["| field | default | meaning |", "|---|---|---|"]
     for key in exposed_keys():
-        rows.append(f"| `{FIELD_PREFIX}{key.name}` | `{key.default!r}` | {markdown_cell(key.metadata['help'])} |")
+        rows.append(f"| `{FIELD_PREFIX}{key.name}` | `{key.default!r}` | {markdown_cell(key_help(key))} |")
     for f in dataclasses.fields(AVSPOGRPOConfig):
         if f.name == "use_avspo" or f.name in ALIASES:
             rows.append(f"| `{f.name}` | `None` | {markdown_cell(f.metadata['help'])} |")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.config import AVSPOConfig, SelectionConfig
+from avspo_plugin.config import AVSPOConfig, SelectionConfig, key_help
 from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS
 from renderer.docs_pages import EVIDENCE_SOURCE, PACKAGED_EVIDENCE, PAGES, VERL_DEMO_RECORD, demo_step_metrics
 from renderer.files import generated_files, stale_files, with_block
@@ -88,7 +88,7 @@ def test_the_default_threshold_mode_is_the_one_the_study_decided_and_its_help_sa
     assert AVSPOConfig().threshold_mode == decision["default_threshold_mode"]
     reason = json.loads(PACKAGED_EVIDENCE.read_text())["threshold_mode_reason"]
     (threshold_mode,) = [f for f in AVSPOConfig.ordered_fields() if f.name == "threshold_mode"]
-    assert threshold_mode.metadata["help"].endswith(reason)
+    assert key_help(threshold_mode).endswith(reason)
 
 
 @pytest.mark.parametrize("gains, verdict", [

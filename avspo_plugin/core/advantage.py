@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..config import MONITOR_MODE, AVSPOConfig
+from ..config import AVSPOConfig
+from ..threshold_modes import MONITOR_MODE
 from . import virtual as vr
 from .collapse import (
     collapse_regimes,

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import TRIGGERED_MODES, AVSPOConfig
+from ..config import AVSPOConfig
+from ..threshold_modes import THRESHOLD_MODES
 
 
 @dataclass
@@ -122,7 +123,7 @@ class EarlyWarnings:
 
 def _inert_patience(config: AVSPOConfig) -> int:
     """stagnation_steps where the trigger can stay shut, else 0 (disabled)."""
-    return config.stagnation_steps if config.threshold_mode in TRIGGERED_MODES else 0
+    return config.stagnation_steps if THRESHOLD_MODES[config.threshold_mode].can_stay_shut else 0
 
 
 def stagnation_message(warning: StreakWarning, step: int, acr: float) -> str:

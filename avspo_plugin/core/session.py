@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..config import MAX_VIRTUAL, MONITOR_MODE, THRESHOLD_MODES, AVSPOConfig
+from ..config import MAX_VIRTUAL, AVSPOConfig
 from ..state_files import INT64_MAX, InRange, Matching, check_fields
+from ..threshold_modes import THRESHOLD_MODES
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .collapse import off_bound_message
 from .early_warnings import INERT_TRIGGER, WARNING_FLAGS, EarlyWarnings
@@ -134,7 +135,7 @@ class AVSPOSession:
                 )  # fmt: skip
             self.state, self._state_origin = ThresholdState.initial(config), "of this process"
             return
-        if made_under is not None or config.threshold_mode != "adaptive":
+        if made_under is not None or not THRESHOLD_MODES[config.threshold_mode].adapts_threshold:
             return
         tau = min(config.threshold_max, max(config.threshold_min, state.tau))
         if tau != state.tau:
@@ -209,7 +210,7 @@ class AVSPOSession:
             # Rewards on a narrower scale than [reward_low, reward_high] collapse at neither bound: say so once.
             self._off_bound_warned = True
             config = self.config
-            augments = config.threshold_mode != MONITOR_MODE and config.apply_to == "all"
+            augments = THRESHOLD_MODES[config.threshold_mode].augments and config.apply_to == "all"
             self.log.warning(off_bound_message(
                 result.off_bound_groups, int(result.metrics["groups"]), result.off_bound_value,
                 config.reward_low, config.reward_high, augments,

@@ -1,4 +1,4 @@
-"""The trigger threshold: the adaptive rule of Eq. 12 and the fixed / always / never modes.
+"""The trigger threshold: the adaptive rule of Eq. 12, and each threshold mode run by its row of THRESHOLD_MODES.
 
 The state that crosses steps (tau_t, the previous step's mean reward J_{t-1}, the
 step counter t) is a small object with ``state_dict()`` so hosts can checkpoint it.
@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ..config import AVSPOConfig
+from ..threshold_modes import THRESHOLD_MODES
 
 
 @dataclass(frozen=True)
@@ -65,24 +66,22 @@ def adaptive_threshold_update(
 def threshold_in_force(config: AVSPOConfig, state: ThresholdState) -> float:
     """The threshold this call compares ACR_t against: tau_t (adaptive), threshold_init (fixed).
 
-    always and never report the constant that gives the same decision under ACR_t > threshold
-    (0: every collapsed group is augmented; 1: ACR never exceeds it).
+    A mode that reads no threshold (always, never) reports the constant that gives the same decision under
+    ACR_t > threshold (0: every collapsed group is augmented; 1: ACR never exceeds it).
     """
-    return {
-        "adaptive": state.tau,
-        "fixed": config.threshold_init,
-        "always": 0.0,
-        "never": 1.0,
-    }[config.threshold_mode]
+    mode = THRESHOLD_MODES[config.threshold_mode]
+    if mode.adapts_threshold:
+        return state.tau
+    if mode.reads_threshold:
+        return config.threshold_init
+    return 0.0 if mode.augments else 1.0
 
 
 def is_triggered(config: AVSPOConfig, acr: float, threshold: float) -> bool:
-    """Eq. 13's batch condition ACR_t > tau_t (always: true; never: false)."""
-    if config.threshold_mode == "always":
-        return True
-    if config.threshold_mode == "never":
-        return False
-    return acr > threshold
+    """Eq. 13's batch condition ACR_t > tau_t; a mode that reads no threshold is open if it augments (always), else
+    shut (never)."""
+    mode = THRESHOLD_MODES[config.threshold_mode]
+    return acr > threshold if mode.reads_threshold else mode.augments
 
 
 def groups_to_augment(
@@ -107,7 +106,7 @@ def groups_to_augment(
 def advance(config: AVSPOConfig, state: ThresholdState, acr: float, reward_mean: float) -> ThresholdState:
     """The state after step t: Eq. 12 applied in adaptive mode from the second step on; J_t remembered."""
     tau = state.tau
-    if config.threshold_mode == "adaptive" and state.prev_reward_mean is not None:
+    if THRESHOLD_MODES[config.threshold_mode].adapts_threshold and state.prev_reward_mean is not None:
         tau = adaptive_threshold_update(
             tau,
             acr,

@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Union
 
-from ..config import AVSPOConfig, misspelt_name
+from ..config import AVSPOConfig, key_help, misspelt_name
 from ..names import ESTIMATOR
 
 # The one key whose OpenRLHF default differs from AVSPOConfig's: OpenRLHF's group_norm divides by
@@ -156,7 +156,7 @@ def add_avspo_arguments(parser: argparse.ArgumentParser, layout: ArgLayout = DOT
     hints = typing.get_type_hints(AVSPOConfig)
     for field in dataclasses.fields(AVSPOConfig):
         default = default_of(field.name)
-        help_text = field.metadata["help"]
+        help_text = key_help(field)
         if field.name in HOST_DEFAULTS:
             help_text += f" Under OpenRLHF the default is {default!r}, as in its group_norm."
         # argparse %-formats help text.

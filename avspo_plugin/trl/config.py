@@ -23,7 +23,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..config import MONITOR_MODE, AVSPOConfig, ConfigError, misspelt_name
+from ..config import AVSPOConfig, ConfigError, key_help, misspelt_name
+from ..threshold_modes import MONITOR_MODE, THRESHOLD_MODES
 from .advantages import host_settings
 from .bases import GRPOConfig
 
@@ -55,7 +56,7 @@ def _with_avspo_fields(cls: type) -> type:
         name = FIELD_PREFIX + key.name
         if name in inherited:
             raise TypeError(f"GRPOConfig already has a field {name!r}; AVSPO's key {key.name!r} cannot take that name")
-        metadata = {"help": key.metadata["help"].replace("%", "%%")}  # argparse formats help with %
+        metadata = {"help": key_help(key).replace("%", "%%")}  # argparse formats help with %
         if "choices" in key.metadata:
             metadata["choices"] = key.metadata["choices"]
         setattr(cls, name, field(default=key.default, metadata=metadata))
@@ -121,8 +122,8 @@ class AVSPOGRPOConfig(GRPOConfig):
             return
         name = FIELD_PREFIX + "threshold_mode"
         mode = getattr(self, name)
-        if self.use_avspo and mode == MONITOR_MODE:
-            raise ConfigError(f"use_avspo=True contradicts {name}={MONITOR_MODE!r} (monitoring only): set one")
+        if self.use_avspo and mode in THRESHOLD_MODES and not THRESHOLD_MODES[mode].augments:
+            raise ConfigError(f"use_avspo=True contradicts {name}={mode!r} (monitoring only): set one")
         if not self.use_avspo:
             if mode not in (MONITOR_MODE, _default("threshold_mode")):
                 raise ConfigError(

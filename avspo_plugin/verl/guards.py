@@ -20,9 +20,10 @@ from typing import Any
 
 import verl
 
-from ..config import MONITOR_MODE, ConfigError
+from ..config import ConfigError
 from ..host_versions import VERL, UnsupportedHostVersion
 from ..names import PLUGIN_MODULE
+from ..threshold_modes import MONITOR_MODE, THRESHOLD_MODES
 from .run_config import (
     avspo_config_from_algorithm,
     config_entry,
@@ -80,7 +81,7 @@ def group_filtering_problem(config: Any) -> str | None:
     if not (uses_avspo(config) and uses_group_filtering(config)):
         return None
     mode = avspo_config_from_algorithm(config_entry(config, "algorithm")).threshold_mode
-    if mode == MONITOR_MODE:
+    if not THRESHOLD_MODES[mode].augments:
         return None
     return (
         f"algorithm.adv_estimator=avspo with algorithm.avspo.threshold_mode={mode} cannot run with "

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from transformers import HfArgumentParser
 
-from avspo_plugin.config import AVSPOConfig, ConfigError
+from avspo_plugin.config import AVSPOConfig, ConfigError, key_help
 from avspo_plugin.trl import AVSPOGRPOConfig
 from avspo_plugin.trl.config import FIELD_PREFIX, HOST_KEYS
 
@@ -26,7 +26,7 @@ def test_every_avspo_key_but_trls_own_is_a_field_with_the_cores_default_help_and
             assert name not in fields
             continue
         assert fields[name].default == key.default
-        assert fields[name].metadata["help"] == key.metadata["help"]
+        assert fields[name].metadata["help"] == key_help(key)
         assert fields[name].metadata.get("choices") == key.metadata.get("choices")
 
 

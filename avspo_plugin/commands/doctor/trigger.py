@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from avspo_plugin.config import DEFAULT_EVIDENCE, AVSPOConfig
+from avspo_plugin.threshold_modes import THRESHOLD_MODES
 
 # ACR of GRPO runs in the paper (G = 8); the doctor states the trigger at both ends when the run's own is not known.
 PAPER_GRPO_ACR = (0.28, 0.45)
@@ -55,13 +56,18 @@ def trigger_outlook(prompts: int, group_size: int | None, acr: float, threshold:
     return TriggerOutlook(acr, open_steps, augmented)
 
 
+def mode_note(avspo: AVSPOConfig, prompts: int | None) -> str:
+    """What the launch check says of the run's threshold mode (its row's launch_note) for ``prompts`` prompts per
+    step (data.train_batch_size; None: not set)."""
+    batch = f"{prompts} prompts per step (data.train_batch_size)" if prompts else "a step's prompts"
+    mode = THRESHOLD_MODES[avspo.threshold_mode]
+    return f"algorithm.avspo.threshold_mode={mode.name}: " + mode.launch_note.format(batch=batch, **avspo.to_dict())
+
+
 def trigger_note(avspo: AVSPOConfig, group_size: int | None, prompts: int | None) -> tuple[str, str]:
-    """(level, text) of the doctor's finding on a triggered mode (adaptive, fixed) for this batch."""
+    """(level, text) of the doctor's finding on a mode whose trigger can stay shut (adaptive, fixed) for this batch."""
     tau = avspo.threshold_init
-    moves = (f"tau_0 = {tau}, moved after each step by Eq. 12 at threshold_lr={avspo.threshold_lr}"
-             if avspo.threshold_mode == "adaptive" else f"tau = threshold_init = {tau}")
-    head = (f"algorithm.avspo.threshold_mode={avspo.threshold_mode}: virtual samples are added only on steps whose ACR "
-            f"exceeds tau ({moves})")
+    head = mode_note(avspo, prompts)
     advice = ("algorithm.avspo.threshold_mode=always augments every collapsed group at every step, in any batch "
               "(docs/method/method.md). " + DEFAULT_EVIDENCE["acting_evidence"])
     if not prompts:

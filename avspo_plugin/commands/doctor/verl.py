@@ -21,12 +21,13 @@ import traceback
 from importlib import metadata
 from typing import Any
 
-from avspo_plugin.config import TRIGGERED_MODES, AVSPOConfig, ConfigError
+from avspo_plugin.config import AVSPOConfig, ConfigError
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
+from avspo_plugin.threshold_modes import MONITOR_MODE, THRESHOLD_MODES
 
 from .findings import installed_version, line
 from .ray_cluster import connect_ray
-from .trigger import trigger_note
+from .trigger import mode_note, trigger_note
 
 ENTRY_POINT_GROUP = "verl.plugins"
 ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
@@ -212,7 +213,6 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     # Here, after the registration checks: importing the verl adapter registers the estimator (module docstring).
     from omegaconf import OmegaConf
 
-    from avspo_plugin.config import MONITOR_MODE
     from avspo_plugin.verl.guards import group_filtering_problem, uses_group_filtering
     from avspo_plugin.verl.hooks import hooks_for
     from avspo_plugin.verl.monitor import launch_notes
@@ -290,12 +290,11 @@ def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> l
         notes.append(("warn", f"algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n={n}: each prompt has a "
                               "single response, so no group can collapse or be augmented (avspo/groups 0); set "
                               "rollout.n >= 2 for groups"))
-    if avspo.threshold_mode == "always":
-        batch = f"{prompts} prompts per step (data.train_batch_size)" if prompts else "a step's prompts"
-        notes.append(("ok", f"algorithm.avspo.threshold_mode=always: every collapsed group is augmented at every step, "
-                            f"whatever the ACR of {batch} (the paper's operating point)"))
-    if avspo.threshold_mode in TRIGGERED_MODES:
+    mode = THRESHOLD_MODES[avspo.threshold_mode]
+    if mode.can_stay_shut:
         notes.append(trigger_note(avspo, n, prompts))
+    elif mode.launch_note is not None:
+        notes.append(("ok", mode_note(avspo, prompts)))
     return notes
 
 
