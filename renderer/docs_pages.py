@@ -24,6 +24,7 @@ from pathlib import Path
 from avspo_plugin.config import AVSPOConfig, MonitorConfig, SelectionConfig, config_sections
 from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS, MONITOR_METRICS, REDUCTION_HELP
 from avspo_plugin.core.selection import SELECTION_METRIC_HELP
+from lab.research import headroom_report as headroom
 from lab.research import sharpening_report as evidence
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -243,10 +244,13 @@ def sample_markers(name: str) -> tuple[str, str]:
 
 EVIDENCE_SOURCE = DOCS / "evidence" / "sharpening" / "sharpening.json"
 HEADROOM_SOURCE = DOCS / "evidence" / "sharpening" / "headroom_pilot.json"
+# The headroom study's testbed pilot (python -m lab headroom --phase pilot): where that study stands.
+HEADROOM_PILOT = DOCS / "evidence" / "headroom" / "pilot.json"
 PACKAGED_EVIDENCE = ROOT / "avspo_plugin" / "default_evidence.json"
-EVIDENCE_BEGIN = ("<!-- BEGIN EVIDENCE {name}: rendered by `python -m renderer` from "
-                  "docs/evidence/sharpening/ -->")
+EVIDENCE_BEGIN = "<!-- BEGIN EVIDENCE {name}: rendered by `python -m renderer` from {source} -->"
 EVIDENCE_END = "<!-- END EVIDENCE {name} -->"
+# The folder each block's figures come from (the learning-or-sharpening study's, unless named here).
+EVIDENCE_FOLDERS = {"headroom-pilot": "docs/evidence/headroom/", "readme-headroom": "docs/evidence/headroom/"}
 
 
 def evidence_blocks() -> dict[str, tuple[Path, str, str]]:
@@ -256,11 +260,18 @@ def evidence_blocks() -> dict[str, tuple[Path, str, str]]:
             "results": (DOCS / "evidence" / "results.md", "", evidence.results_block(report)),
             "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", evidence.recipe_comment(report)),
             "headroom": (DOCS / "evidence" / "sharpening.md", "",
-                         evidence.headroom_summary(json.loads(HEADROOM_SOURCE.read_text())))}
+                         evidence.headroom_summary(json.loads(HEADROOM_SOURCE.read_text()))),
+            "headroom-pilot": (DOCS / "evidence" / "headroom.md", "", headroom.pilot_summary(pilot())),
+            "readme-headroom": (ROOT / "README.md", "", "- " + headroom.status_sentence(pilot()))}
+
+
+def pilot() -> dict:
+    return json.loads(HEADROOM_PILOT.read_text())
 
 
 def evidence_markers(name: str, prefix: str) -> tuple[str, str]:
-    return prefix + EVIDENCE_BEGIN.format(name=name), prefix + EVIDENCE_END.format(name=name)
+    source = EVIDENCE_FOLDERS.get(name, "docs/evidence/sharpening/")
+    return prefix + EVIDENCE_BEGIN.format(name=name, source=source), prefix + EVIDENCE_END.format(name=name)
 
 
 def packaged_evidence(report: dict) -> dict:
@@ -270,4 +281,4 @@ def packaged_evidence(report: dict) -> dict:
     return {"source": "docs/evidence/sharpening/sharpening.json",
             "default_threshold_mode": report["decision"]["default_threshold_mode"],
             "threshold_mode_reason": evidence.default_reason(report),
-            "acting_evidence": evidence.acting_evidence(report)}
+            "acting_evidence": evidence.acting_evidence(report, headroom.status_sentence(pilot()))}

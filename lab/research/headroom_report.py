@@ -260,3 +260,36 @@ def readme_block(report: dict) -> str:
 def recipe_comment(report: dict) -> str:
     """The comment of recipes/run_avspo_paper.sh on the default it runs with."""
     return "\n".join(f"# {line}" for line in textwrap.wrap(default_reason(report), 110))
+
+
+def pilot_summary(pilot: dict) -> str:
+    """What the testbed pilot found, in the words of docs/evidence/headroom.md (from pilot.json)."""
+    design_lr = _lr(pilot["lr"])
+    rows = [[name, c["task_seed"], f"{c['gate']['base_greedy']:.3f}", f"{c['gate']['end_greedy']:.3f}",
+             f"{c['gate']['gain']:+.3f}",
+             ", ".join(f"tier {d}: {v:+.3f}" for d, v in c["gate"]["solved_tier_losses"].items()) or "none",
+             "passed" if c["gate"]["passed"] else "failed: " + ", ".join(
+                 k.replace("_", " ") for k, ok in c["gate"]["checks"].items() if not ok)]
+            for name, c in pilot["candidates"].items()]
+    first = pilot.get("first_try")
+    lines = [f"GRPO at lr {design_lr} (pilot seeds {', '.join(map(str, pilot['seeds']))}), tier-5 greedy accuracy on "
+             "validation, mean over the seeds:", "",
+             markdown_table(["candidate", "task seed", "base", "after the budget", "gain",
+                             "solved-tier losses (+: lost)", "gate"], rows), ""]
+    if first:
+        lines.append(f"First try at lr {_lr(first['lr'])} on {first['candidate']}: {first['gate']['base_greedy']:.3f} "
+                     f"-> {first['gate']['end_greedy']:.3f}, solved-tier losses "
+                     + (", ".join(f"tier {d}: {v:+.3f}" for d, v in first["gate"]["solved_tier_losses"].items())
+                        or "none") + ".")
+    accepted = pilot["accepted"]
+    lines.append(f"Accepted: {', '.join(accepted) or 'none'} ({len(accepted)} of {len(pilot['candidates'])} "
+                 f"candidates; the comparison needs at least 2, the design 3).")
+    return "\n".join(lines)
+
+
+def status_sentence(pilot: dict) -> str:
+    """Until the comparison has run: where the study stands (README, analyze's and the doctor's evidence sentence)."""
+    accepted, candidates = pilot["accepted"], pilot["candidates"]
+    return (f"Where GRPO has room to learn, acting AVSPO's effect is not yet measured: the headroom study's testbed pilot "
+            f"found GRPO learning the evaluated tier on {len(accepted)} of {len(candidates)} candidate bases "
+            f"(docs/evidence/headroom.md), and its comparison waits for a testbed where it learns on at least 3.")

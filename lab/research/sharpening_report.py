@@ -224,8 +224,7 @@ def readme_block(report: dict) -> str:
         f"- {rollouts_range(report)} (a secondary endpoint, not the decision's; each arm at its own best learning "
         f"rate: GRPO {_lr(report['tuning']['grpo']['best'])}, always {_lr(report['tuning']['avspo_always']['best'])});",
         f"- GRPO's greedy test accuracy at the budget was {1 - greedy['grpo_error']:.3f}: too near the ceiling to show "
-        "help or harm. Where GRPO has room to learn, acting AVSPO's effect is not yet measured "
-        "([docs/evidence/headroom.md](docs/evidence/headroom.md): the study is designed and under way).",
+        "help or harm.",
     ])
 
 
@@ -253,12 +252,12 @@ def fell_back(report: dict) -> str:
             "crossing is not a lasting speed-up")
 
 
-def acting_evidence(report: dict) -> str:
-    """What ``avspo analyze`` adds where it names threshold_mode=always: what this study could and could not show."""
+def acting_evidence(report: dict, status: str) -> str:
+    """What ``avspo analyze`` and the doctor add where they name threshold_mode=always: what this study could and
+    could not show, and ``status``, where the study with room to learn stands."""
     greedy = _endpoint(report, "T=0.0")
     return (f"In the lab, always was not shown to beat GRPO beyond sharpening on a test set GRPO nearly solved "
-            f"(greedy accuracy {1 - greedy['grpo_error']:.3f}); where GRPO has room to learn, acting AVSPO's effect is "
-            "not yet measured (docs/evidence/headroom.md).")
+            f"(greedy accuracy {1 - greedy['grpo_error']:.3f}). {status}")
 
 
 def recipe_comment(report: dict) -> str:
