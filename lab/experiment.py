@@ -94,6 +94,20 @@ def prepare_base(settings: LabSettings, cache: Path | None = None) -> tuple[dict
     return base_state, description
 
 
+def prepare_bases(settings: list[LabSettings], cache: Path, jobs: int) -> None:
+    """Warm up into ``cache`` every base of ``settings`` not there yet, ``jobs`` at a time (each in a worker process
+    forked as :func:`run_all`'s are); :func:`prepare_base` then reads each back."""
+    todo = [s for s in settings if not (cache / f"{content_fingerprint(s.to_dict())}.json").exists()]
+    if jobs <= 1 or len(todo) <= 1:
+        for s in todo:
+            prepare_base(s, cache)
+        return
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    with context.Pool(min(jobs, len(todo))) as pool:
+        pool.starmap(prepare_base, [(s, cache) for s in todo])
+
+
 _BASE: tuple[dict[str, torch.Tensor], dict | None] | None = None
 
 

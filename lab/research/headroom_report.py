@@ -12,6 +12,11 @@ def markdown_table(headers: list, rows: list[list]) -> str:
     return "\n".join(_markdown_table([str(h) for h in headers], [[str(cell) for cell in row] for row in rows]))
 
 
+def room_greedy(full: dict) -> float:
+    """A full reading's greedy accuracy on the evaluated tiers."""
+    return full["accuracy"]["0.0"]
+
+
 def _f(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -270,7 +275,8 @@ def pilot_summary(pilot: dict) -> str:
              ", ".join(f"tier {d}: {v:+.3f}" for d, v in c["gate"]["solved_tier_losses"].items()) or "none",
              "passed" if c["gate"]["passed"] else "failed: " + ", ".join(
                  k.replace("_", " ") for k, ok in c["gate"]["checks"].items() if not ok)]
-            for name, c in pilot["candidates"].items()]
+            for name, c in pilot["candidates"].items() if "gate" in c]
+    screened = {name: c for name, c in pilot["candidates"].items() if c.get("screened_out")}
     first = pilot.get("first_try")
     lines = [f"GRPO at lr {design_lr} (pilot seeds {', '.join(map(str, pilot['seeds']))}), tier-5 greedy accuracy on "
              "validation, mean over the seeds:", "",
@@ -281,15 +287,19 @@ def pilot_summary(pilot: dict) -> str:
                      f"-> {first['gate']['end_greedy']:.3f}, solved-tier losses "
                      + (", ".join(f"tier {d}: {v:+.3f}" for d, v in first["gate"]["solved_tier_losses"].items())
                         or "none") + ".")
+    if screened:
+        lines.append("Screened out at the base (tier-5 greedy outside the window, no GRPO run): " + ", ".join(
+            f"{name} {room_greedy(c['base']['full']['validation']):.3f}" for name, c in screened.items()) + ".")
     accepted = pilot["accepted"]
-    lines.append(f"Accepted: {', '.join(accepted) or 'none'} ({len(accepted)} of {len(pilot['candidates'])} "
-                 f"candidates; the comparison needs at least 2, the design 3).")
+    lines.append(f"Accepted: {', '.join(accepted) or 'none'} ({len(accepted)} of the {len(pilot['candidates']) - len(screened)} "
+                 f"candidates GRPO ran from; the comparison needs at least 2, the design 3).")
     return "\n".join(lines)
 
 
 def status_sentence(pilot: dict) -> str:
     """Until the comparison has run: where the study stands (README, analyze's and the doctor's evidence sentence)."""
-    accepted, candidates = pilot["accepted"], pilot["candidates"]
+    accepted = pilot["accepted"]
+    ran = [c for c in pilot["candidates"].values() if "gate" in c]
     return (f"Where GRPO has room to learn, acting AVSPO's effect is not yet measured: the headroom study's testbed pilot "
-            f"found GRPO learning the evaluated tier on {len(accepted)} of {len(candidates)} candidate bases "
-            f"(docs/evidence/headroom.md), and its comparison waits for a testbed where it learns on at least 3.")
+            f"found GRPO learning the evaluated tier from {len(accepted)} of the {len(ran)} candidate bases it ran "
+            f"from (docs/evidence/headroom.md), and its comparison waits for a testbed where it learns on at least 3.")
