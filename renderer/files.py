@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from avspo_plugin.commands.analyze.lab_evidence import LAB_SWEEP_FIT, evidence_lines, lab_evidence
+from avspo_plugin.evidence.lab_evidence import LAB_SWEEP_FIT, evidence_lines, lab_evidence
 from lab.research.sweep_preregistered import EVIDENCE, PREREGISTERED_BEGIN, PREREGISTERED_END, with_verdicts
 from lab.research.sweep_report import preregistered_markdown, report_markdown
 

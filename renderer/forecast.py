@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from avspo_plugin.commands.analyze import forecast_models as sm
-from avspo_plugin.commands.analyze.lab_evidence import gain_text
+from avspo_plugin.evidence import forecast_models as sm
+from avspo_plugin.evidence.lab_evidence import gain_text
 
 FORECAST_BEGIN = "<!-- BEGIN FORECAST {name}: rendered by `python -m renderer` from {source} -->"
 FORECAST_END = "<!-- END FORECAST {name} -->"
@@ -43,7 +43,7 @@ def sweep_forecast(prereg: dict[str, Any]) -> str:
     """docs/evidence/sweep.md's paragraph: what the product says, following the confirmation's verdict."""
     words = confirmed_verdict(prereg)
     packaged = ("`avspo analyze` states it from the fit file packaged with it "
-                "(`avspo_plugin/commands/analyze/lab_sweep_fit.json`, the same file as [sweep/fit.json](sweep/fit.json))")
+                "(`avspo_plugin/evidence/lab_sweep_fit.json`, the same file as [sweep/fit.json](sweep/fit.json))")
     common = ("`avspo analyze --fit-final KEY` fits the same models on a user's own finished runs "
               "([docs/using/analyze.md](../using/analyze.md)). `--fit sweep/fit.json` and `--fit sweep-confirm/fit.json` "
               "are refused: a line of early ACR alone supports a forecast only where the pre-registered verdict is "

@@ -59,6 +59,39 @@ def test_no_module_of_the_package_imports_the_checkouts_folders():
     assert {module: names for module, names in offenders.items() if names} == {}
 
 
+# What a module outside avspo_plugin.commands may import of it: the console script's runner, with which the
+# checkout's programs (python -m lab, the recipes' data tools) run as a command does.
+COMMANDS_OFFERED = {"avspo_plugin.commands.main.run_command"}
+
+
+def imports_of_command_internals(names: set[str]) -> list[str]:
+    """The names of ``names`` inside avspo_plugin.commands, but for what it offers (and the modules it comes from)."""
+    return sorted(
+        name for name in names
+        if (name == "avspo_plugin.commands" or name.startswith("avspo_plugin.commands."))
+        and not any(offered == name or offered.startswith(f"{name}.") for offered in COMMANDS_OFFERED)
+    )
+
+
+def test_no_module_outside_the_commands_imports_a_commands_internals():
+    """What the lab, the renderer or another part of the package needs of a command lives under a name of its own
+    (avspo_plugin.evidence, avspo_plugin.argument_types)."""
+    offenders = {
+        module_name(path): imports_of_command_internals(imported_names(path))
+        for folder in (PACKAGE, ROOT / "lab", ROOT / "renderer", ROOT / "recipes")
+        for path in folder.rglob("*.py")
+        if not module_name(path).startswith("avspo_plugin.commands")
+    }
+    assert {module: names for module, names in offenders.items() if names} == {}
+
+
+def test_the_command_internals_check_lets_only_the_runner_through():
+    runner = names_imported_by("from avspo_plugin.commands.main import run_command\n", "lab")
+    assert imports_of_command_internals(runner) == []
+    internal = names_imported_by("from avspo_plugin.commands.analyze import signals\n", "lab")
+    assert imports_of_command_internals(internal) == ["avspo_plugin.commands.analyze", "avspo_plugin.commands.analyze.signals"]
+
+
 def test_importing_the_whole_runtime_loads_no_tool(fresh_verl_process):
     # The last step of a fresh process (tests/fresh_interpreter.py, FRESH_VERL_PROCESS): every runtime module imported.
     assert fresh_verl_process["tools_loaded"] == []
@@ -142,7 +175,7 @@ def test_the_built_wheel_holds_the_package_and_none_of_the_lab(tmp_path):
     modules = [name for name in files if name.endswith(".py")]
     assert not [name for name in modules if any(word in name for word in ("study", "sweep", "tuning", "sharpening"))]
     for expected in ("avspo_plugin/verl/estimator.py", "avspo_plugin/commands/main.py",
-                     "avspo_plugin/commands/analyze/lab_sweep_fit.json", "avspo_plugin/default_evidence.json",
+                     "avspo_plugin/evidence/lab_sweep_fit.json", "avspo_plugin/default_evidence.json",
                      "avspo_plugin/verl/config/avspo_trainer.yaml"):
         assert expected in files
 

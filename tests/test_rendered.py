@@ -30,8 +30,9 @@ def test_the_renderer_covers_every_generated_place():
     assert {"docs/using/config.md", "docs/using/metrics.md", "docs/using/selection.md", "docs/using/trl.md",
             "docs/using/openrlhf.md", "docs/using/verl-cpu.md", "docs/using/recipes.md", "docs/using/analyze.md",
             "README.md", "docs/evidence/results.md", "docs/evidence/sharpening.md", "docs/evidence/sweep.md",
+            "docs/evidence/headroom.md",
             "recipes/run_avspo_paper.sh", "avspo_plugin/default_evidence.json",
-            "avspo_plugin/commands/analyze/lab_sweep_fit.json", "docs/evidence/sweep/fit.json",
+            "avspo_plugin/evidence/lab_sweep_fit.json", "docs/evidence/sweep/fit.json",
             "docs/evidence/sweep-confirm/fit.json", "docs/evidence/sweep-confirm/sweep.json",
             "docs/evidence/sweep-confirm/sweep.md", "avspo_plugin/verl/config/avspo_trainer.yaml",
             "avspo_plugin/verl/config/avspo_algorithm.yaml", "avspo_plugin/verl/config/avspo_selection.yaml",
@@ -101,7 +102,7 @@ def test_the_default_threshold_mode_is_the_one_the_study_decided_and_its_help_sa
 def test_the_forecast_sentences_say_what_the_confirmation_says(gains, verdict):
     """README's and sweep.md's words on ACR as a forecast are the confirmation's verdict as forecast_models words it
     (forecast_models.verdict_text), with its runs, bases and gains; pending until it has run."""
-    from avspo_plugin.commands.analyze import forecast_models as sm
+    from avspo_plugin.evidence import forecast_models as sm
     from renderer.forecast import KNOWN, readme_forecast, sweep_forecast
 
     prereg = json.loads((ROOT / "docs" / "evidence" / "sweep" / "fit.json").read_text())["preregistered"]

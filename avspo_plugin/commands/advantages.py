@@ -12,7 +12,7 @@ import argparse
 import numpy as np
 import torch
 
-from avspo_plugin.commands.main import positive_int
+from avspo_plugin.argument_types import positive_int
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core import ThresholdState, compute_group_advantages
 

@@ -41,6 +41,7 @@ INPUT_ERRORS = (
     ("avspo_plugin.config", "ConfigError"),
     ("avspo_plugin.state_files", "StateFileError"),
     ("avspo_plugin.commands.analyze.records", "AnalyzeError"),
+    ("avspo_plugin.evidence.lab_evidence", "FitFileError"),
     ("recipes.math_data.sources", "DataError"),  # the recipes' data preparation (run_command), from a checkout
     ("avspo_plugin.host_versions", "UnsupportedHostVersion"),
     ("avspo_plugin.verl.guards", "HookError"),
@@ -58,14 +59,6 @@ def is_expected_error(err: BaseException) -> bool:
         return (err.name or "").split(".")[0] != "avspo_plugin"
     classes = (getattr(sys.modules.get(module), name, None) for module, name in INPUT_ERRORS)
     return any(cls is not None and isinstance(err, cls) for cls in classes)
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
-    return value
 
 
 def missing_extra(extra: str | None, err: ModuleNotFoundError) -> str | None:

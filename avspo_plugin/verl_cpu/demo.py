@@ -33,7 +33,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from transformers.utils import logging as transformers_logging
 
-from avspo_plugin.commands.main import positive_int
+from avspo_plugin.argument_types import positive_int
 from avspo_plugin.names import METRIC_PREFIX
 from avspo_plugin.verl_cpu.main_ppo import avspo_metrics_by_step, run_main_ppo
 

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from avspo_plugin.commands.analyze.regimes import DOMINANCE, REGIME_TITLES, REGIMES, collapse_regime
+from avspo_plugin.evidence.regimes import DOMINANCE, REGIME_TITLES, REGIMES, collapse_regime
 
 from ..experiment import RunSpec, default_jobs, prepare_base, quiet_process, run_all, run_timing, write_report
 from ..methods import Method, parse_method

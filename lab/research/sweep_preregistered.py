@@ -1,4 +1,4 @@
-"""The pre-registered analysis (avspo_plugin/commands/analyze/forecast_models.py) applied to a sweep's runs, and what
+"""The pre-registered analysis (avspo_plugin/evidence/forecast_models.py) applied to a sweep's runs, and what
 the sweep's fit file carries of it.
 
 ``python -m lab.research.sweep [DIR]`` (default docs/evidence/sweep, sweep.write_preregistered) is the exploratory
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from avspo_plugin.commands.analyze import forecast_models as sm
+from avspo_plugin.evidence import forecast_models as sm
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence"
 PREREGISTERED_BEGIN = "<!-- preregistered: rendered from sweep/fit.json by sweep_report.preregistered_markdown -->"

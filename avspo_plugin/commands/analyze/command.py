@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from avspo_plugin.commands.main import positive_int
+from avspo_plugin.argument_types import positive_int
 from avspo_plugin.config import AVSPOConfig, SelectionConfig
+from avspo_plugin.evidence import lab_evidence
 
-from . import analysis, lab_evidence, own_fit, plots, report, signals
+from . import analysis, own_fit, plots, report, signals
 from .accuracy import compare_accuracy
 from .records import AnalyzeError
 from .report import printable

@@ -5,7 +5,7 @@ is KEY's value at the last step it was logged. Its early signals are means over 
 (``--early-steps``): early ACR (and its all-fail and all-pass shares where logged) and the early mean train reward.
 Its settings are the keys named with ``--fit-setting`` (else the learning-rate keys of SETTING_KEYS found in every
 run), each the run's largest logged value (a schedule's peak), a learning rate as its log2. The models, scheme,
-bootstrap and rule are the lab's (avspo_plugin/commands/analyze/forecast_models.py): settings + early reward, that +
+bootstrap and rule are the lab's (avspo_plugin/evidence/forecast_models.py): settings + early reward, that +
 early ACR, that + each of ACR's parts; leave one setting out (runs of one combination of settings held out together;
 with no setting, each run alone), REPS refitted resamples of the runs (a user's settings are chosen, not drawn: what
 varies is each run's outcome). The verdict is the lab's (forecast_models.decide: adds, not shown to add with the
@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from avspo_plugin.evidence import forecast_models as sm
+
 from . import detect
-from . import forecast_models as sm
 from .analysis import RunResult
 from .records import AnalyzeError, ScalarLog
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from avspo_plugin.commands.analyze.regimes import REGIME_TITLES
+from avspo_plugin.evidence.lab_evidence import LabEvidence, evidence_lines
+from avspo_plugin.evidence.regimes import REGIME_TITLES
 
 from .analysis import RunResult
-from .lab_evidence import LabEvidence, evidence_lines
 from .signals import PAPER_FIT
 
 

@@ -15,15 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from avspo_plugin.commands.analyze.regimes import (
+from avspo_plugin.config import DEFAULT_EVIDENCE
+from avspo_plugin.core.early_warnings import StreakWarning
+from avspo_plugin.evidence.regimes import (
     DECISION_TABLE,
     DOMINANCE,
     MIN_COLLAPSED,
     REGIME_TITLES,
     collapse_regime,
 )
-from avspo_plugin.config import DEFAULT_EVIDENCE
-from avspo_plugin.core.early_warnings import StreakWarning
 
 from .records import AnalyzeError, read_text
 from .timeline import PromptTable, Timeline

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from commands.analyze.generated_runs import avspo_rows, draw_run, truth, write_verl_file_log
 
-from avspo_plugin.commands.analyze import forecast_models as sm
-from avspo_plugin.commands.analyze import lab_evidence
 from avspo_plugin.commands.analyze.records import AnalyzeError
 from avspo_plugin.commands.analyze.signals import load_fit
+from avspo_plugin.evidence import forecast_models as sm
+from avspo_plugin.evidence import lab_evidence
 
 ROOT = Path(__file__).parents[3]
 SWEEP_FIT = ROOT / "docs" / "evidence" / "sweep" / "fit.json"
@@ -97,7 +97,7 @@ def test_a_damaged_fit_file_is_named_with_the_key(tmp_path, change, message):
     change(fit)
     path = tmp_path / "fit.json"
     path.write_text(json.dumps(fit))
-    with pytest.raises(AnalyzeError, match=f"^{re.escape(str(path))}: .*{re.escape(message)}"):
+    with pytest.raises(lab_evidence.FitFileError, match=f"^{re.escape(str(path))}: .*{re.escape(message)}"):
         lab_evidence.load_lab_evidence(path)
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from commands.analyze.generated_runs import write_verl_file_log
 
-from avspo_plugin.commands.analyze import forecast_models as sm
 from avspo_plugin.commands.analyze import own_fit
+from avspo_plugin.evidence import forecast_models as sm
 
 ROOT = Path(__file__).parents[3]
 KEY = "val-core/addition/acc/mean@4"

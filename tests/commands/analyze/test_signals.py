@@ -9,9 +9,9 @@ import pytest
 
 from avspo_plugin.commands.analyze import signals
 from avspo_plugin.commands.analyze.records import AnalyzeError
-from avspo_plugin.commands.analyze.regimes import collapse_regime
 from avspo_plugin.commands.analyze.timeline import Timeline
 from avspo_plugin.config import DEFAULT_EVIDENCE
+from avspo_plugin.evidence.regimes import collapse_regime
 
 
 def timeline(acr, steps=None, **series):

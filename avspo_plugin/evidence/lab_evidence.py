@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from .forecast_models import BASELINE_WORDS, SCHEME_WORDS, VERDICTS, verdict_text
-from .records import AnalyzeError
 
 LAB_SWEEP_FIT = Path(__file__).with_name("lab_sweep_fit.json")
 SWEEP_PAGE = "docs/evidence/sweep.md"
@@ -26,6 +25,10 @@ ADDED_TITLES = {
     "near_collapse_success": "the lone-success share",
     "near_collapse_failure": "the lone-failure share",
 }
+
+
+class FitFileError(ValueError):
+    """The lab sweep's fit file cannot be read; the message names the file and the key."""
 
 
 @dataclass(frozen=True)
@@ -75,13 +78,13 @@ class LabEvidence:
 
 def _estimate(data: Any, where: str, path: Path) -> Estimate:
     if not isinstance(data, dict) or "value" not in data or "ci95" not in data:
-        raise AnalyzeError(f"{path}: {where} must be an object with 'value' and 'ci95', found {data!r}")
+        raise FitFileError(f"{path}: {where} must be an object with 'value' and 'ci95', found {data!r}")
     value, ci95 = data["value"], data["ci95"]
     if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
-        raise AnalyzeError(f"{path}: {where}.value must be a finite number or null, found {value!r}")
+        raise FitFileError(f"{path}: {where}.value must be a finite number or null, found {value!r}")
     if ci95 is not None and not (isinstance(ci95, list) and len(ci95) == 2
                                  and all(isinstance(v, (int, float)) and math.isfinite(v) for v in ci95)):
-        raise AnalyzeError(f"{path}: {where}.ci95 must be [low, high] or null, found {ci95!r}")
+        raise FitFileError(f"{path}: {where}.ci95 must be [low, high] or null, found {ci95!r}")
     return Estimate(value, None if ci95 is None else (float(ci95[0]), float(ci95[1])))
 
 
@@ -90,9 +93,9 @@ def load_lab_evidence(path: Path = LAB_SWEEP_FIT) -> LabEvidence:
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise AnalyzeError(f"{path}: the lab sweep's fit file is missing (reinstall avspo-plugin)") from None
+        raise FitFileError(f"{path}: the lab sweep's fit file is missing (reinstall avspo-plugin)") from None
     except json.JSONDecodeError as err:
-        raise AnalyzeError(f"{path}: not a fit file of `python -m lab sweep` ({err!r})") from None
+        raise FitFileError(f"{path}: not a fit file of `python -m lab sweep` ({err!r})") from None
     return lab_evidence(data, Path(path))
 
 
@@ -106,10 +109,10 @@ def lab_evidence(data: Any, path: Path) -> LabEvidence:
         prereg = data["preregistered"]
         _check_preregistered(prereg)
     except (KeyError, TypeError, ValueError) as err:
-        raise AnalyzeError(f"{path}: not a fit file of `python -m lab sweep` with 'oos.added' and 'preregistered' "
+        raise FitFileError(f"{path}: not a fit file of `python -m lab sweep` with 'oos.added' and 'preregistered' "
                            f"({err!r})") from None
     if not isinstance(added, dict) or set(added) - set(ADDED_TITLES):
-        raise AnalyzeError(f"{path}: oos.added must map some of {', '.join(ADDED_TITLES)} to estimates")
+        raise FitFileError(f"{path}: oos.added must map some of {', '.join(ADDED_TITLES)} to estimates")
     return LabEvidence(
         runs=runs, bases=bases,
         alone=_estimate({"value": oos["r2"], "ci95": oos["ci95"]}, "oos", path),
