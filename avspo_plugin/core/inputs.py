@@ -43,10 +43,13 @@ def as_optional_tensor(value: Any, name: str) -> torch.Tensor | None:
 
 
 def as_config(config: Any) -> AVSPOConfig:
-    """An AVSPOConfig as it is; a mapping of its keys through :meth:`AVSPOConfig.from_mapping` (a bad key or value
-    is its ConfigError)."""
+    """An AVSPOConfig as it is (one of another copy of the package as its keys); a mapping of its keys through
+    :meth:`AVSPOConfig.from_mapping` (a bad key or value is its ConfigError)."""
     if isinstance(config, AVSPOConfig):
         return config
+    if type(config).__name__ == AVSPOConfig.__name__ and callable(getattr(config, "to_dict", None)):
+        # The config of another copy of this package (imported under another name, it shares this one's session).
+        return AVSPOConfig.from_mapping(config.to_dict())
     if isinstance(config, Mapping):
         return AVSPOConfig.from_mapping(config)
     raise TypeError(f"config must be an AVSPOConfig or a mapping of its keys (a dict); got {type(config).__name__}")
