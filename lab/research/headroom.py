@@ -73,7 +73,7 @@ from .headroom_report import headroom_markdown, room_greedy
 from .sharpening import (
     BASELINE,
     CLIP_BOUND_LIMIT,
-    bases_interval,
+    against_baseline,
     budget_steps,
     clip_bound_rate,
     pass_at_k,
@@ -83,7 +83,7 @@ from .sharpening import (
     unstable,
     verified,
 )
-from .statistics import holm, minimum_detectable_effect, paired_test
+from .statistics import holm, minimum_detectable_effect
 from .study import STUDY_SETTINGS, manipulation
 
 # --- 1. The testbed and its pilot ---------------------------------------------------------------------------------
@@ -431,29 +431,14 @@ def endpoint_values(run: dict, budget: int, temperature: float) -> dict[str, flo
 
 
 def compare(endpoints: Mapping[str, Mapping[str, Mapping[int, dict]]], counted: Mapping[str, Sequence[str]]) -> dict:
-    """Every endpoint of every arm against GRPO: seed pairs (paired t) and bases as the unit (sharpening.bases_interval),
-    with each base's own seed-pair test; Holm over arms x {primary, greedy} together (design point 4), over the arms
-    alone for the other endpoints; error rates beside accuracies."""
+    """Every endpoint of every arm against GRPO (sharpening.against_baseline: seed pairs, bases as the unit, each
+    base's own test, error rates); Holm over arms x {primary, greedy} together (design point 4), over the arms alone
+    for the other endpoints."""
     arms = [a for a in endpoints if a != BASELINE]
     names = next(iter(next(iter(endpoints[BASELINE].values())).values())).keys()
     out: dict[str, dict] = {}
     for endpoint in names:
-        family = {}
-        for arm in arms:
-            by_base = {b: [endpoints[arm][b][s][endpoint] - endpoints[BASELINE][b][s][endpoint]
-                           for s in endpoints[arm][b]] for b in counted[arm]}
-            pairs = [d for ds in by_base.values() for d in ds]
-            if len(pairs) < 2:
-                continue
-            test = paired_test(pairs)
-            grpo = [endpoints[BASELINE][b][s][endpoint] for b in by_base for s in endpoints[arm][b]]
-            own = [endpoints[arm][b][s][endpoint] for b in by_base for s in endpoints[arm][b]]
-            grpo_error, arm_error = 1 - float(np.mean(grpo)), 1 - float(np.mean(own))
-            test.update(bases=bases_interval(by_base), grpo_error=grpo_error, error=arm_error,
-                        error_ratio=arm_error / grpo_error if grpo_error > 0 else None, counted=list(by_base),
-                        per_base={b: paired_test(d) if len(d) >= 2 else {"mean": float(np.mean(d)), "n": len(d)}
-                                  for b, d in by_base.items()})
-            family[arm] = test
+        family = {arm: test for arm in arms if (test := against_baseline(endpoints, arm, endpoint, counted[arm]))}
         if family and endpoint not in ("primary", "greedy"):
             holm(family)
         out[endpoint] = family

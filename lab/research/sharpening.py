@@ -343,29 +343,35 @@ def endpoint_values(run: dict, budget: int, temperature: float) -> dict[str, flo
 
 
 def compare(endpoints: Mapping[str, Mapping[str, Mapping[int, dict]]], counted: Mapping[str, Sequence[str]]) -> dict:
-    """Every endpoint of every arm against GRPO: seed pairs (paired t, Holm over the arms) and bases as the unit;
-    error rates beside accuracies (the ratio of mean error rates, arm / GRPO)."""
+    """Every endpoint of every arm against GRPO (:func:`against_baseline`), Holm over the arms."""
     arms = [a for a in endpoints if a != BASELINE]
     names = next(iter(next(iter(endpoints[BASELINE].values())).values())).keys()
     out: dict[str, dict] = {}
     for endpoint in names:
-        family = {}
-        for arm in arms:
-            by_base = {b: [endpoints[arm][b][s][endpoint] - endpoints[BASELINE][b][s][endpoint]
-                           for s in endpoints[arm][b]] for b in counted[arm]}
-            pairs = [d for ds in by_base.values() for d in ds]
-            if len(pairs) < 2:
-                continue
-            test = paired_test(pairs)
-            grpo_error = 1 - np.mean([endpoints[BASELINE][b][s][endpoint] for b in by_base for s in endpoints[arm][b]])
-            arm_error = 1 - np.mean([endpoints[arm][b][s][endpoint] for b in by_base for s in endpoints[arm][b]])
-            test.update(bases=bases_interval(by_base), grpo_error=float(grpo_error), error=float(arm_error),
-                        error_ratio=float(arm_error / grpo_error) if grpo_error > 0 else None, counted=list(by_base))
-            family[arm] = test
+        family = {arm: test for arm in arms if (test := against_baseline(endpoints, arm, endpoint, counted[arm]))}
         if family:
             holm(family)
         out[endpoint] = family
     return out
+
+
+def against_baseline(endpoints: Mapping[str, Mapping[str, Mapping[int, dict]]], arm: str, endpoint: str,
+                     bases: Sequence[str]) -> dict | None:
+    """One arm's endpoint against GRPO on ``bases``: seed pairs (paired t), bases as the unit, each base's own
+    seed-pair test, and error rates beside accuracies (the ratio of mean error rates, arm / GRPO); None below 2 pairs."""
+    by_base = {b: [endpoints[arm][b][s][endpoint] - endpoints[BASELINE][b][s][endpoint] for s in endpoints[arm][b]]
+               for b in bases}
+    pairs = [d for ds in by_base.values() for d in ds]
+    if len(pairs) < 2:
+        return None
+    test = paired_test(pairs)
+    grpo_error = 1 - float(np.mean([endpoints[BASELINE][b][s][endpoint] for b in by_base for s in endpoints[arm][b]]))
+    arm_error = 1 - float(np.mean([endpoints[arm][b][s][endpoint] for b in by_base for s in endpoints[arm][b]]))
+    test.update(bases=bases_interval(by_base), grpo_error=grpo_error, error=arm_error,
+                error_ratio=arm_error / grpo_error if grpo_error > 0 else None, counted=list(by_base),
+                per_base={b: paired_test(d) if len(d) >= 2 else {"mean": float(np.mean(d)), "n": len(d)}
+                          for b, d in by_base.items()})
+    return test
 
 
 def rollouts_to_target(runs: Mapping[str, Mapping[str, Mapping[int, dict]]], budget: int,
