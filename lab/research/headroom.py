@@ -76,6 +76,7 @@ from .sharpening import (
     against_baseline,
     budget_steps,
     clip_bound_rate,
+    crossings,
     pass_at_k,
     search_grid,
     split_problems,
@@ -471,18 +472,11 @@ def rollouts_to_target(runs: Mapping[str, Mapping[str, Mapping[int, dict]]], bud
         for arm, by_base in runs.items():
             values = [sustained_crossing([(e["rollouts"], e["curve"]["test"]["greedy"]) for e in run["evals"]], target)
                       for run in by_base[base].values()]
-            ranked = np.array([math.inf if v is None else v for v in values], dtype=np.float64)
-            medians = np.sort(np.median(rng.choice(ranked, size=(resamples, ranked.size)), axis=1))
-            low, high = medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
-            per_arm[arm] = {"per_seed": values, "reached": sum(v is not None for v in values) / len(values),
-                            "median": _finite(float(np.median(ranked))), "ci95": [_finite(low), _finite(high)],
+            per_arm[arm] = {**crossings(values, rng, resamples),
                             "max_rollouts": max(run["evals"][-1]["rollouts"] for run in by_base[base].values())}
         out[base] = {"target_greedy": target, "arms": per_arm}
     return out
 
-
-def _finite(value: float) -> float | None:
-    return None if math.isinf(value) else float(value)
 
 
 def stability(runs: Mapping[str, Mapping[str, Mapping[int, dict]]], endpoints: Mapping, budget: int) -> dict:

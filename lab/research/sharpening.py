@@ -394,14 +394,20 @@ def rollouts_to_target(runs: Mapping[str, Mapping[str, Mapping[int, dict]]], bud
                 readings = [(e["rollouts"], e["test"]["greedy"] if "greedy" in e["test"] else e["test"]["accuracy"]["0.0"])
                             for e in run["evals"] if "test" in e]
                 values.append(next((r for r, acc in readings if acc >= target), None))
-            ranked = np.array([math.inf if v is None else v for v in values], dtype=np.float64)
-            medians = np.sort(np.median(rng.choice(ranked, size=(resamples, ranked.size)), axis=1))
-            low, high = medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
-            per_arm[arm] = {"per_seed": values, "reached": sum(v is not None for v in values) / len(values),
-                            "median": _finite(float(np.median(ranked))), "ci95": [_finite(low), _finite(high)],
+            per_arm[arm] = {**crossings(values, rng, resamples),
                             "max_rollouts": max(run["evals"][-1]["rollouts"] for run in by_base[base].values())}
         out[base] = {"target_greedy": target, "arms": per_arm}
     return out
+
+
+def crossings(values: Sequence[int | None], rng: np.random.Generator, resamples: int) -> dict:
+    """Each seed's rollouts to a target (None: not reached), the share reached, and the median with a bootstrap
+    interval over seeds (not reached ranks above every reached value; a median or interval end not reached is None)."""
+    ranked = np.array([math.inf if v is None else v for v in values], dtype=np.float64)
+    medians = np.sort(np.median(rng.choice(ranked, size=(resamples, ranked.size)), axis=1))
+    low, high = medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+    return {"per_seed": list(values), "reached": sum(v is not None for v in values) / len(values),
+            "median": _finite(float(np.median(ranked))), "ci95": [_finite(low), _finite(high)]}
 
 
 def _finite(value: float) -> float | None:
