@@ -339,7 +339,7 @@ def pilot(out: Path, quick: bool, jobs: int, progress: bool) -> dict:
         specs = [RunSpec(f"pilot/grpo/{FIRST_TRY['candidate']}/seed{s}", dataclasses.replace(settings, lr=FIRST_TRY["lr"]),
                          parse_method(BASELINE), s, evaluation=evaluation) for s in PILOT_SEEDS]
         runs = list(run_all(specs, state, jobs, progress=progress, cache=cache).values())
-        base = base_reading(settings, state, evaluation)
+        base = result["candidates"][FIRST_TRY["candidate"]]["base"]  # the pilot read this base already
         result["first_try"] = {**FIRST_TRY, "gate": headroom_gate(base, runs, budget), "curves": [curve_of(r) for r in runs]}
     result["seeds_for_mde"] = seeds_for_mde({n: ends[n] for n in result["accepted"]}, max(len(result["accepted"]), 1))
     return result
