@@ -12,6 +12,7 @@ from cli_in_process import captured
 from lab.command import main
 from lab.research.headroom import (
     CANDIDATES,
+    WARMUP_FAMILY,
     LR_GRID,
     MAX_SEEDS,
     PILOT_LR,
@@ -129,10 +130,13 @@ def test_signal_by_tier_splits_collapsed_groups_and_their_advantages_by_tier():
     assert out["entropy_tier2"] == 1.0 and out["entropy_tier5"] == 2.5
 
 
-def test_candidates_share_the_testbed_and_differ_by_task_seed():
+def test_candidates_share_the_testbed_and_differ_by_task_seed_or_warmup_length():
     settings = [c.settings() for c in CANDIDATES]
     assert {s.tiers for s in settings} == {(2, 3, 4, 5, 6)} and {s.warmup_mix for s in settings} == {(4, 3, 2, 1, 0.05)}
-    assert len({s.task_seed for s in settings}) == len(CANDIDATES)
+    assert len({(s.task_seed, s.warmup_steps) for s in settings}) == len(CANDIDATES)
+    family = [s for c, s in zip(CANDIDATES, settings) if c.name.startswith("wide0warm")]
+    assert {s.task_seed for s in family} == {0} and {s.warmup_steps for s in family} == set(WARMUP_FAMILY)
+    assert not any(c.screened for c in CANDIDATES if c.name.startswith("wide0warm"))
 
 
 def test_pilot_seeds_are_the_tuning_seeds_so_grpo_tuning_reuses_the_pilot():
