@@ -14,7 +14,7 @@ from avspo_plugin.evidence.lab_evidence import LAB_SWEEP_FIT, evidence_lines, la
 from lab.research.sweep_preregistered import EVIDENCE, PREREGISTERED_BEGIN, PREREGISTERED_END, with_verdicts
 from lab.research.sweep_report import preregistered_markdown, report_markdown
 
-from . import openrlhf_options_table, trl_options_table
+from . import openrlhf_options_table, trl_options_table, verl_hook_table
 from .docs_pages import (
     DOCS,
     EVIDENCE_SOURCE,
@@ -60,6 +60,8 @@ def generated_files() -> dict[Path, str]:
           trl_options_table.options_table())
     block(DOCS / "using" / "openrlhf.md", openrlhf_options_table.TABLE_BEGIN, openrlhf_options_table.TABLE_END,
           openrlhf_options_table.options_table())
+    for page in verl_hook_table.PAGES:
+        block(page, verl_hook_table.TABLE_BEGIN, verl_hook_table.TABLE_END, verl_hook_table.hook_table())
     # Sample outputs (a recorded run, or a dry run made now).
     for name, (page, render, _) in SAMPLES.items():
         block(page, *sample_markers(name), render())

@@ -3,11 +3,12 @@
 verl gives a registered estimator no way to log metrics, to check its config before the first
 rollout, to keep state across a resume, or to see agent-loop trajectories; it has no way to choose
 prompts before generation, and no place for a monitor beside another estimator. Loading the plugin
-therefore wraps, in memory (verl's files stay as installed), the functions of :data:`HOOKS`; the
-package's docstring and docs/using/verl.md list them with when each runs in a step, the module of its
-wrapper (each beside the feature it serves) and why verl offers no extension point. The wrappers of
-the launcher's ``validate_config`` and the trainers' ``__init__`` are here: they run the launch-time
-guards (:mod:`~avspo_plugin.verl.guards`) and check, and place, the hooks a run needs.
+therefore wraps, in memory (verl's files stay as installed), the functions of :data:`HOOKS`; each hook
+says when it runs in a step and why verl offers no extension point, and ``python -m renderer`` writes the
+table of the package's docstring and docs/using/verl.md from them (with the module of each wrapper, beside
+the feature it serves). The wrappers of the launcher's ``validate_config`` and the trainers' ``__init__``
+are here: they run the launch-time guards (:mod:`~avspo_plugin.verl.guards`, and a trainer subclass's
+overrides, :mod:`~avspo_plugin.verl.trainer_overrides`) and check, and place, the hooks a run needs.
 
 Placement: only the launcher's checks, the trainers' ``__init__`` / ``_load_checkpoint`` and v1's
 ``compute_advantage_for_multi_trajectories`` are wrapped in every verl process (``Hook.always``); the
@@ -30,8 +31,8 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from ..import_patching import after_import, is_patched, rebind, wrap
@@ -47,7 +48,7 @@ from .guards import (
     verl_version,
 )
 from .metric_routing import log_with_avspo_metrics, use_metrics_channel
-from .model_build_fix import skip_missing_trl_value_head, trl_installed
+from .model_build_fix import TRL_PATCH_NAME, skip_missing_trl_value_head, trl_installed
 from .monitor import launch_notes, monitor, observe_advantage_step
 from .multi_output import group_trajectories_for_avspo
 from .process import close_v1_step
@@ -70,6 +71,7 @@ from .run_config import (
     uses_selection,
 )
 from .selection import dataloader_with_selection, evict_with_selection, fetch_with_prompt_ids
+from .trainer_overrides import refuse_unhooked_overrides
 
 logger = logging.getLogger("avspo_plugin.verl")
 
@@ -80,7 +82,9 @@ class Hook:
 
     parameters: the leading parameter names the wrapper relies on (checked when the module loads);
     trainer: the verl trainer whose runs need it (``v1``, ``legacy``; None: both);
-    features: what needs it (AVSPO: runs of the estimator; SELECTION: runs with prompt selection).
+    features: what needs it (AVSPO: runs of the estimator; SELECTION: runs with prompt selection);
+    when: when verl calls it in a run; why: why verl offers no extension point for what the wrapper does (both for
+    the touch-point table of docs/using/verl.md, renderer/verl_hook_table.py).
     """
 
     module: str
@@ -94,6 +98,9 @@ class Hook:
     # Placed in every verl process when its module loads (the checks that must see every run); the others
     # only in the trainer process of a run whose config uses their feature (:func:`place_hooks`).
     always: bool = False
+    _: KW_ONLY
+    when: str
+    why: str
 
     @property
     def name(self) -> str:
@@ -223,57 +230,6 @@ def init_with_trainer_checks(original: Callable) -> Callable:
     return __init__
 
 
-def refuse_unhooked_overrides(trainer_class: type, config: Any, hooks: Iterable[Hook]) -> None:
-    """Raise HookError when ``trainer_class`` (a subclass of a hooked verl trainer) overrides a method the run
-    needs hooked without calling the parent's: the plugin's hook would never run.
-
-    hooks: the registry's (:data:`HOOKS`). "Calls the parent's" is read from the
-    override's code: it names the method (``super().<name>(...)`` or ``Parent.<name>(self, ...)``).
-    """
-    for feature in features_of(config):
-        # Either trainer's hooks: the class, not trainer.use_v1, says which verl trainer it extends.
-        for hook in (hook for hook in hooks if feature in hook.features):
-            hooked = _hooked_class(trainer_class, hook)
-            if hooked is None:
-                continue
-            override = inspect.getattr_static(trainer_class, hook.attribute, None)
-            if override is None or is_patched(override) or _calls_by_name(override, hook.attribute):
-                continue
-            owner = next(cls for cls in trainer_class.__mro__ if hook.attribute in cls.__dict__)
-            raise HookError(
-                f"{FEATURE_SETTING[feature]} cannot run with the trainer class {_qualified(trainer_class)}: "
-                f"{_qualified(owner)}.{hook.attribute} overrides {hook.name} without calling it, so the plugin's hook "
-                f"({hook.purpose}) would never run. Call super().{hook.attribute}(...) in the override, or run verl's "
-                f"{_qualified(hooked)}."
-            )
-
-
-def _hooked_class(trainer_class: type, hook: Hook) -> type | None:
-    """The verl class of ``hook`` among ``trainer_class``'s bases, when it is a hooked method of a trainer."""
-    if hook.owner is None or hook.attribute == "__init__":
-        return None
-    for cls in trainer_class.__mro__[1:]:
-        if cls.__name__ == hook.owner and cls.__module__ == hook.module:
-            return cls
-    return None
-
-
-def _calls_by_name(function: Any, name: str) -> bool:
-    code = getattr(getattr(function, "__func__", function), "__code__", None)
-    stack = [code] if code is not None else []
-    while stack:
-        code = stack.pop()
-        if name in code.co_names:
-            return True
-        stack.extend(const for const in code.co_consts if inspect.iscode(const))
-    return False
-
-
-def _qualified(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-
 # ----------------------------------------------------------------------------------------------
 # The registry
 
@@ -282,48 +238,68 @@ _TRAINER_CLASSES = (("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "legacy"),
 _MULTI_TRAJECTORY_PARAMETERS = (
     "data", "batch_keys", "adv_estimator", "gamma", "lam", "num_repeat", "norm_adv_by_std_in_grpo", "config",
 )  # fmt: skip
+_NO_CHECKPOINT_CALLBACK = "checkpoints have no callback for extra state"
+_NO_SAMPLER_CLASS = "`create_rl_sampler` reads no sampler class from the config"
 
 HOOKS: tuple[Hook, ...] = (
     Hook("verl.utils.config", None, "validate_config", validate_with_launch_check,
-         "checks algorithm.avspo and these hooks before Ray starts", ("config",), always=True),
+         "checks algorithm.avspo and these hooks before Ray starts", ("config",), always=True,
+         when="launch, before Ray starts", why="the only place that sees the whole config before Ray starts; no validator registry"),
     Hook("verl.trainer.constants_ppo", None, "get_ppo_ray_runtime_env", runtime_env_with_plugin,
-         "imports the plugin in the trainer process with errors raised", always=True),
+         "imports the plugin in the trainer process with errors raised", always=True, when="launch",
+         why="the trainer process imports plugins with errors swallowed; the runtime env is the one way to import it loudly there"),
     Hook("verl.utils.tracking", "Tracking", "log", log_with_avspo_metrics,
-         "logs avspo/* metrics", ("self", "data", "step")),
+         "logs avspo/* metrics", ("self", "data", "step"), when="each logged step",
+         why="the estimator registry takes a function, not its metrics (an upstream channel is proposed in patches/)"),
     *(
-        Hook(module, owner, attribute, make_wrapper, purpose, parameters, trainer, always=always)
+        Hook(module, owner, attribute, make_wrapper, purpose, parameters, trainer, always=always, when=when, why=why)
         for module, owner, trainer in _TRAINER_CLASSES
-        for attribute, make_wrapper, purpose, parameters, always in (
+        for attribute, make_wrapper, purpose, parameters, always, when, why in (
             ("__init__", init_with_trainer_checks, "checks the run and places the hooks it uses before any worker starts",
-             ("self", "config"), True),
-            ("_save_checkpoint", save_with_state, "saves the AVSPO state with the checkpoint", ("self",), False),
+             ("self", "config"), True, "trainer start, before workers", "no trainer start callback"),
+            ("_save_checkpoint", save_with_state, "saves the AVSPO state with the checkpoint", ("self",), False,
+             "each checkpoint", _NO_CHECKPOINT_CALLBACK),
             # Always: verl's experimental fully-async trainer inherits it without passing through __init__'s hook.
-            ("_load_checkpoint", load_with_state, "restores the AVSPO state on resume", ("self",), True),
+            ("_load_checkpoint", load_with_state, "restores the AVSPO state on resume", ("self",), True, "resume",
+             _NO_CHECKPOINT_CALLBACK),
         )
     ),
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "step", close_v1_step,
          "one step of Eq. 12 (and of the monitor's warnings) per global step", ("self", "metrics"), trainer="v1",
-         features=(AVSPO, MONITOR)),
+         features=(AVSPO, MONITOR), when="end of each global step",
+         why="no end-of-step callback; one step of Eq. 12 spans several mini-batch calls"),
     # Placed in every process that loads verl's v1 utils, trainer or not: a script calling verl's function with
     # the avspo estimator gets GRPO's trajectory grouping, never one sample per output. Other estimators pass through.
     Hook("verl.trainer.ppo.v1.utils", None, "compute_advantage_for_multi_trajectories", group_trajectories_for_avspo,
          "groups agent-loop trajectories as GRPO does; feeds prompt selection the step's rewards",
-         _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO, SELECTION), always=True),
+         _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO, SELECTION), always=True,
+         when="each advantage step", why="its GRPO-only trajectory grouping is a name check inside the function"),
     Hook("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "_create_dataloader", dataloader_with_selection("legacy"),
          "draws the training prompts through prompt selection",
          ("self", "train_dataset", "val_dataset", "collate_fn", "train_sampler"), trainer="legacy",
-         features=(SELECTION,)),
+         features=(SELECTION,), when="trainer start", why=_NO_SAMPLER_CLASS),
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_init_dataloader", dataloader_with_selection("v1"),
-         "draws the training prompts through prompt selection", ("self",), trainer="v1", features=(SELECTION,)),
+         "draws the training prompts through prompt selection", ("self",), trainer="v1", features=(SELECTION,),
+         when="trainer start", why=_NO_SAMPLER_CLASS),
     Hook("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer", "_evict_terminal_groups", evict_with_selection,
          "shows prompt selection the groups DAPO's group filtering evicts before the advantage step",
-         ("self", "global_steps", "partition_id", "eviction_reasons"), trainer="v1", features=(SELECTION,)),
+         ("self", "global_steps", "partition_id", "eviction_reasons"), trainer="v1", features=(SELECTION,),
+         when="each DAPO filtering", why="no observer of the groups it evicts"),
     Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_fetch_one_gen_batch", fetch_with_prompt_ids,
-         "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1", features=(SELECTION,)),
+         "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1", features=(SELECTION,),
+         when="each generation batch", why="no callback with the per-step uids"),
     Hook("verl.trainer.ppo.ray_trainer", None, "compute_advantage", observe_advantage_step,
          "shows the ACR monitor (both trainers) and prompt selection (legacy) the rows the estimator gets",
-         ("data", "adv_estimator"), features=(SELECTION, MONITOR)),
+         ("data", "adv_estimator"), features=(SELECTION, MONITOR), when="each advantage step",
+         why="no observer of the rows an estimator gets"),
 )  # fmt: skip
+
+
+# Not a hook: verl's check the plugin replaces beside trl 1.x (:mod:`~avspo_plugin.verl.model_build_fix`), installed
+# where trl is; the touch-point table of docs/using/verl.md lists it after the hooks.
+TRL_PATCH = {"name": TRL_PATCH_NAME, "wrapper": skip_missing_trl_value_head,
+             "when": "model build, only where trl lacks `AutoModelForCausalLMWithValueHead`",
+             "needed_by": "every FSDP run beside trl >= 1.0", "why": "verl's own check, which breaks the build beside trl 1.x"}
 
 # Hook name -> why it could not be placed, for the hooks whose module loaded.
 HOOK_PROBLEMS: dict[str, str] = {}

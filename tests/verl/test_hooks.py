@@ -61,9 +61,9 @@ def test_a_changed_target_warns_naming_it_and_refuses_avspo_runs(monkeypatch, ca
     module = changed_verl_module(name)
     monkeypatch.setitem(sys.modules, name, module)
     changed = hooks.Hook(name, "Trainer", "step", process.close_v1_step, "one step of Eq. 12 per global step",
-                         ("self", "metrics"), trainer="v1")  # fmt: skip
+                         ("self", "metrics"), trainer="v1", when="end of each step", why="no callback")  # fmt: skip
     absent = hooks.Hook(name, "Trainer", "_save_checkpoint", checkpoint.save_with_state, "saves the AVSPO state",
-                        ("self",), trainer="legacy")  # fmt: skip
+                        ("self",), trainer="legacy", when="each checkpoint", why="no callback")  # fmt: skip
     monkeypatch.setattr(hooks, "HOOKS", (*hooks.HOOKS, changed, absent))
     monkeypatch.setattr(hooks, "HOOK_PROBLEMS", {})
     with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):

@@ -325,7 +325,7 @@ def test_a_missing_selection_hook_stops_only_selection_runs(monkeypatch, caplog)
     monkeypatch.setitem(sys.modules, name, module)
     absent = hooks.Hook(name, "Trainer", "_fetch_one_gen_batch", selection.fetch_with_prompt_ids,
                           "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1",
-                          features=(SELECTION,))  # fmt: skip
+                          features=(SELECTION,), when="each generation batch", why="no callback")  # fmt: skip
     monkeypatch.setattr(hooks, "HOOKS", (*hooks.HOOKS, absent))
     monkeypatch.setattr(hooks, "HOOK_PROBLEMS", {})
     with caplog.at_level(logging.INFO, logger="avspo_plugin.verl"):
