@@ -14,7 +14,7 @@ from avspo_plugin.evidence.lab_evidence import LAB_SWEEP_FIT, evidence_lines, la
 from lab.research.sweep_preregistered import EVIDENCE, PREREGISTERED_BEGIN, PREREGISTERED_END, with_verdicts
 from lab.research.sweep_report import preregistered_markdown, report_markdown
 
-from . import openrlhf_options_table, trl_options_table, verl_hook_table
+from . import doctor_samples, openrlhf_options_table, trl_options_table, verl_hook_table
 from .docs_pages import (
     DOCS,
     EVIDENCE_SOURCE,
@@ -65,6 +65,8 @@ def generated_files() -> dict[Path, str]:
     # Sample outputs (a recorded run, or a dry run made now).
     for name, (page, render, _) in SAMPLES.items():
         block(page, *sample_markers(name), render())
+    for name, sample in doctor_samples.DOCTOR_SAMPLES.items():
+        block(sample.page, *sample.markers(), doctor_samples.doctor_sample(name))
     # The evidence behind the default: the study's figures where they are quoted, and the packaged sentence.
     report = json.loads(EVIDENCE_SOURCE.read_text(encoding="utf-8"))
     files[PACKAGED_EVIDENCE] = json.dumps(packaged_evidence(report), indent=1) + "\n"
