@@ -54,8 +54,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from avspo_plugin.state_files import read_json, write_json
+
 from ..experiment import (
     RunSpec,
+    content_fingerprint,
     default_jobs,
     prepare_base,
     prepare_bases,
@@ -103,11 +106,12 @@ class Candidate:
     name: str
     task_seed: int
     warmup_steps: int = WARMUP_STEPS
+    sixth_tier_weight: float = SIXTH_TIER_WEIGHT
     screened: bool = False  # run GRPO from it only if its base lies within BASE_WINDOW
 
     def settings(self) -> LabSettings:
         return dataclasses.replace(
-            STUDY_SETTINGS, tiers=TIERS, mix=(1,) * len(TIERS), warmup_mix=(4, 3, 2, 1, SIXTH_TIER_WEIGHT),
+            STUDY_SETTINGS, tiers=TIERS, mix=(1,) * len(TIERS), warmup_mix=(4, 3, 2, 1, self.sixth_tier_weight),
             warmup_steps=self.warmup_steps, task_seed=self.task_seed,
             train_per_tier=BUDGET_STEPS * STUDY_SETTINGS.prompts // len(TIERS) // 2)
 
@@ -125,8 +129,14 @@ TASK_SEED_CANDIDATES = tuple(Candidate(f"wide{seed}", seed, screened=seed >= SCR
 # its learning while tiers 2-4 are learnt. The bases are then one task's: a base as the unit says how AVSPO's effect
 # varies with where the warm-up left tier 5, not across tasks (docs/evidence/headroom.md says so beside the result).
 WARMUP_FAMILY = (1150, 850, 1300, 700)
+# The warm-up's length gave none (tier 5 stayed flat from 700-1,300 steps but 1,000): added after that round and
+# before any of its runs, the other thing the recipe sets, the sixth tier's warm-up weight, on wide0's task and
+# warm-up length. The earlier headroom pilot read weights 0 (tier 5 at 0.12, flat under GRPO), 0.05 (wide0) and
+# 0.25 (tier 5 solved at the base); the round tries weights between, nearest 0.05 first within each side.
+WEIGHT_FAMILY = (0.07, 0.035, 0.1, 0.15)
 CANDIDATES = (*TASK_SEED_CANDIDATES,
-              *(Candidate(f"wide0warm{steps}", 0, warmup_steps=steps) for steps in WARMUP_FAMILY))
+              *(Candidate(f"wide0warm{steps}", 0, warmup_steps=steps) for steps in WARMUP_FAMILY),
+              *(Candidate(f"wide0sixth{weight:g}", 0, sixth_tier_weight=weight) for weight in WEIGHT_FAMILY))
 BASES_WANTED = 3
 # GRPO's learning rate in the pilot. First tried: 6e-4, the earlier headroom pilot's (FIRST_TRY): on wide0 it took
 # tier 5 from 0.16 to 0.81 but tier 4 lost 0.15 and the two seeds ended 0.11 apart, so the pilot runs at 3e-4, the
@@ -260,8 +270,18 @@ def evaluation_for(settings: LabSettings, per_tier: tuple[int, ...], read_every:
                            per_tier, budget, read_every, read_test)
 
 
-def base_reading(settings: LabSettings, state: dict, evaluation: CurveEvaluation) -> dict:
-    """The base policy's readings (step 0): the curve's first point and the full reading."""
+def base_reading(settings: LabSettings, state: dict, evaluation: CurveEvaluation, cache: Path) -> dict:
+    """The base policy's readings (step 0): the curve's first point and the full reading, kept in ``cache`` under a
+    fingerprint of the settings and the evaluation (deterministic on one machine, as the runs are)."""
+    path = cache / f"{content_fingerprint({'settings': settings.to_dict(), 'evaluation': dataclasses.asdict(evaluation)})}.json"
+    if path.exists():
+        return read_json(str(path), "Delete it to read that base again.")
+    reading = _read_base(settings, state, evaluation)
+    write_json(str(path), reading, indent=1)
+    return reading
+
+
+def _read_base(settings: LabSettings, state: dict, evaluation: CurveEvaluation) -> dict:
     policy = load_policy(settings, state)
     parts = dict(zip(("validation", "test"), evaluation_parts(evaluation)))
     if not evaluation.read_test:
@@ -314,19 +334,18 @@ def pilot(out: Path, quick: bool, jobs: int, progress: bool) -> dict:
     ends = {}
     candidates = CANDIDATES[:QUICK_BASES] if quick else CANDIDATES
     prepare_bases([base_settings(c, quick) for c in candidates], out / "bases", jobs)
-    for index, candidate in enumerate(candidates):
+    for candidate in candidates:
         settings, state = base_for(candidate, out, quick)
         evaluation = evaluation_for(settings, per_tier, read_every, False, budget)
-        base = base_reading(settings, state, evaluation)
+        base = base_reading(settings, state, evaluation, out / "base_readings")
         if candidate.screened and not BASE_WINDOW[0] <= room_greedy(base["full"]["validation"]) <= BASE_WINDOW[1]:
-            result["candidates"][candidate.name] = {"task_seed": candidate.task_seed, "base": base,
-                                                    "screened_out": True}
+            result["candidates"][candidate.name] = {**made_of(candidate), "base": base, "screened_out": True}
             continue
         specs = [RunSpec(f"pilot/grpo/{candidate.name}/seed{s}", dataclasses.replace(settings, lr=PILOT_LR),
                          parse_method(BASELINE), s, evaluation=evaluation) for s in PILOT_SEEDS]
         runs = list(run_all(specs, state, jobs, progress=progress, cache=cache).values())
         gate = headroom_gate(base, runs, budget)
-        result["candidates"][candidate.name] = {"task_seed": candidate.task_seed, "base": base, "gate": gate,
+        result["candidates"][candidate.name] = {**made_of(candidate), "base": base, "gate": gate,
                                                 "curves": [curve_of(r) for r in runs]}
         ends[candidate.name] = [room_greedy(at_budget(r, budget)["validation"]) for r in runs]
         if progress:
@@ -355,6 +374,12 @@ def pilot(out: Path, quick: bool, jobs: int, progress: bool) -> dict:
         result["first_try"] = {**FIRST_TRY, "gate": headroom_gate(base, runs, budget), "curves": [curve_of(r) for r in runs]}
     result["seeds_for_mde"] = seeds_for_mde({n: ends[n] for n in result["accepted"]}, max(len(result["accepted"]), 1))
     return result
+
+
+def made_of(candidate: Candidate) -> dict:
+    """How a candidate base was made (what pilot.json records of it)."""
+    return {"task_seed": candidate.task_seed, "warmup_steps": candidate.warmup_steps,
+            "sixth_tier_weight": candidate.sixth_tier_weight}
 
 
 def sizes(quick: bool) -> tuple[int, tuple[int, ...], int]:
@@ -656,7 +681,7 @@ def run(args) -> int:
         settings, state = base_for(_candidate(name), out, args.quick)
         bases[name] = {"name": name, "settings": settings, "state": state,
                        "reading": base_reading(settings, state, evaluation_for(settings, per_tier, read_every, True,
-                                                                                budget))}
+                                                                                budget), out / "base_readings")}
     tuning = {arm: tune(arm, bases[found["accepted"][0]], args.quick, jobs, progress, cache) for arm in TUNED_ARMS}
     rates = learning_rates(tuning)
     seeds = found["seeds_for_mde"]["seeds"]

@@ -49,13 +49,7 @@ def headroom_markdown(report: dict) -> str:
         f">= {design['gate']['min_gain']}, end in {design['gate']['end_band']}, no tier solved at the base "
         f"(greedy >= {design['gate']['solved']}) losing more than {design['gate']['max_solved_loss']}.",
         "",
-        markdown_table(
-            ["candidate", "task seed", "base greedy", "GRPO end", "gain", "solved-tier losses", "clip bound", "passed"],
-            [[name, c["task_seed"], _f(c["gate"]["base_greedy"]), _f(c["gate"]["end_greedy"]), _signed(c["gate"]["gain"]),
-              ", ".join(f"tier {d}: {loss:+.3f}" for d, loss in c["gate"]["solved_tier_losses"].items()) or "none",
-              f"{c['gate']['clip_bound']:.1%}", "yes" if c["gate"]["passed"] else
-              "no (" + ", ".join(k for k, ok in c["gate"]["checks"].items() if not ok) + ")"]
-             for name, c in pilot["candidates"].items()]),
+        pilot_table(pilot),
         "",
         f"Accepted: {', '.join(pilot['accepted'])}. Seeds per base: {pilot['seeds_for_mde']['seeds']} (pooled within-base SD "
         f"{_f(pilot['seeds_for_mde']['within_base_sd'], 4)}, so a pair's SD about {_f(pilot['seeds_for_mde']['pair_sd'], 4)}; "
@@ -267,32 +261,46 @@ def recipe_comment(report: dict) -> str:
     return "\n".join(f"# {line}" for line in textwrap.wrap(default_reason(report), 110))
 
 
-def pilot_summary(pilot: dict) -> str:
-    """What the testbed pilot found, in the words of docs/evidence/headroom.md (from pilot.json)."""
-    design_lr = _lr(pilot["lr"])
-    rows = [[name, c["task_seed"], f"{c['gate']['base_greedy']:.3f}", f"{c['gate']['end_greedy']:.3f}",
+def made_of(candidate: dict) -> str:
+    """How a candidate base was made: its task seed, and its warm-up's length and sixth-tier weight where the pilot
+    recorded them."""
+    steps, weight = candidate.get("warmup_steps"), candidate.get("sixth_tier_weight")
+    return (f"task seed {candidate['task_seed']}" + (f", warm-up {steps:,} steps" if steps else "")
+            + (f", sixth-tier weight {weight:g}" if weight is not None else ""))
+
+
+def pilot_table(pilot: dict) -> str:
+    """The candidates GRPO ran from, with their gate, and a line naming those screened out at the base."""
+    rows = [[name, made_of(c), f"{c['gate']['base_greedy']:.3f}", f"{c['gate']['end_greedy']:.3f}",
              f"{c['gate']['gain']:+.3f}",
              ", ".join(f"tier {d}: {v:+.3f}" for d, v in c["gate"]["solved_tier_losses"].items()) or "none",
+             f"{c['gate']['clip_bound']:.1%}",
              "passed" if c["gate"]["passed"] else "failed: " + ", ".join(
                  k.replace("_", " ") for k, ok in c["gate"]["checks"].items() if not ok)]
             for name, c in pilot["candidates"].items() if "gate" in c]
+    lines = [markdown_table(["candidate", "made of", "base", "after the budget", "gain", "solved-tier losses (+: lost)",
+                             "clip bound", "gate"], rows)]
     screened = {name: c for name, c in pilot["candidates"].items() if c.get("screened_out")}
+    if screened:
+        lines += ["", "Screened out at the base (tier-5 greedy outside the window, no GRPO run): " + ", ".join(
+            f"{name} {room_greedy(c['base']['full']['validation']):.3f}" for name, c in screened.items()) + "."]
+    return "\n".join(lines)
+
+
+def pilot_summary(pilot: dict) -> str:
+    """What the testbed pilot found, in the words of docs/evidence/headroom.md (from pilot.json)."""
+    ran = [c for c in pilot["candidates"].values() if "gate" in c]
     first = pilot.get("first_try")
-    lines = [f"GRPO at lr {design_lr} (pilot seeds {', '.join(map(str, pilot['seeds']))}), tier-5 greedy accuracy on "
-             "validation, mean over the seeds:", "",
-             markdown_table(["candidate", "task seed", "base", "after the budget", "gain",
-                             "solved-tier losses (+: lost)", "gate"], rows), ""]
+    lines = [f"GRPO at lr {_lr(pilot['lr'])} (pilot seeds {', '.join(map(str, pilot['seeds']))}), tier-5 greedy accuracy "
+             "on validation, mean over the seeds:", "", pilot_table(pilot), ""]
     if first:
         lines.append(f"First try at lr {_lr(first['lr'])} on {first['candidate']}: {first['gate']['base_greedy']:.3f} "
                      f"-> {first['gate']['end_greedy']:.3f}, solved-tier losses "
                      + (", ".join(f"tier {d}: {v:+.3f}" for d, v in first["gate"]["solved_tier_losses"].items())
                         or "none") + ".")
-    if screened:
-        lines.append("Screened out at the base (tier-5 greedy outside the window, no GRPO run): " + ", ".join(
-            f"{name} {room_greedy(c['base']['full']['validation']):.3f}" for name, c in screened.items()) + ".")
     accepted = pilot["accepted"]
-    lines.append(f"Accepted: {', '.join(accepted) or 'none'} ({len(accepted)} of the {len(pilot['candidates']) - len(screened)} "
-                 f"candidates GRPO ran from; the comparison needs at least 2, the design 3).")
+    lines.append(f"Accepted: {', '.join(accepted) or 'none'} ({len(accepted)} of the {len(ran)} candidates GRPO ran "
+                 "from; the comparison needs at least 2, the design 3).")
     return "\n".join(lines)
 
 

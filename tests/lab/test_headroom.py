@@ -2,6 +2,7 @@
 pilot's variance, the sustained crossing, stability, the verdicts and the default they decide, the per-tier signal
 the training loop records, and the quick pipeline's report."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -12,12 +13,13 @@ from cli_in_process import captured
 from lab.command import main
 from lab.research.headroom import (
     CANDIDATES,
-    WARMUP_FAMILY,
     LR_GRID,
     MAX_SEEDS,
     PILOT_LR,
     PILOT_SEEDS,
     TUNING_SEEDS,
+    WARMUP_FAMILY,
+    WEIGHT_FAMILY,
     CurveEvaluation,
     decision,
     headroom_gate,
@@ -26,6 +28,7 @@ from lab.research.headroom import (
     sustained_crossing,
     verdict,
 )
+from lab.research.headroom_report import pilot_summary
 from lab.research.statistics import minimum_detectable_effect
 from lab.train import Groups, signal_by_tier
 
@@ -130,13 +133,16 @@ def test_signal_by_tier_splits_collapsed_groups_and_their_advantages_by_tier():
     assert out["entropy_tier2"] == 1.0 and out["entropy_tier5"] == 2.5
 
 
-def test_candidates_share_the_testbed_and_differ_by_task_seed_or_warmup_length():
+def test_candidates_share_the_testbed_and_differ_by_task_seed_warmup_length_or_sixth_tier_weight():
     settings = [c.settings() for c in CANDIDATES]
-    assert {s.tiers for s in settings} == {(2, 3, 4, 5, 6)} and {s.warmup_mix for s in settings} == {(4, 3, 2, 1, 0.05)}
-    assert len({(s.task_seed, s.warmup_steps) for s in settings}) == len(CANDIDATES)
-    family = [s for c, s in zip(CANDIDATES, settings) if c.name.startswith("wide0warm")]
-    assert {s.task_seed for s in family} == {0} and {s.warmup_steps for s in family} == set(WARMUP_FAMILY)
-    assert not any(c.screened for c in CANDIDATES if c.name.startswith("wide0warm"))
+    assert {s.tiers for s in settings} == {(2, 3, 4, 5, 6)} and {s.warmup_mix[:4] for s in settings} == {(4, 3, 2, 1)}
+    assert len({(s.task_seed, s.warmup_steps, s.warmup_mix) for s in settings}) == len(CANDIDATES)
+    by_name = dict(zip((c.name for c in CANDIDATES), settings))
+    assert [by_name[f"wide0warm{n}"].warmup_steps for n in WARMUP_FAMILY] == list(WARMUP_FAMILY)
+    assert [by_name[f"wide0sixth{w:g}"].warmup_mix[4] for w in WEIGHT_FAMILY] == list(WEIGHT_FAMILY)
+    family = [by_name[f"wide0warm{n}"] for n in WARMUP_FAMILY] + [by_name[f"wide0sixth{w:g}"] for w in WEIGHT_FAMILY]
+    assert {s.task_seed for s in family} == {0}
+    assert not any(c.screened for c in CANDIDATES if c.name.startswith("wide0"))
 
 
 def test_pilot_seeds_are_the_tuning_seeds_so_grpo_tuning_reuses_the_pilot():
@@ -157,3 +163,35 @@ def test_quick_study_writes_curves_endpoints_and_a_decision(tmp_path):
     assert report["decision"]["default_threshold_mode"] in ("adaptive", "always", "never")
     assert set(report["stability"]) == set(report["design"]["arms"])
     assert "## 5. Mechanism" in (tmp_path / "headroom.md").read_text()
+
+
+def test_pilot_summary_tables_the_candidates_grpo_ran_from_and_names_those_screened_out():
+    gate = {"base_greedy": 0.16, "end_greedy": 0.67, "gain": 0.51, "solved_tier_losses": {"2": 0.02},
+            "clip_bound": 0.0, "checks": {"gain": True, "end_band": True}, "passed": True}
+    screened_base = {"full": {"validation": {"accuracy": {"0.0": 0.9}}}}
+    pilot = {"lr": 3e-4, "seeds": [998, 999], "accepted": ["wide0warm1150"],
+             "candidates": {"wide0warm1150": {"task_seed": 0, "warmup_steps": 1150, "sixth_tier_weight": 0.05, "gate": gate},
+                            "wide9": {"task_seed": 9, "warmup_steps": 1000, "base": screened_base,
+                                      "screened_out": True}}}
+    text = pilot_summary(pilot)
+    assert "| wide0warm1150 | task seed 0, warm-up 1,150 steps, sixth-tier weight 0.05 | 0.160 | 0.670 | +0.510 | tier 2: +0.020 |" in text
+    assert "Screened out at the base" in text and "wide9 0.900" in text and "| wide9 |" not in text
+    assert "1 of the 1 candidates GRPO ran from" in text
+
+
+def test_a_base_is_read_once_per_settings_and_evaluation(tmp_path, monkeypatch):
+    import lab.research.headroom as headroom
+
+    settings = CANDIDATES[0].settings()
+    evaluation = headroom.evaluation_for(settings, (1, 1, 1, 1, 1), 8, False, 64)
+    monkeypatch.setattr(headroom, "_read_base", lambda *_: {"step": 0, "read": "fresh"})
+    assert headroom.base_reading(settings, {}, evaluation, tmp_path) == {"step": 0, "read": "fresh"}
+
+    def read_again(*_):
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(headroom, "_read_base", read_again)
+    assert headroom.base_reading(settings, {}, evaluation, tmp_path) == {"step": 0, "read": "fresh"}
+    other = dataclasses.replace(evaluation, read_test=True)
+    with pytest.raises(AssertionError, match="read again"):
+        headroom.base_reading(settings, {}, other, tmp_path)
