@@ -152,6 +152,9 @@ MDE_TARGET = 0.03
 # The cost cap (COST_NOTE): a run costs about 170 CPU-s here, and the 2 cores are shared with other work, so two
 # seeds per base; the MDE reached is reported whatever it is, and a third seed can be added later from the run cache.
 MAX_SEEDS = 2
+# Set after the pilot accepted two bases, before any comparison run: the cap is on seed pairs (BASES_WANTED x
+# MAX_SEEDS, what the cost cap was planned for), so fewer accepted bases get more seeds each (two bases: three).
+MAX_PAIRS = BASES_WANTED * MAX_SEEDS
 
 # --- 2. What a run reads ------------------------------------------------------------------------------------------
 EVAL_SEED = 47
@@ -315,13 +318,14 @@ def headroom_gate(base: dict, runs: Sequence[dict], budget: int) -> dict:
 def seeds_for_mde(per_base_ends: Mapping[str, Sequence[float]], bases: int) -> dict:
     """Seeds per base for the primary's MDE at most MDE_TARGET: the pooled within-base SD of GRPO's evaluated-tier
     greedy validation accuracy at the budget (the pilot's seeds), sqrt(2) x it as a pair's SD, the fewest seeds
-    whose pairs (bases x seeds) reach the target, capped at MAX_SEEDS (the MDE at the cap is stated)."""
+    whose pairs (bases x seeds) reach the target, capped at MAX_PAIRS // bases and at least MAX_SEEDS (the MDE at
+    the cap is stated)."""
     deviations = [np.asarray(v) - np.mean(v) for v in per_base_ends.values() if len(v) >= 2]
     dof = sum(len(d) - 1 for d in deviations)
     sd = float(math.sqrt(sum(float((d ** 2).sum()) for d in deviations) / dof)) if dof else math.nan
     pair_sd = math.sqrt(2) * sd
-    seeds = next((s for s in range(2, MAX_SEEDS + 1)
-                  if minimum_detectable_effect(pair_sd, bases * s) <= MDE_TARGET), MAX_SEEDS)
+    cap = max(MAX_SEEDS, MAX_PAIRS // bases)
+    seeds = next((s for s in range(2, cap + 1) if minimum_detectable_effect(pair_sd, bases * s) <= MDE_TARGET), cap)
     return {"within_base_sd": sd, "pair_sd": pair_sd, "seeds": seeds, "pairs": bases * seeds,
             "mde_at_seeds": minimum_detectable_effect(pair_sd, bases * seeds), "target": MDE_TARGET}
 

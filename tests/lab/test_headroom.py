@@ -14,6 +14,7 @@ from lab.command import main
 from lab.research.headroom import (
     CANDIDATES,
     LR_GRID,
+    MAX_PAIRS,
     MAX_SEEDS,
     PILOT_LR,
     PILOT_SEEDS,
@@ -73,6 +74,8 @@ def test_seeds_follow_the_pilot_variance_and_stop_at_the_cap():
     many = seeds_for_mde({"a": [0.5, 0.6], "b": [0.5, 0.6], "c": [0.5, 0.6]}, 3)
     assert many["seeds"] == MAX_SEEDS and many["mde_at_seeds"] > 0.03  # the cap, with the MDE it leaves
     assert many["mde_at_seeds"] == pytest.approx(minimum_detectable_effect(np.sqrt(2) * many["within_base_sd"], 3 * MAX_SEEDS))
+    two_bases = seeds_for_mde({"a": [0.5, 0.6], "b": [0.5, 0.6]}, 2)  # the planned pairs kept: 3 seeds each
+    assert two_bases["seeds"] == MAX_PAIRS // 2 == 3 and two_bases["pairs"] == 6
 
 
 def test_a_crossing_counts_only_while_later_readings_stay_near_the_target():
