@@ -14,7 +14,7 @@ from avspo_plugin.evidence.lab_evidence import LAB_SWEEP_FIT, evidence_lines, la
 from lab.research.sweep_preregistered import EVIDENCE, PREREGISTERED_BEGIN, PREREGISTERED_END, with_verdicts
 from lab.research.sweep_report import preregistered_markdown, report_markdown
 
-from . import doctor_samples, openrlhf_options_table, trl_options_table, verl_hook_table
+from . import doctor_samples, openrlhf_options_table, results_page, trl_options_table, verl_hook_table
 from .docs_pages import (
     DOCS,
     EVIDENCE_SOURCE,
@@ -72,6 +72,7 @@ def generated_files() -> dict[Path, str]:
     files[PACKAGED_EVIDENCE] = json.dumps(packaged_evidence(report), indent=1) + "\n"
     for name, (page, prefix, text) in evidence_blocks().items():
         block(page, *evidence_markers(name, prefix), text)
+    block(results_page.PAGE, results_page.BEGIN, results_page.END, results_page.results_history())
     # ACR's forecast value: the fit files with their verdicts drawn from their numbers (no file offers a forecast the
     # pre-registered test does not back), the copy analyze reads, the confirmation's report, and where the verdict is
     # quoted.
