@@ -7,6 +7,7 @@ every Ray worker (:mod:`.worker_setup`). Importing this package imports no OpenR
 
 from ..names import ESTIMATOR
 from .advantage import (
+    HOST,
     SESSION,
     checkpoint_state,
     entropy_collapse_flag,
@@ -20,6 +21,7 @@ __all__ = [
     "DOTTED",
     "ESTIMATOR",
     "FLAT",
+    "HOST",
     "SESSION",
     "add_avspo_arguments",
     "avspo_config_from_args",

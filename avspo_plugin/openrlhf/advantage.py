@@ -22,20 +22,17 @@ import numpy as np
 import torch
 
 from ..config import AVSPOConfig
-from ..core import AVSPOSession
 from ..core.advantage import reward_range_problem
-from ..names import METRIC_PREFIX
+from ..core.host import Host
 from .args import ArgLayout, avspo_config_from_args, layout_of, read_arg
-
-# Key of the avspo state in the client_states of OpenRLHF's checkpoints.
-CHECKPOINT_KEY = "avspo"
-# The actor's mean token entropy in OpenRLHF's status dict.
-ENTROPY_KEY = "entropy_loss"
 
 logger = logging.getLogger(__name__)
 
+# OpenRLHF's side of the host contract (docs/method/hosts.md): its actor reports the policy's mean token entropy as
+# entropy_loss in the status dict, and its checkpoints carry the avspo state as client_states["avspo"].
+HOST = Host(name="openrlhf", log=logger, entropy_metric="entropy_loss", checkpoint_folder=None, state_name="avspo")
 
-SESSION = AVSPOSession(log=logger)
+SESSION = HOST.new_session()
 
 
 def group_advantages(rewards: torch.Tensor, args: Any) -> torch.Tensor:
@@ -100,7 +97,7 @@ def _reward_source(args: Any, layout: ArgLayout) -> str:
 
 def rollout_stats() -> dict[str, float]:
     """The ``avspo/*`` metrics of the batch (or batches) since the last call, for OpenRLHF's status dict."""
-    return {METRIC_PREFIX + name: value for name, value in SESSION.pop_metrics().items()}
+    return HOST.logged(SESSION.pop_metrics())
 
 
 def entropy_collapse_flag(logs: Mapping[str, Any]) -> dict[str, float]:
@@ -109,21 +106,21 @@ def entropy_collapse_flag(logs: Mapping[str, Any]) -> dict[str, float]:
     OpenRLHF's actor reports its mean token entropy as ``entropy_loss`` when --actor.entropy_coef is
     set (0 logs it without training on it).
     """
-    entropy = logs.get(ENTROPY_KEY)
+    entropy = logs.get(HOST.entropy_metric)
     if entropy is None:
         return {}
-    return {METRIC_PREFIX + name: value for name, value in SESSION.observe_entropy(float(entropy)).items()}
+    return HOST.logged(SESSION.observe_entropy(float(entropy)))
 
 
 def checkpoint_state() -> dict[str, Any]:
     """What OpenRLHF's checkpoint client_states carry for avspo; {} outside an avspo run."""
     state = SESSION.state_dict()
-    return {} if state["threshold"] is None else {CHECKPOINT_KEY: state}
+    return {} if state["threshold"] is None else {HOST.state_name: state}
 
 
 def load_checkpoint_state(client_states: Mapping[str, Any] | None) -> None:
     """Resume the threshold state from a checkpoint's client_states (a no-op when it holds none)."""
-    if client_states and CHECKPOINT_KEY in client_states:
-        SESSION.load_state_dict(client_states[CHECKPOINT_KEY],
-                                source=f"OpenRLHF's checkpoint (its client_states[{CHECKPOINT_KEY!r}])")
-        logger.info("avspo: state resumed from the checkpoint: %s", client_states[CHECKPOINT_KEY])
+    if client_states and HOST.state_name in client_states:
+        SESSION.load_state_dict(client_states[HOST.state_name],
+                                source=f"OpenRLHF's checkpoint (its client_states[{HOST.state_name!r}])")
+        logger.info("avspo: state resumed from the checkpoint: %s", client_states[HOST.state_name])

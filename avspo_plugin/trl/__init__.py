@@ -1,10 +1,11 @@
 """TRL adapter: :class:`AVSPOGRPOTrainer` (a GRPOTrainer subclass) and :class:`AVSPOGRPOConfig`.
 
-Importing this package imports no TRL (``avspo doctor --host trl`` runs without it); the two classes
-load on first use, after the installed TRL's version is checked (:mod:`.versions`).
+Importing this package imports no TRL (``avspo doctor --host trl`` runs without it); the two classes,
+and :data:`HOST` (TRL's side of the host contract, docs/method/hosts.md), load on first use, after the
+installed TRL's version is checked (:mod:`.versions`).
 """
 
-__all__ = ["AVSPOGRPOConfig", "AVSPOGRPOTrainer"]
+__all__ = ["HOST", "AVSPOGRPOConfig", "AVSPOGRPOTrainer"]
 
 
 def __getattr__(name: str):
@@ -18,4 +19,8 @@ def __getattr__(name: str):
         from .trainer import AVSPOGRPOTrainer
 
         return AVSPOGRPOTrainer
+    if name == "HOST":
+        from .trainer import HOST
+
+        return HOST
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,6 +33,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from ..core import AVSPOSession, aggregate_metrics
+from ..core.host import Host
 from ..core.session import STATE_FORMAT
 from ..names import METRIC_PREFIX, STATE_FILE
 from ..state_files import load_json, write_json
@@ -41,6 +42,10 @@ from .bases import GRPOTrainer
 from .config import AVSPOGRPOConfig
 
 logger = logging.getLogger(__name__)
+# TRL's side of the host contract (docs/method/hosts.md): GRPOTrainer logs the policy's entropy as entropy, and
+# transformers writes step N's checkpoint into checkpoint-<N> of output_dir.
+HOST = Host(name="trl", log=logger, entropy_metric="entropy", checkpoint_folder=f"{PREFIX_CHECKPOINT_DIR}-{{step}}",
+            state_name=STATE_FILE)
 
 # What avspo_state.json held before the TRL adapter shared the core's session (no format number).
 EARLIER_TRL_STATE_KEYS = {"threshold", "monitor"}
@@ -64,7 +69,7 @@ class AVSPOGRPOTrainer(GRPOTrainer):
             )
         super().__init__(model, reward_funcs, args, *more, **kwargs)
         self.avspo_config = args.avspo_config()
-        self.avspo_session = AVSPOSession(log=logger)
+        self.avspo_session = HOST.new_session()
         self.avspo_session.configure(self.avspo_config)
         self.avspo_state_callback = AVSPOStateCallback(self.avspo_session)
         self.add_callback(self.avspo_state_callback)
@@ -129,13 +134,13 @@ class AVSPOGRPOTrainer(GRPOTrainer):
         else:
             mode = "eval"
             metrics, self._avspo_eval_metrics = aggregate_metrics(self._avspo_eval_metrics), []
-        for name, value in metrics.items():
-            self._metrics[mode][METRIC_PREFIX + name] = [value]
+        for name, value in HOST.logged(metrics).items():
+            self._metrics[mode][name] = [value]
         super().log(logs, start_time)
 
     def _logged_entropy(self) -> float | None:
         """The mean token entropy TRL logs for this training step (its ``entropy`` metric); None when absent."""
-        entropies = [value for value in self._metrics["train"].get("entropy", []) if not math.isnan(value)]
+        entropies = [value for value in self._metrics["train"].get(HOST.entropy_metric, []) if not math.isnan(value)]
         return sum(entropies) / len(entropies) if entropies else None
 
     def train(self, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -163,19 +168,19 @@ class AVSPOStateCallback(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         if not args.should_save:
             return
-        folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        folder = HOST.step_folder(args.output_dir, state.global_step)
         if not os.path.isdir(folder):
             raise RuntimeError(
                 f"AVSPOGRPOTrainer: the checkpoint of step {state.global_step} is not {folder} (a hyperparameter "
                 f"search writes its runs elsewhere): the AVSPO state has no checkpoint to go into"
             )
-        write_json(os.path.join(folder, STATE_FILE), self.session.state_dict(), indent=1)
+        write_json(os.path.join(folder, HOST.state_name), self.session.state_dict(), indent=1)
 
     def on_train_begin(self, args, state, control, **kwargs):
         checkpoint, self.resume_from = self.resume_from, None
         if checkpoint is None:
             return
-        path = os.path.join(checkpoint, STATE_FILE)
+        path = os.path.join(checkpoint, HOST.state_name)
         if not os.path.exists(path):
             logger.warning(
                 "%s is missing (a checkpoint not written by AVSPOGRPOTrainer): the AVSPO threshold starts over "

@@ -50,10 +50,12 @@ from ..names import ESTIMATOR
 from .estimator import compute_avspo_outcome_advantage, pop_metrics, session
 from .hooks import install as _install
 from .monitor import monitor
+from .process import HOST
 from .run_config import avspo_config_from_algorithm
 
 _install()
 
 __all__ = [
-    "ESTIMATOR", "avspo_config_from_algorithm", "compute_avspo_outcome_advantage", "monitor", "pop_metrics", "session",
+    "ESTIMATOR", "HOST", "avspo_config_from_algorithm", "compute_avspo_outcome_advantage", "monitor", "pop_metrics",
+    "session",
 ]  # fmt: skip

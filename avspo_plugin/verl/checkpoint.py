@@ -23,14 +23,14 @@ from ..names import STATE_FILE
 from ..state_files import load_json, write_json
 from . import selection
 from .guards import refuse_unsupported_trainer
-from .process import this_process
+from .process import HOST, this_process
 
 logger = logging.getLogger("avspo_plugin.verl")
 
 
 def saved_step_folder(trainer_config: Any, global_steps: int) -> str:
     """The folder verl's ``_save_checkpoint`` writes for step ``global_steps``."""
-    return os.path.join(trainer_config.default_local_dir, f"global_step_{global_steps}")
+    return HOST.step_folder(trainer_config.default_local_dir, global_steps)
 
 
 def resumed_step_folder(trainer_config: Any, global_steps: int) -> str:
@@ -38,7 +38,7 @@ def resumed_step_folder(trainer_config: Any, global_steps: int) -> str:
     if trainer_config.resume_mode == "resume_path":
         folder = trainer_config.resume_from_path
     else:
-        folder = os.path.join(trainer_config.default_local_dir, f"global_step_{global_steps}")
+        folder = HOST.step_folder(trainer_config.default_local_dir, global_steps)
     return os.path.abspath(folder)
 
 

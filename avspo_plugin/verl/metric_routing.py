@@ -16,9 +16,9 @@ from typing import Any
 
 from verl.trainer.ppo import core_algos
 
-from ..names import ESTIMATOR, METRIC_PREFIX
+from ..names import ESTIMATOR
 from . import checkpoint, selection
-from .process import CheckpointedSession, step_entropy, this_process
+from .process import HOST, CheckpointedSession, step_entropy, this_process
 
 # Name of the upstream channel (patches/verl-estimator-metrics.patch) in verl's core_algos.
 METRICS_CHANNEL = "register_adv_est_metrics"
@@ -46,7 +46,7 @@ def step_metrics(data: Mapping, step: int | None, live: CheckpointedSession | No
     folder, live.unlogged_checkpoint = live.unlogged_checkpoint, None
     if folder is not None:
         checkpoint.write_state(folder, live.session.state_dict(), live.state_file)
-    return {METRIC_PREFIX + name: value for name, value in metrics.items()}
+    return HOST.logged(metrics)
 
 
 def verl_metrics_channel() -> Callable | None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..core import AVSPOSession
+from ..core.host import Host
 from ..core.metrics import MONITOR_METRICS
 from ..import_patching import process_wide
 from ..names import MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
@@ -27,7 +28,11 @@ logger = logging.getLogger("avspo_plugin.verl")
 # As verl's own modules do: INFO (a restored state, the registration) shows in verl's default log.
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
-ENTROPY_KEY = "actor/entropy"
+# verl's side of the host contract (docs/method/hosts.md): its trainers log the policy's entropy as actor/entropy and
+# write step N's checkpoint into global_step_<N> of trainer.default_local_dir.
+HOST = Host(name="verl", log=logger, entropy_metric="actor/entropy", checkpoint_folder="global_step_{step}",
+            state_name=STATE_FILE)
+
 # verl.trainer.ppo.v1.replay_buffer.DAPO_FILTERED_REWARD_COUNTS_KEY: {shared value: groups} of the groups
 # its group filtering evicted in the step, in the step's metrics until the trainer logs them.
 DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
@@ -54,8 +59,8 @@ class PluginProcess:
     """
 
     def __init__(self) -> None:
-        self.estimator = CheckpointedSession(AVSPOSession(log=logger), STATE_FILE)
-        self.monitor = CheckpointedSession(AVSPOSession(log=logger, metric_names=MONITOR_METRICS), MONITOR_STATE_FILE)
+        self.estimator = CheckpointedSession(HOST.new_session(), HOST.state_name)
+        self.monitor = CheckpointedSession(HOST.new_session(metric_names=MONITOR_METRICS), MONITOR_STATE_FILE)
         # algorithm.use_kl_in_reward=True is said once per process.
         self.kl_in_reward_warned = False
 
@@ -98,7 +103,7 @@ def this_process() -> PluginProcess:
 
 def step_entropy(metrics: Mapping) -> float | None:
     """The step's ``actor/entropy`` among verl's metrics, as a float (None when absent or not a number)."""
-    value = metrics.get(ENTROPY_KEY)
+    value = metrics.get(HOST.entropy_metric)
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, numbers.Real):
