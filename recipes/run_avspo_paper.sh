@@ -7,11 +7,13 @@
 # samples under threshold_mode always, adaptive and fixed alike (ACR 1 exceeds any threshold below 1; never augments
 # nothing): the paper's operating point. With more prompts per step (data.train_batch_size > 1) always keeps that
 # operating point and the adaptive trigger seldom opens (docs/evidence/study.md).
-# <!-- BEGIN EVIDENCE paper-recipe: rendered by `python -m renderer` from docs/evidence/sharpening/ -->
-# The default is adaptive: in the lab's learning-or-sharpening study (docs/evidence/results.md), with GRPO and
-# always each tuned and read at its own best temperature on test problems no choice saw, always differed from
-# GRPO by +0.0023 [-0.0121, +0.0166] held-out accuracy, so its gain at T = 1 (+0.1028 [+0.0803, +0.1253]) is not
-# shown to be more than sharpening.
+# <!-- BEGIN EVIDENCE paper-recipe: rendered by `python -m renderer` from docs/evidence/headroom/ -->
+# The default is adaptive, by the rule fixed before the lab's headroom study (docs/evidence/results.md): always
+# was not shown to help or hurt and adaptive was not shown to help or hurt on its primary endpoint. Where GRPO
+# had room to learn, adaptive ended below GRPO on 2 of 2 bases (-0.2186 [-0.4516, +0.0143] tier-5 test accuracy,
+# 6 seed pairs; Holm-significant: at T = 1.0 -0.1679 [-0.2805, -0.0553]); always ended below GRPO on 2 of 2
+# bases (-0.2008 [-0.4428, +0.0412] tier-5 test accuracy, 6 seed pairs; Holm-significant: at T = 1.0 -0.1586
+# [-0.2728, -0.0445]).
 # <!-- END EVIDENCE paper-recipe -->
 set -euo pipefail
 

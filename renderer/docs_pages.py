@@ -242,43 +242,46 @@ def sample_markers(name: str) -> tuple[str, str]:
 # The evidence behind the default, quoted from one study's JSON
 # ----------------------------------------------------------------------------------------------
 
-EVIDENCE_SOURCE = DOCS / "evidence" / "sharpening" / "sharpening.json"
+EVIDENCE_SOURCE = DOCS / "evidence" / "headroom" / "headroom.json"
+# The study before it (learning or sharpening), still quoted where its own findings are.
+SHARPENING_SOURCE = DOCS / "evidence" / "sharpening" / "sharpening.json"
 HEADROOM_SOURCE = DOCS / "evidence" / "sharpening" / "headroom_pilot.json"
-# The headroom study's testbed pilot (python -m lab headroom --phase pilot): where that study stands.
-HEADROOM_PILOT = DOCS / "evidence" / "headroom" / "pilot.json"
 PACKAGED_EVIDENCE = ROOT / "avspo_plugin" / "default_evidence.json"
 EVIDENCE_BEGIN = "<!-- BEGIN EVIDENCE {name}: rendered by `python -m renderer` from {source} -->"
 EVIDENCE_END = "<!-- END EVIDENCE {name} -->"
-# The folder each block's figures come from (the learning-or-sharpening study's, unless named here).
-EVIDENCE_FOLDERS = {"headroom-pilot": "docs/evidence/headroom/", "readme-headroom": "docs/evidence/headroom/"}
+# The folder each block's figures come from (the headroom study's, unless named here).
+EVIDENCE_FOLDERS = {"headroom": "docs/evidence/sharpening/", "readme-sharpening": "docs/evidence/sharpening/",
+                    "results-sharpening": "docs/evidence/sharpening/"}
 
 
 def evidence_blocks() -> dict[str, tuple[Path, str, str]]:
     """name -> (page, comment prefix of its markers, rendered text): each place a study figure is quoted."""
     report = json.loads(EVIDENCE_SOURCE.read_text())
-    return {"readme": (ROOT / "README.md", "", evidence.readme_block(report)),
-            "results": (DOCS / "evidence" / "results.md", "", evidence.results_block(report)),
-            "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", evidence.recipe_comment(report)),
+    sharpening = json.loads(SHARPENING_SOURCE.read_text())
+    return {"readme": (ROOT / "README.md", "", headroom.readme_block(report)),
+            "readme-sharpening": (ROOT / "README.md", "", "- " + evidence.ceiling_sentence(sharpening)),
+            "results": (DOCS / "evidence" / "results.md", "", headroom.results_block(report)),
+            "results-sharpening": (DOCS / "evidence" / "results.md", "", evidence.results_block(sharpening)),
+            "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", headroom.recipe_comment(report)),
             "headroom": (DOCS / "evidence" / "sharpening.md", "",
                          evidence.headroom_summary(json.loads(HEADROOM_SOURCE.read_text()))),
-            "headroom-pilot": (DOCS / "evidence" / "headroom.md", "", headroom.pilot_summary(pilot())),
-            "readme-headroom": (ROOT / "README.md", "", "- " + headroom.status_sentence(pilot()))}
-
-
-def pilot() -> dict:
-    return json.loads(HEADROOM_PILOT.read_text())
+            "headroom-pilot": (DOCS / "evidence" / "headroom.md", "", headroom.pilot_summary(report["pilot"]))}
 
 
 def evidence_markers(name: str, prefix: str) -> tuple[str, str]:
-    source = EVIDENCE_FOLDERS.get(name, "docs/evidence/sharpening/")
+    source = EVIDENCE_FOLDERS.get(name, "docs/evidence/headroom/")
     return prefix + EVIDENCE_BEGIN.format(name=name, source=source), prefix + EVIDENCE_END.format(name=name)
 
 
 def packaged_evidence(report: dict) -> dict:
-    """What avspo_plugin/default_evidence.json holds: the default the study's decision chose and its one-sentence
-    reason, which config.py quotes in threshold_mode's help, and what the lab showed of acting AVSPO, which
-    ``avspo analyze`` adds where it names threshold_mode=always."""
-    return {"source": "docs/evidence/sharpening/sharpening.json",
+    """What avspo_plugin/default_evidence.json holds: the default the headroom study's decision chose and its
+    one-sentence reason, which config.py quotes in threshold_mode's help; what the study showed of acting AVSPO,
+    which ``avspo analyze`` and the doctor add where they name threshold_mode; and each base's case (its GRPO runs'
+    early all-fail and all-pass shares and what each arm did there), from which analyze names the case nearest a
+    run."""
+    return {"source": "docs/evidence/headroom/headroom.json",
             "default_threshold_mode": report["decision"]["default_threshold_mode"],
-            "threshold_mode_reason": evidence.default_reason(report),
-            "acting_evidence": evidence.acting_evidence(report, headroom.status_sentence(pilot()))}
+            "threshold_mode_reason": headroom.default_reason(report),
+            "acting_evidence": headroom.acting_evidence(report),
+            "cases": [{"base": c["base"], "all_fail": c["all_fail"], "all_pass": c["all_pass"],
+                       "clause": headroom.case_clause(c)} for c in headroom.cases(report)]}

@@ -3,8 +3,9 @@ morning study and the old testbed's study and sweep, every figure drawn from the
 (:data:`SOURCES`). Words are written here; each number, and each claim that rests on a number (significant or not,
 on every base or on some), is computed from the reports.
 
-The top block (the learning-or-sharpening study, ``<!-- BEGIN EVIDENCE results ... -->``) is rendered by
-renderer/docs_pages.py from its own study's JSON; this module renders the text between :data:`BEGIN` and :data:`END`.
+The top blocks (the headroom study's decision table, ``<!-- BEGIN EVIDENCE results ... -->``, and the
+learning-or-sharpening study, ``results-sharpening``) are rendered by renderer/docs_pages.py from their studies' JSON;
+this module renders the text between :data:`BEGIN` and :data:`END`.
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ SWEEP_HELP = ("GRPO over bases x lr x G x tier mix: does early ACR predict the f
 SHARPENING_HELP = ("learning or sharpening: GRPO and AVSPO's default each tuned on validation and read at its own "
                    "best temperature on test problems no choice saw (docs/evidence/sharpening.md, about 3 hours on 2 cores)")
 
-HEADROOM_HELP = ("where GRPO has room to learn: GRPO, DAPO, AVSPO's default, always and its ablations, tuned alike on "
-                 "validation, read on test with every curve kept (docs/evidence/headroom.md, at most 2.5 hours on 2 cores)")
+HEADROOM_HELP = ("where GRPO has room to learn: GRPO, DAPO, AVSPO's default and always, tuned alike on validation, read "
+                 "on test with every curve kept (docs/evidence/headroom.md, at most 2.5 hours on 2 cores)")
 
 
 def add_parsers(actions: argparse._SubParsersAction) -> None:

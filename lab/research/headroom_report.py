@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+from avspo_plugin.evidence.regimes import REGIME_TITLES, collapse_regime
+
 from ..report import markdown_table as _markdown_table
 from .sharpening_report import _lr, _p, _rollouts, _temperature, interval
 
@@ -173,17 +175,100 @@ def testbed_sentence(report: dict) -> str:
     starts = [g["base_greedy"] for g in learns.values()]
     ends = [g["end_greedy"] for g in learns.values()]
     return (f"a tiny model on addition whose tier-5 problems GRPO took from {min(starts):.2f}-{max(starts):.2f} to "
-            f"{min(ends):.2f}-{max(ends):.2f} greedy accuracy, {len(learns)} bases, "
+            f"{min(ends):.2f}-{max(ends):.2f} greedy accuracy, {len(learns)} bases ("
+            + "; ".join(f"{b}: {made_of(report['pilot']['candidates'][b])}" for b in learns) + "), "
             f"{len(report['design']['comparison_seeds'])} seeds each, every arm tuned on validation and read once on test")
 
 
 def default_reason(report: dict) -> str:
-    """One sentence: why threshold_mode has its default (config help, YAML, the host pages)."""
+    """Why threshold_mode has its default, and in plain words what acting did where GRPO had room (config help, YAML,
+    the host pages, the paper recipe)."""
     verdicts, mode = report["decision"]["verdicts"], report["decision"]["default_threshold_mode"]
-    return (f"The default is {mode}: in the lab's headroom study (docs/evidence/results.md), where GRPO had room to "
-            f"learn, always {VERDICT_WORDS[verdicts['always']]} ({arm_figure(report, 'avspo_always')} held-out "
-            f"accuracy against GRPO, each at its best temperature) and adaptive {VERDICT_WORDS[verdicts['adaptive']]} "
-            f"({arm_figure(report, 'avspo')}).")
+    return (f"The default is {mode}, by the rule fixed before the lab's headroom study (docs/evidence/results.md): "
+            f"always {VERDICT_WORDS[verdicts['always']]} and adaptive {VERDICT_WORDS[verdicts['adaptive']]} on its "
+            f"primary endpoint. {where_room(report)}")
+
+
+def where_room(report: dict) -> str:
+    """One plain sentence per acting mode: on how many bases it ended below GRPO, its primary difference, and every
+    other endpoint where Holm finds a difference."""
+    parts = []
+    for arm in ("avspo", "avspo_always"):
+        test = primary(report, arm)
+        if test is None:
+            continue
+        below = sum(v["mean"] < 0 for v in test["per_base"].values())
+        others = [f"{'at ' + name.replace('=', ' = ') if name.startswith('T=') else name} {interval(t)}" for name, t in
+                  ((n, f.get(arm)) for n, f in report["comparison"].items() if n not in ("primary", "greedy"))
+                  if t and t.get("significant") and not name.startswith("T=0.0")]
+        parts.append(f"{SHORT_TITLES[arm]} ended below GRPO on {below} of {len(test['per_base'])} bases "
+                     f"({interval(test)} tier-5 test accuracy, {test['n']} seed pairs"
+                     + (f"; Holm-significant: {', '.join(others)}" if others else "") + ")")
+    return "Where GRPO had room to learn, " + "; ".join(parts) + "."
+
+
+def power_sentence(report: dict) -> str:
+    """What the data could resolve: the primary's realized MDE against the planned one, and how much the acting arms'
+    runs varied and fell back, against GRPO's."""
+    stability = report["stability"]
+    planned = report["pilot"]["seeds_for_mde"]["mde_at_seeds"]
+    mdes = [primary(report, a)["mde"] for a in ("avspo", "avspo_always") if primary(report, a)]
+
+    def spread(arm: str) -> str:
+        s = stability[arm]
+        return (f"{SHORT_TITLES.get(arm, 'GRPO')} seed SD per base up to {max(s['seed_sd'].values()):.2f}, "
+                f"{round(s['fell_share'] * s['runs'])} of {s['runs']} runs ending more than {report['design']['fall']} "
+                "below their own best greedy reading")
+    return (f"The primary's realized MDE was {min(mdes):.2f}-{max(mdes):.2f} against the {planned:.3f} planned from "
+            f"GRPO's pilot seeds: runs varied far more than the pilot showed ({'; '.join(spread(a) for a in ('grpo', 'avspo', 'avspo_always'))}).")
+
+
+CASE_ARMS = ("avspo_always", "avspo", "dapo")
+
+
+def cases(report: dict) -> list[dict]:
+    """Per base, what a run's own logs show and what each arm did there: GRPO's shares of all-fail and all-pass
+    groups over the first half of the budget (the whole batch, as a user's logs have them; mean over seeds), their
+    regime, the base's tier-5 greedy accuracy, and each of CASE_ARMS' primary difference to GRPO (None: not
+    counted there)."""
+    out = []
+    for base, gate in report["grpo_learns"].items():
+        early = report["mechanism"]["grpo"][base]["run"]["first_half"]
+        arms = {}
+        for arm in CASE_ARMS:
+            test = primary(report, arm)
+            entry = test["per_base"].get(base) if test else None
+            arms[arm] = None if entry is None else {"mean": entry["mean"], "ci95": entry.get("ci95")}
+        out.append({"base": base, "base_greedy": gate["base_greedy"], "all_fail": early["acr_all_fail"],
+                    "all_pass": early["acr_all_pass"],
+                    "regime": collapse_regime(early["acr_all_fail"], early["acr_all_pass"]), "arms": arms})
+    return out
+
+
+def _difference(entry: dict | None) -> str:
+    if entry is None:
+        return "not counted"
+    return f"{entry['mean']:+.3f}" + (f" [{entry['ci95'][0]:+.3f}, {entry['ci95'][1]:+.3f}]" if entry["ci95"] else "")
+
+
+def case_clause(case: dict) -> str:
+    """One base in words: its early collapse split and each arm's difference to GRPO."""
+    return (f"{case['base']} (tier 5 at {case['base_greedy']:.2f} greedy; GRPO's early groups {case['all_fail']:.0%} "
+            f"all-fail, {case['all_pass']:.0%} all-pass: {REGIME_TITLES[case['regime']]}): "
+            + ", ".join(f"{SHORT_TITLES[a]} {_difference(case['arms'][a])}" for a in CASE_ARMS))
+
+
+SHORT_TITLES = {"avspo_always": "always", "avspo": "adaptive", "dapo": "DAPO", "grpo": "GRPO"}
+
+
+def acting_evidence(report: dict) -> str:
+    """What ``avspo analyze`` and the doctor add where they name threshold_mode: what the headroom study showed of
+    acting AVSPO, pooled and by base."""
+    verdicts = report["decision"]["verdicts"]
+    return (f"In the lab's headroom study (docs/evidence/results.md), where GRPO learned a hard tier from little, "
+            f"always {VERDICT_WORDS[verdicts['always']]} ({arm_figure(report, 'avspo_always')}) and adaptive "
+            f"{VERDICT_WORDS[verdicts['adaptive']]} ({arm_figure(report, 'avspo')}) against GRPO; by base, "
+            + "; ".join(case_clause(c) for c in cases(report)) + ".")
 
 
 def results_table(report: dict) -> list[str]:
@@ -198,10 +283,13 @@ def results_table(report: dict) -> list[str]:
             cells.append("not counted" if entry is None else
                          f"{entry['mean']:+.3f}" + (f" [{entry['ci95'][0]:+.3f}, {entry['ci95'][1]:+.3f}]"
                                                     if "ci95" in entry else ""))
-        rows.append([base, f"{gate['base_greedy']:.2f} → {gate['end_greedy']:.2f}", *cells])
+        case = next(c for c in cases(report) if c["base"] == base)
+        rows.append([base, f"{gate['base_greedy']:.2f} → {gate['end_greedy']:.2f}",
+                     f"{case['all_fail']:.0%} / {case['all_pass']:.0%} ({REGIME_TITLES[case['regime']]})", *cells])
     pooled = [arm_figure(report, a) for a in arms]
-    rows.append(["all bases", "", *pooled])
+    rows.append(["all bases", "", "", *pooled])
     return [markdown_table(["base", "GRPO tier 5 greedy (validation, base → budget)",
+                            "GRPO's early groups all-fail / all-pass (its regime)",
                             *[ARM_TITLES.get(a, a) for a in arms]], rows)]
 
 
@@ -212,7 +300,8 @@ def results_block(report: dict) -> str:
              f"the testbed: {testbed_sentence(report)}.", "",
              "Tier-5 test accuracy at the budget minus GRPO's, each arm at its best temperature, by base (seed pairs, "
              "95% interval) and pooled:", "", *results_table(report), "",
-             "What to set, by what was measured here: " + setting_advice(report),
+             "What to set, by what was measured here: " + setting_advice(report) + " " + where_room(report),
+             power_sentence(report),
              "Full report, with every run's curve: [headroom/headroom.md](headroom/headroom.md). Verdicts: "
              + ", ".join(f"{m}: {v}" for m, v in decision["verdicts"].items()) + "."]
     return "\n".join(lines)
@@ -249,10 +338,14 @@ def readme_block(report: dict) -> str:
     lines += [f"- {ARM_TITLES[a]}: {arm_figure(report, a)}: {VERDICT_WORDS[report['verdicts'][a]] if primary(report, a) else 'not compared'};"
               for a in ("avspo_always", "avspo")]
     if dapo is not None:
-        lines.append(f"- DAPO dynamic sampling at the same rollout budget (its discarded rollouts counted): "
-                     f"{arm_figure(report, 'dapo')}; its runs took {cost['dapo']['wall_s'] / cost['grpo']['wall_s']:.2f}x "
-                     "GRPO's wall time per run (GRPO's runs include 50% more rollouts for the rollouts-to-target "
-                     "endpoint).")
+        grpo_wall = cost["grpo"]["wall_s"] / report["design"]["grpo_budget_factor"]
+        lines.append(f"- DAPO dynamic sampling at the same budget of sampled rollouts (its discarded ones counted), "
+                     f"at GRPO's learning rate: {arm_figure(report, 'dapo')}: "
+                     f"{VERDICT_WORDS[report['verdicts']['dapo']]}; a run took {cost['dapo']['wall_s'] / grpo_wall:.2f}x "
+                     "GRPO's wall time for the same budget.")
+    lines.append(f"- in plain words: {where_room(report)} {power_sentence(report)}")
+    lines.append("- by base (`avspo analyze` names the base whose GRPO runs' early split of collapsed groups lies "
+                 "nearest a run's): " + "; ".join(case_clause(c) for c in cases(report)) + ".")
     return "\n".join(lines)
 
 
@@ -302,12 +395,3 @@ def pilot_summary(pilot: dict) -> str:
     lines.append(f"Accepted: {', '.join(accepted) or 'none'} ({len(accepted)} of the {len(ran)} candidates GRPO ran "
                  "from; the comparison needs at least 2, the design 3).")
     return "\n".join(lines)
-
-
-def status_sentence(pilot: dict) -> str:
-    """Until the comparison has run: where the study stands (README, analyze's and the doctor's evidence sentence)."""
-    accepted = pilot["accepted"]
-    ran = [c for c in pilot["candidates"].values() if "gate" in c]
-    return (f"Where GRPO has room to learn, acting AVSPO's effect is not yet measured: the headroom study's testbed pilot "
-            f"found GRPO learning the evaluated tier from {len(accepted)} of the {len(ran)} candidate bases it ran "
-            f"from (docs/evidence/headroom.md), and its comparison waits for a testbed where it learns on at least 3.")

@@ -3,8 +3,6 @@ sentences the product quotes from it (README, config help, docs), rendered here 
 
 from __future__ import annotations
 
-import textwrap
-
 from ..report import markdown_table
 
 PRIMARY_ENDPOINT = "primary"
@@ -127,25 +125,11 @@ def sharpening_markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-# The sentences and tables the product quotes, each rendered here from sharpening.json (docs_pages writes them into
-# README.md, docs/evidence/results.md, recipes/run_avspo_paper.sh and the packaged default_evidence.json).
+# The sentences and tables the product quotes of this study, each rendered here from sharpening.json (docs_pages
+# writes them into README.md and docs/evidence/results.md).
 
 def _endpoint(report: dict, name: str) -> dict:
     return report["comparison"][name]["avspo_always"]
-
-
-def default_reason(report: dict) -> str:
-    """One sentence: why threshold_mode has its default (config help, YAML, the host pages)."""
-    decision, test = report["decision"], _endpoint(report, PRIMARY_ENDPOINT)
-    t1 = _endpoint(report, "T=1.0")
-    if decision["learning"]:
-        return (f"The default is always: in the lab's learning-or-sharpening study (docs/evidence/results.md), with "
-                f"GRPO and always each tuned and read at its own best temperature on test problems no choice saw, "
-                f"always led GRPO by {interval(test)} held-out accuracy.")
-    return (f"The default is adaptive: in the lab's learning-or-sharpening study (docs/evidence/results.md), with "
-            f"GRPO and always each tuned and read at its own best temperature on test problems no choice saw, always "
-            f"differed from GRPO by {interval(test)} held-out accuracy, so its gain at T = 1 ({interval(t1)}) is "
-            f"not shown to be more than sharpening.")
 
 
 def results_table(report: dict) -> list[str]:
@@ -202,67 +186,13 @@ def results_block(report: dict) -> str:
     return "\n".join(lines)
 
 
-def readme_block(report: dict) -> str:
-    """The README's paragraph on what AVSPO does by default and what the evidence says."""
-    decision = report["decision"]
-    t1, greedy = _endpoint(report, "T=1.0"), _endpoint(report, "T=0.0")
-    coverage = _endpoint(report, f"pass@{report['design']['pass_k']}")
-    mode = decision["default_threshold_mode"]
-    what = ("every collapsed group gets virtual rewards at every step (the paper's operating point: it trained on one "
-            "prompt per step, where every collapsed group was augmented)" if mode == "always" else
-            "virtual rewards are added when the batch's ACR exceeds the adaptive threshold (the paper's Eqs. 12-13); "
-            "`threshold_mode=always` augments every collapsed group at every step")
-    return "\n".join([
-        f"By default (`threshold_mode={mode}`) {what}. **What the evidence says** (the lab's learning-or-sharpening "
-        f"study, [docs/evidence/results.md](docs/evidence/results.md): a tiny model on addition, "
-        f"{len(report['design']['bases'])} bases, {len(report['design']['comparison_seeds'])} seeds each, GRPO and "
-        "AVSPO each tuned on validation, read once on test):",
-        "",
-        f"- {headline(report)};",
-        f"- at T = 1, the earlier study's endpoint: {interval(t1)}; greedy: {interval(greedy)}; "
-        f"pass@{report['design']['pass_k']} at T = 1 (coverage): {interval(coverage)};",
-        f"- {rollouts_range(report)} (a secondary endpoint, not the decision's; each arm at its own best learning "
-        f"rate: GRPO {_lr(report['tuning']['grpo']['best'])}, always {_lr(report['tuning']['avspo_always']['best'])});",
-        f"- GRPO's greedy test accuracy at the budget was {1 - greedy['grpo_error']:.3f}: too near the ceiling to show "
-        "help or harm.",
-    ])
-
-
-def rollouts_range(report: dict) -> str:
-    """Per arm, the range over bases of the median rollouts to GRPO's greedy test accuracy at the budget."""
-    def span(arm: str) -> str:
-        medians = [entry["arms"][arm]["median"] for entry in report["rollouts_to_target"].values()]
-        reached = [m for m in medians if m is not None]
-        text = f"{_rollouts(min(reached))}-{_rollouts(max(reached))}" if reached else "not reached"
-        return text + (f" ({len(medians) - len(reached)} base(s) not reached)" if len(reached) < len(medians) else "")
-    return (f"greedy test accuracy first reached GRPO's at the budget after a median of {span('avspo_always')} "
-            f"rollouts per base with always, {span('grpo')} with GRPO; {fell_back(report)}")
-
-
-def fell_back(report: dict) -> str:
-    """How many of always's runs that crossed the target ended below it again at the budget: a first crossing is not
-    a lasting speed-up (this study kept no curve to say when they fell back)."""
-    crossed = fell = 0
-    for base, entry in report["rollouts_to_target"].items():
-        for seed, rollouts in enumerate(entry["arms"]["avspo_always"]["per_seed"]):
-            if rollouts is not None:
-                crossed += 1
-                fell += report["test_readings"]["avspo_always"][base][str(seed)]["accuracy"]["0.0"] < entry["target_greedy"]
-    return (f"{fell} of the {crossed} always runs that crossed it ended below it again at the budget, so a first "
-            "crossing is not a lasting speed-up")
-
-
-def acting_evidence(report: dict, status: str) -> str:
-    """What ``avspo analyze`` and the doctor add where they name threshold_mode=always: what this study could and
-    could not show, and ``status``, where the study with room to learn stands."""
-    greedy = _endpoint(report, "T=0.0")
-    return (f"In the lab, always was not shown to beat GRPO beyond sharpening on a test set GRPO nearly solved "
-            f"(greedy accuracy {1 - greedy['grpo_error']:.3f}). {status}")
-
-
-def recipe_comment(report: dict) -> str:
-    """The comment of recipes/run_avspo_paper.sh on the default it runs with."""
-    return "\n".join(f"# {line}" for line in textwrap.wrap(default_reason(report), 110))
+def ceiling_sentence(report: dict) -> str:
+    """The README's line on this study, now that the headroom study decides the default: what it could not see."""
+    test, t1 = _endpoint(report, PRIMARY_ENDPOINT), _endpoint(report, "T=1.0")
+    return (f"The study before it (learning or sharpening, [docs/evidence/sharpening.md](docs/evidence/sharpening.md)) "
+            f"read a test set GRPO nearly solved (greedy accuracy {1 - test['grpo_error']:.3f}): always's gain at T = 1 "
+            f"({interval(t1)}) was not shown to be more than sharpening ({interval(test)}, each at its best "
+            "temperature), and no help or harm could show there.")
 
 
 def headroom_summary(pilot: dict) -> str:

@@ -236,6 +236,13 @@ def regime(shares_of_rollouts: dict[str, float | None]) -> dict[str, Any] | None
             "decision_table": DECISION_TABLE}
 
 
+def nearest_lab_case(all_fail: float, all_pass: float) -> dict[str, Any]:
+    """The base of the lab's headroom study (DEFAULT_EVIDENCE["cases"]) whose GRPO runs' early shares of all-fail
+    and all-pass groups lie nearest (Euclidean) to ``all_fail`` and ``all_pass``."""
+    return min(DEFAULT_EVIDENCE["cases"],
+               key=lambda case: math.hypot(case["all_fail"] - all_fail, case["all_pass"] - all_pass))
+
+
 def prompt_summary(table: PromptTable, top: int) -> dict[str, Any]:
     """Prompts that waste the most rollouts, and those that never formed a mixed group."""
     seen = table.groups > 0
@@ -315,10 +322,19 @@ def advice(run: dict[str, Any]) -> list[str]:
             why = {"all_fail": " (the prompts are mostly too hard for the policy)",
                    "all_pass": " (the prompts are mostly too easy for the policy)", "mixed": ""}[regime["name"]]
             lines.append(
-                f"Regime: {REGIME_TITLES[regime['name']]}{why}. The row '{REGIME_TITLES[regime['name']]}' of the "
-                f"decision table ({DECISION_TABLE}) says what the lab measured there for AVSPO, its ablations and "
-                "prompt selection against GRPO."
+                f"Regime: {REGIME_TITLES[regime['name']]}{why}. The decision table ({DECISION_TABLE}) says, per base "
+                "and its regime, what the lab measured for AVSPO and DAPO against GRPO where GRPO had room to learn; "
+                "the earlier table below it has AVSPO's ablations and prompt selection by regime."
             )
+    early = run.get("early_warning") or {}
+    if early.get("acr_all_fail") is not None and early.get("acr_all_pass") is not None:
+        case = nearest_lab_case(early["acr_all_fail"], early["acr_all_pass"])
+        lines.append(
+            f"Which case this run is nearest: its first {early['points']} logged steps had {_pct(early['acr_all_fail'])} "
+            f"of groups all-fail and {_pct(early['acr_all_pass'])} all-pass; the lab's headroom study "
+            f"(docs/evidence/results.md; {len(DEFAULT_EVIDENCE['cases'])} bases of one task, evidence about the "
+            f"mechanism, not a forecast for this run) measured, on its nearest base, {case['clause']}."
+        )
     prompts = run.get("prompts")
     if prompts and prompts["never_mixed"]:
         lines.append(

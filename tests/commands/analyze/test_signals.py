@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -140,6 +141,22 @@ def test_a_logged_avspo_run_whose_trigger_seldom_opened_is_told_it_trained_as_gr
     assert len(signals.advice(run)) == 1
 
 
+def test_a_run_is_told_the_lab_case_nearest_its_early_collapse_split(monkeypatch):
+    monkeypatch.setitem(DEFAULT_EVIDENCE, "cases", [
+        {"base": "hard", "all_fail": 0.6, "all_pass": 0.1, "clause": "hard: always -0.1"},
+        {"base": "easy", "all_fail": 0.1, "all_pass": 0.5, "clause": "easy: always +0.1"}])
+    run = {"rollout_shares": {"collapsed": None}, "dapo": {"dropped_groups": 0}, "stagnation": {"fired": False},
+           "avspo": {"source": "threshold", "acr": 0.0},
+           "early_warning": {"acr_all_fail": 0.15, "acr_all_pass": 0.4, "points": 10}}
+    (line,) = signals.advice(run)
+    assert line.startswith("Which case this run is nearest: its first 10 logged steps had 15.0% of groups all-fail "
+                           "and 40.0% all-pass") and line.endswith("on its nearest base, easy: always +0.1.")
+    run["early_warning"].update(acr_all_fail=0.55, acr_all_pass=0.3)
+    assert signals.advice(run)[0].endswith("on its nearest base, hard: always -0.1.")
+    run["early_warning"]["acr_all_pass"] = None  # no split logged: no case named
+    assert signals.advice(run) == []
+
+
 def test_moving_average_of_the_comparison_plot_skips_gaps():
     from avspo_plugin.commands.analyze.plots import _moving_average
 
@@ -169,3 +186,11 @@ def test_a_run_with_too_little_collapse_or_no_split_has_no_regime():
     assert signals.regime({"all_fail": None, "all_pass": None, "collapsed": 0.5}) is None
     named = signals.regime({"all_fail": 0.05, "all_pass": 0.30, "collapsed": 0.35})
     assert named["name"] == "all_pass" and named["decision_table"] == "docs/evidence/results.md#decision-table"
+
+
+def test_the_packaged_cases_are_the_headroom_studys_bases_and_each_is_its_own_nearest():
+    report = json.loads((Path(__file__).parents[3] / DEFAULT_EVIDENCE["source"]).read_text())
+    assert [case["base"] for case in DEFAULT_EVIDENCE["cases"]] == list(report["grpo_learns"])
+    for case in DEFAULT_EVIDENCE["cases"]:
+        assert signals.nearest_lab_case(case["all_fail"], case["all_pass"]) is case
+        assert case["clause"].startswith(case["base"] + " (") and case["clause"] in DEFAULT_EVIDENCE["acting_evidence"]
