@@ -26,9 +26,12 @@ On a GPU the defaults are B x L up to 32768 x 16384 and G 8 and 16; on a CPU, sm
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import re
 import statistics
+import sys
 import time
 import uuid
 import warnings
@@ -215,7 +218,10 @@ def main() -> None:
         print(" ".join(f"{_shown(record[name]):>15}" for name in columns))
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"torch": torch.__version__, "device_name": where, "records": records}, handle, indent=1)
+            json.dump({"command": " ".join(["python", "benchmarks/device_check.py", *sys.argv[1:]]),
+                       "recorded": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                       "cpus": os.cpu_count(), "torch": torch.__version__, "device_name": where, "records": records},
+                      handle, indent=1)  # fmt: skip
 
 
 if __name__ == "__main__":

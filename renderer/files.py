@@ -14,7 +14,14 @@ from avspo_plugin.evidence.lab_evidence import LAB_SWEEP_FIT, evidence_lines, la
 from lab.research.sweep_preregistered import EVIDENCE, PREREGISTERED_BEGIN, PREREGISTERED_END, with_verdicts
 from lab.research.sweep_report import preregistered_markdown, report_markdown
 
-from . import doctor_samples, openrlhf_options_table, results_page, trl_options_table, verl_hook_table
+from . import (
+    doctor_samples,
+    openrlhf_options_table,
+    performance_tables,
+    results_page,
+    trl_options_table,
+    verl_hook_table,
+)
 from .docs_pages import (
     DOCS,
     EVIDENCE_SOURCE,
@@ -62,6 +69,8 @@ def generated_files() -> dict[Path, str]:
           openrlhf_options_table.options_table())
     for page in verl_hook_table.PAGES:
         block(page, verl_hook_table.TABLE_BEGIN, verl_hook_table.TABLE_END, verl_hook_table.hook_table())
+    for markers, text in performance_tables.blocks():
+        block(performance_tables.PAGE, *markers, text)
     # Sample outputs (a recorded run, or a dry run made now).
     for name, (page, render, _) in SAMPLES.items():
         block(page, *sample_markers(name), render())

@@ -2,6 +2,7 @@
 `python benchmarks/estimator_bench.py` runs it, in this process."""
 
 import dataclasses
+import json
 import runpy
 import sys
 from pathlib import Path
@@ -42,3 +43,22 @@ def test_the_device_check_runs_on_the_cpu_with_the_same_code():
     nudged = result.advantages.clone()
     nudged[0, 0] = torch.nextafter(nudged[0, 0], torch.tensor(1.0))
     assert check["same_result"](result, result) and not check["same_result"](dataclasses.replace(result, advantages=nudged), result)
+
+
+def test_the_benchmark_writes_its_run_as_json(monkeypatch, capsys, tmp_path):
+    """What docs/method/performance.md renders from (renderer/performance_tables.py): the run's machine, versions and
+    medians, and avspo's parts."""
+    out = tmp_path / "bench.json"
+    monkeypatch.setattr(sys, "argv", [str(BENCH), "--sizes", "64x16", "--repeats", "1", "--threads", "1",
+                                      "--clock", "cpu", "--json", str(out)])
+    runpy.run_path(str(BENCH), run_name="__main__")
+    assert "avspo's parts: token_sum" in capsys.readouterr().out
+    run = json.loads(out.read_text())
+    assert run["command"].endswith("--sizes 64x16 --repeats 1 --threads 1 --clock cpu --json " + str(out))
+    assert run["threads"] == 1 and run["repeats"] == 1 and run["clock"] == "cpu" and run["machine"]["cpus"] >= 1
+    assert set(run["versions"]) == {"python", "avspo-plugin", "torch", "verl"}
+    (row,) = run["rows"]
+    assert (row["B"], row["L"]) == (64, 16)
+    assert {f"{name}_ms" for name in ("floor", "avspo", "grpo_vectorized", "grpo", "monitor", "token_sum", "core",
+                                      "broadcast")} == set(row) - {"B", "L"}
+    assert all(row[key] >= 0 for key in row) and row["avspo_ms"] > 0
