@@ -81,6 +81,11 @@ def installed_versions(sample: DoctorSample) -> dict[str, str]:
     return {name: metadata.version(name) for name in sample.distributions}
 
 
+def released(versions: dict[str, str]) -> dict[str, str]:
+    """The versions without their local build tag (torch's ``+cpu``): the same release whatever wheel holds it."""
+    return {name: version.split("+")[0] for name, version in versions.items()}
+
+
 def run_config_inputs() -> dict:
     """What verl's launch check quotes: the AVSPO defaults, the packaged evidence, the verl functions it lists."""
     return {"defaults": AVSPOConfig().to_dict(),
@@ -180,7 +185,7 @@ def outdated_records() -> dict[Path, str]:
     for name, sample in DOCTOR_SAMPLES.items():
         record = json.loads(sample.record_path.read_text(encoding="utf-8"))
         changed = [what for what, then, now in (
-            ("versions", record["versions"], installed_versions(sample)),
+            ("versions", released(record["versions"]), released(installed_versions(sample))),
             *((key, record[key], value) for key, value in run_config_inputs().items() if sample.quotes_the_run_config),
         ) if then != now]  # fmt: skip
         if changed:

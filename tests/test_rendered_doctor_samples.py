@@ -57,3 +57,7 @@ def test_a_record_made_under_other_evidence_or_versions_is_named_with_its_comman
         verl: "recorded under other packaged_evidence: python -m renderer record doctor-verl",
         trl: "recorded under other versions: python -m renderer record doctor-trl",
     }
+
+
+def test_a_local_build_tag_is_the_same_release():
+    assert doctor_samples.released({"torch": "2.13.0+cpu", "trl": "1.16.0"}) == {"torch": "2.13.0", "trl": "1.16.0"}
