@@ -137,7 +137,8 @@ def render_block(header: str, config_class: type[ConfigBlock]) -> str:
         lines += ["", f"{_INDENT}# --- {section} ---"]
         for key, default, help_text in keys:
             lines.append("")
-            lines.extend(textwrap.wrap(help_text, _WIDTH, initial_indent=_INDENT + "# ", subsequent_indent=_INDENT + "# "))
+            lines.extend(textwrap.wrap(help_text, _WIDTH, initial_indent=_INDENT + "# ", subsequent_indent=_INDENT + "# ",
+                                       break_on_hyphens=False))
             lines.append(f"{_INDENT}{key}: {yaml_scalar(default)}")
     return "\n".join(lines) + "\n"
 

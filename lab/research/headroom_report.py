@@ -351,7 +351,7 @@ def readme_block(report: dict) -> str:
 
 def recipe_comment(report: dict) -> str:
     """The comment of recipes/run_avspo_paper.sh on the default it runs with."""
-    return "\n".join(f"# {line}" for line in textwrap.wrap(default_reason(report), 110))
+    return "\n".join(f"# {line}" for line in textwrap.wrap(default_reason(report), 110, break_on_hyphens=False))
 
 
 def made_of(candidate: dict) -> str:
