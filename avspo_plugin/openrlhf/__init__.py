@@ -6,7 +6,8 @@ every Ray worker (:mod:`.worker_setup`). Importing this package imports no OpenR
 """
 
 from ..names import ESTIMATOR
-from .advantage import (
+from .args import DOTTED, FLAT, add_avspo_arguments, avspo_config_from_args, check_avspo_args
+from .group_norm import (
     HOST,
     SESSION,
     checkpoint_state,
@@ -15,7 +16,6 @@ from .advantage import (
     load_checkpoint_state,
     rollout_stats,
 )
-from .args import DOTTED, FLAT, add_avspo_arguments, avspo_config_from_args, check_avspo_args
 
 __all__ = [
     "DOTTED",

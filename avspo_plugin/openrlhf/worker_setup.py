@@ -9,7 +9,7 @@ process imports OpenRLHF's experience maker and trainer modules, the installed r
   run as group_norm (FP32 promotion where the release has it, length penalties, prompt order,
   group_reward_std, KL penalty, reward clip, cumulative returns with gamma 1), where the group-normalised
   rewards it hands to ``compute_reward`` are replaced by
-  :func:`~avspo_plugin.openrlhf.advantage.group_advantages` of the same rows; any other estimator runs
+  :func:`~avspo_plugin.openrlhf.group_norm.group_advantages` of the same rows; any other estimator runs
   OpenRLHF's method untouched;
 * ``BasePPOTrainer._compute_rollout_stats``: the ``avspo/*`` metrics joined to the rollout stats;
 * ``BasePPOTrainer.save_logs_and_checkpoints``: the entropy-collapse flag from the step's logged
@@ -32,14 +32,14 @@ import torch
 
 from ..import_patching import after_import, is_patched, is_watched, wrap
 from ..names import ESTIMATOR
-from .advantage import (
+from .args import ArgLayout, layout_of, read_arg, write_arg
+from .group_norm import (
     checkpoint_state,
     entropy_collapse_flag,
     group_advantages,
     load_checkpoint_state,
     rollout_stats,
 )
-from .args import ArgLayout, layout_of, read_arg, write_arg
 from .versions import OPENRLHF, check_openrlhf
 
 EXPERIENCE_MAKER_MODULE = "openrlhf.trainer.ppo_utils.experience_maker"

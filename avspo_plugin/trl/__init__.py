@@ -10,7 +10,7 @@ __all__ = ["HOST", "AVSPOGRPOConfig", "AVSPOGRPOTrainer"]
 
 def __getattr__(name: str):
     if name in __all__:
-        from . import bases  # noqa: F401  (first: an unsupported TRL is refused by name before any module of the adapter loads)
+        from . import checked_imports  # noqa: F401  (first: an unsupported TRL is refused by name before any module of the adapter loads)
     if name == "AVSPOGRPOConfig":
         from .config import AVSPOGRPOConfig
 

@@ -4,7 +4,7 @@ The fields are generated from :class:`avspo_plugin.config.AVSPOConfig` (default,
 so they never drift from it; the ``avspo_`` prefix keeps them apart from GRPOConfig's own ``epsilon``
 (the clip range) and ``seed``. Three keys are not fields because TRL's GRPO fixes them: ``epsilon``
 (1e-4), ``std`` (unbiased) and ``norm_by_std`` (from ``scale_rewards``); see
-:func:`avspo_plugin.trl.advantages.host_settings`.
+:func:`avspo_plugin.trl.conventions.host_settings`.
 
 The names the paper's README used are accepted as aliases: ``acr_threshold_init`` sets
 ``avspo_threshold_init``, ``virtual_sample_alpha`` sets ``avspo_alpha``, and ``use_avspo=False`` sets
@@ -25,8 +25,8 @@ from typing import Any, Union
 
 from ..config import AVSPOConfig, ConfigError, key_help, misspelt_name
 from ..threshold_modes import MONITOR_MODE, THRESHOLD_MODES
-from .advantages import host_settings
-from .bases import GRPOConfig
+from .checked_imports import GRPOConfig
+from .conventions import host_settings
 
 FIELD_PREFIX = "avspo_"
 # Set by TRL's GRPO conventions, not by the user.

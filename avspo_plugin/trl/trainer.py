@@ -37,9 +37,9 @@ from ..core.host import Host
 from ..core.session import STATE_FORMAT
 from ..names import METRIC_PREFIX, STATE_FILE
 from ..state_files import load_json, write_json
-from .advantages import local_rows, replace_latest, reward_bounds_problem, trl_advantages, weighted_rewards
-from .bases import GRPOTrainer
+from .checked_imports import GRPOTrainer
 from .config import AVSPOGRPOConfig
+from .conventions import local_rows, replace_latest, reward_bounds_problem, trl_advantages, weighted_rewards
 
 logger = logging.getLogger(__name__)
 # TRL's side of the host contract (docs/method/hosts.md): GRPOTrainer logs the policy's entropy as entropy, and

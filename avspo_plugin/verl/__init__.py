@@ -9,7 +9,7 @@ checkpoints, the ACR monitor beside other estimators, prompt selection). See doc
 Its modules, by concern:
 
 * ``run_config``: what a run's config asks of the plugin (its blocks read and checked, the features it uses);
-* ``process``: the sessions the plugin keeps in one process, in one object, and the one place a step closes;
+* ``plugin_process``: the sessions the plugin keeps in one process, in one object, and the one place a step closes;
 * ``guards``: launch-time guards (the trainer, DAPO's group filtering, the verl release);
 * ``hooks``: the hook registry, where each hook is placed, its status, and the launcher's and trainers' entry checks;
 * ``trainer_overrides``: the refusal of a trainer subclass whose override skips a hooked verl method;
@@ -35,7 +35,7 @@ Every verl function the plugin touches, and the module of its wrapper (docs/usin
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer.__init__` | trainer start, before workers (v1 trainer) | every feature (every process) | `hooks` | no trainer start callback |
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer._save_checkpoint` | each checkpoint (v1 trainer) | every feature | `checkpoint` | checkpoints have no callback for extra state |
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer._load_checkpoint` | resume (v1 trainer) | every feature (every process) | `checkpoint` | checkpoints have no callback for extra state |
-| `verl.trainer.ppo.v1.trainer_base.PPOTrainer.step` | end of each global step (v1 trainer) | estimator, monitor | `process` | no end-of-step callback; one step of Eq. 12 spans several mini-batch calls |
+| `verl.trainer.ppo.v1.trainer_base.PPOTrainer.step` | end of each global step (v1 trainer) | estimator, monitor | `plugin_process` | no end-of-step callback; one step of Eq. 12 spans several mini-batch calls |
 | `verl.trainer.ppo.v1.utils.compute_advantage_for_multi_trajectories` | each advantage step (v1 trainer) | estimator, selection (every process) | `multi_output` | its GRPO-only trajectory grouping is a name check inside the function |
 | `verl.trainer.ppo.ray_trainer.RayPPOTrainer._create_dataloader` | trainer start (legacy trainer) | selection | `selection` | `create_rl_sampler` reads no sampler class from the config |
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer._init_dataloader` | trainer start (v1 trainer) | selection | `selection` | `create_rl_sampler` reads no sampler class from the config |
@@ -50,7 +50,7 @@ from ..names import ESTIMATOR
 from .estimator import compute_avspo_outcome_advantage, pop_metrics, session
 from .hooks import install as _install
 from .monitor import monitor
-from .process import HOST
+from .plugin_process import HOST
 from .run_config import avspo_config_from_algorithm
 
 _install()

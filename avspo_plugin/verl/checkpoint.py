@@ -23,7 +23,7 @@ from ..names import STATE_FILE
 from ..state_files import load_json, write_json
 from . import selection
 from .guards import refuse_unsupported_trainer
-from .process import HOST, this_process
+from .plugin_process import HOST, this_process
 
 logger = logging.getLogger("avspo_plugin.verl")
 

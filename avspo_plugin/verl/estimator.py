@@ -2,7 +2,7 @@
 
 verl calls a registered estimator with (token_level_rewards, response_mask, index, config) and
 keeps only the two returned tensors; the estimator's session (threshold state, warnings, pending
-metrics) is this process's (:mod:`avspo_plugin.verl.process`), and the metrics wait there until the
+metrics) is this process's (:mod:`avspo_plugin.verl.plugin_process`), and the metrics wait there until the
 trainer's logging hook (or a user's loop, :func:`pop_metrics`) collects them.
 """
 
@@ -15,7 +15,7 @@ from verl.trainer.ppo import core_algos
 
 from ..core import AVSPOSession
 from ..names import ESTIMATOR
-from .process import this_process
+from .plugin_process import this_process
 from .run_config import avspo_config_from_algorithm
 
 

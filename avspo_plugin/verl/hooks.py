@@ -51,7 +51,7 @@ from .metric_routing import log_with_avspo_metrics, use_metrics_channel
 from .model_build_fix import TRL_PATCH_NAME, skip_missing_trl_value_head, trl_installed
 from .monitor import launch_notes, monitor, observe_advantage_step
 from .multi_output import group_trajectories_for_avspo
-from .process import close_v1_step
+from .plugin_process import close_v1_step
 from .run_config import (
     AVSPO,
     FEATURE_SETTING,

@@ -18,7 +18,7 @@ from verl.trainer.ppo import core_algos
 
 from ..names import ESTIMATOR
 from . import checkpoint, selection
-from .process import HOST, CheckpointedSession, step_entropy, this_process
+from .plugin_process import HOST, CheckpointedSession, step_entropy, this_process
 
 # Name of the upstream channel (patches/verl-estimator-metrics.patch) in verl's core_algos.
 METRICS_CHANNEL = "register_adv_est_metrics"

@@ -20,7 +20,7 @@ from typing import Any
 from ..core import AVSPOSession
 from ..names import ESTIMATOR
 from . import selection
-from .process import this_process
+from .plugin_process import this_process
 from .run_config import MONITOR_BLOCK, config_entry, monitor_avspo_config, monitor_config_from_algorithm, monitors
 
 # verl's registered estimators whose advantages do not come from the group of a prompt's responses.

@@ -1,7 +1,7 @@
 """The OpenRLHF releases the runtime route declares (avspo_plugin.openrlhf.versions) against their source.
 
 The route wraps OpenRLHF's own ``compute_advantages_and_returns`` (worker_setup.py); what that relies on is
-listed in avspo_plugin/openrlhf/structure.py and checked here on each release's released source (syntax
+listed in avspo_plugin/openrlhf/source_checks.py and checked here on each release's released source (syntax
 trees, so comments and formatting do not count); 0.11.2 and 0.10.1 also run end to end in test_routes.py.
 """
 
@@ -19,7 +19,7 @@ from release_wheels import download_all, read_member
 
 from avspo_plugin.host_versions import UnsupportedHostVersion, release
 from avspo_plugin.openrlhf.args import DOTTED, FLAT
-from avspo_plugin.openrlhf.structure import (
+from avspo_plugin.openrlhf.source_checks import (
     EXPERIENCE_MAKER_FILE,
     TRAINER_FILE,
     layout_in_source,

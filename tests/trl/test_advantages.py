@@ -10,7 +10,7 @@ from trl import GRPOTrainer
 
 from avspo_plugin import AVSPOConfig, ThresholdState
 from avspo_plugin.config import STRATEGIES
-from avspo_plugin.trl.advantages import (
+from avspo_plugin.trl.conventions import (
     TRL_EPSILON,
     group_labels,
     host_settings,

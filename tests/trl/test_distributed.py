@@ -19,7 +19,7 @@ import torch
 
 from avspo_plugin import AVSPOConfig
 from avspo_plugin.core import AVSPOSession
-from avspo_plugin.trl.advantages import trl_advantages
+from avspo_plugin.trl.conventions import trl_advantages
 
 RUN = Path(__file__).with_name("distributed_run.py")
 PROCESSES, PER_PROCESS, NUM_GENERATIONS = 2, 6, 4

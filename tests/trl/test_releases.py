@@ -117,16 +117,16 @@ def test_versions_inside_the_range_pass(version):
 
 
 def test_importing_the_adapter_under_a_newer_trl_warns_naming_both_versions(tmp_path, monkeypatch, caplog):
-    """A newer TRL first on the path: the adapter's door to TRL (bases.py) imports, checks and warns; in this
-    process, with bases.py imported afresh (the module that checks) and TRL's own modules already loaded."""
+    """A newer TRL first on the path: the adapter's door to TRL (checked_imports.py) imports, checks and warns; in this
+    process, with checked_imports.py imported afresh (the module that checks) and TRL's own modules already loaded."""
     import avspo_plugin.trl
 
     monkeypatch.syspath_prepend(str(distribution_metadata(tmp_path, "trl", "1.17.0")))
-    monkeypatch.delitem(sys.modules, "avspo_plugin.trl.bases", raising=False)
-    monkeypatch.delattr(avspo_plugin.trl, "bases", raising=False)
+    monkeypatch.delitem(sys.modules, "avspo_plugin.trl.checked_imports", raising=False)
+    monkeypatch.delattr(avspo_plugin.trl, "checked_imports", raising=False)
     with caplog.at_level(logging.WARNING, logger="avspo_plugin.trl"):
         assert avspo_plugin.trl.AVSPOGRPOTrainer.__name__ == "AVSPOGRPOTrainer"
-    assert "avspo_plugin.trl.bases" in sys.modules  # the check ran again, on the newer release
+    assert "avspo_plugin.trl.checked_imports" in sys.modules  # the check ran again, on the newer release
     assert [record.getMessage() for record in caplog.records] == [
         "avspo_plugin.trl: TRL 1.17.0 is newer than the tested range (TRL 1.6.0 to 1.16.0): the adapter's checks of "
         "the code it relies on pass, but whether it behaves as in the tested releases is untested; report any "

@@ -9,7 +9,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from avspo_plugin.core.metrics import CALL_METRICS
 from avspo_plugin.trl import AVSPOGRPOTrainer
-from avspo_plugin.trl.advantages import local_rows, trl_advantages, weighted_rewards
+from avspo_plugin.trl.conventions import local_rows, trl_advantages, weighted_rewards
 
 
 def score(trainer, rewards, rows, inputs, parent=False):

@@ -7,7 +7,7 @@ import torch
 
 import avspo_plugin.verl  # noqa: F401  (registers avspo and installs the hooks, as verl's entry point does)
 from avspo_plugin.verl import hooks
-from avspo_plugin.verl.process import this_process
+from avspo_plugin.verl.plugin_process import this_process
 
 # The tests here run verl's trainer methods on stand-in trainers, which skip verl's __init__ (where a run
 # places the hooks its config uses): every hook is placed once for them. Which hooks a given config places

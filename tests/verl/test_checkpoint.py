@@ -341,7 +341,7 @@ def test_groups_evicted_by_verls_group_filtering_count_in_the_steps_acr(tmp_path
     puts them back in the step's ACR and its all-fail / all-pass split (rates over groups as generated)."""
     from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY as VERLS_KEY
 
-    from avspo_plugin.verl.process import DAPO_FILTERED_REWARD_COUNTS_KEY
+    from avspo_plugin.verl.plugin_process import DAPO_FILTERED_REWARD_COUNTS_KEY
 
     assert DAPO_FILTERED_REWARD_COUNTS_KEY == VERLS_KEY
     evicted = ({0.0: 2}, {1.0: 1, 0.0: 1})  # what replay_buffer.sample reports with each mini-batch

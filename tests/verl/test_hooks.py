@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_module
 
 from avspo_plugin.config import ConfigError
-from avspo_plugin.verl import checkpoint, guards, hooks, process
+from avspo_plugin.verl import checkpoint, guards, hooks, plugin_process
 from avspo_plugin.verl.run_config import AVSPO, MONITOR, SELECTION, misspelt_block_problem
 
 
@@ -60,7 +60,7 @@ def test_a_changed_target_warns_naming_it_and_refuses_avspo_runs(monkeypatch, ca
     name = "verl_release_with_a_changed_trainer"
     module = changed_verl_module(name)
     monkeypatch.setitem(sys.modules, name, module)
-    changed = hooks.Hook(name, "Trainer", "step", process.close_v1_step, "one step of Eq. 12 per global step",
+    changed = hooks.Hook(name, "Trainer", "step", plugin_process.close_v1_step, "one step of Eq. 12 per global step",
                          ("self", "metrics"), trainer="v1", when="end of each step", why="no callback")  # fmt: skip
     absent = hooks.Hook(name, "Trainer", "_save_checkpoint", checkpoint.save_with_state, "saves the AVSPO state",
                         ("self",), trainer="legacy", when="each checkpoint", why="no callback")  # fmt: skip

@@ -128,7 +128,7 @@ def test_v1_agent_loop_sessions_several_mini_batches_and_filtering(trainer_confi
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
-    from avspo_plugin.verl.process import DAPO_FILTERED_REWARD_COUNTS_KEY
+    from avspo_plugin.verl.plugin_process import DAPO_FILTERED_REWARD_COUNTS_KEY
 
     config = config_with(trainer_config, "grpo")
     # Each prompt's first response is a session of two outputs (an earlier turn, index 0, then the final

@@ -13,7 +13,7 @@ from avspo_plugin.argument_types import positive_int
 from avspo_plugin.config import AVSPOConfig, SelectionConfig
 from avspo_plugin.evidence import lab_evidence
 
-from . import analysis, own_fit, plots, report, signals
+from . import own_fit, plots, report, run_analysis, signals
 from .accuracy import compare_accuracy
 from .records import AnalyzeError
 from .report import printable
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
          "stagnation_steps": args.stagnation_steps},
         where="avspo analyze",
     ).as_monitor()
-    settings = analysis.Settings(
+    settings = run_analysis.Settings(
         monitor=monitor,
         replay=monitor.replace(threshold_mode=DEFAULTS.threshold_mode),
         selection=SelectionConfig.from_mapping(
@@ -109,13 +109,13 @@ def run(args: argparse.Namespace) -> int:
     )
     evidence = lab_evidence.load_lab_evidence(lab_evidence.LAB_SWEEP_FIT)
     runs = [_split_label(spec) for spec in args.paths]
-    labels = analysis.unique_labels(_default_labels(runs))
+    labels = run_analysis.unique_labels(_default_labels(runs))
     vals = _pair_validation(labels, [_split_label(spec) for spec in args.val])
-    results = [analysis.analyse(label, path, vals.get(label), settings) for label, (_, path) in zip(labels, runs)]
+    results = [run_analysis.analyse(label, path, vals.get(label), settings) for label, (_, path) in zip(labels, runs)]
     for result in results:
         for warning in result.report["warnings"]:
             print(f"avspo analyze: warning: {printable(warning)}", file=sys.stderr)
-    rows = analysis.compare(results)
+    rows = run_analysis.compare(results)
     accuracy = None if args.accuracy is None else compare_accuracy(
         [result.label for result in results], [result.report["accuracy"] for result in results])
     own = None if args.fit_final is None else own_fit.fit_own_runs(
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    for result, prefix in zip(results, analysis.file_prefixes([r.label for r in results])):
+    for result, prefix in zip(results, run_analysis.file_prefixes([r.label for r in results])):
         # Every file of a run lies beside analysis.json as <prefix>.<what>: one folder for every run's files.
         result.report["file_prefix"] = prefix
         files = {}

@@ -32,8 +32,8 @@ import numpy as np
 from avspo_plugin.evidence import forecast_models as sm
 
 from . import detect
-from .analysis import RunResult
 from .records import AnalyzeError, ScalarLog
+from .run_analysis import RunResult
 
 # Learning-rate keys as verl, TRL/transformers and OpenRLHF log them: settings found in the logs.
 SETTING_KEYS = ("actor/lr", "train/learning_rate", "learning_rate", "lr")

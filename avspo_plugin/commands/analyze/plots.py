@@ -10,8 +10,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .analysis import RunResult
 from .report import printable
+from .run_analysis import RunResult
 
 FAIL_COLOR, PASS_COLOR, OTHER_COLOR = "#d62728", "#2ca02c", "#9e9e9e"
 # Below this, ACR minus its all-fail and all-pass rates is rounding, not groups collapsed at another value: one

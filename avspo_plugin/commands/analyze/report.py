@@ -8,7 +8,7 @@ from typing import Any
 from avspo_plugin.evidence.lab_evidence import LabEvidence, evidence_lines
 from avspo_plugin.evidence.regimes import REGIME_TITLES
 
-from .analysis import RunResult
+from .run_analysis import RunResult
 from .signals import PAPER_FIT
 
 

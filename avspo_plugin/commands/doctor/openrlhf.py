@@ -2,7 +2,7 @@
 
 Without importing OpenRLHF (its modules import deepspeed and vllm): the release is checked against
 :data:`~avspo_plugin.openrlhf.versions.OPENRLHF`, the installed source against what the route's
-wrapper relies on (:func:`~avspo_plugin.openrlhf.structure.source_findings`), and, unless
+wrapper relies on (:func:`~avspo_plugin.openrlhf.source_checks.source_findings`), and, unless
 ``--no-ray``, the launch preflight runs on the Ray cluster :func:`.ray_cluster.connect_ray` joins, in a
 job that carries the avspo worker setup hook, as ``avspo openrlhf`` gives it.
 Exit codes: see :mod:`avspo_plugin.commands.doctor.findings`.
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from avspo_plugin.names import install_line
-from avspo_plugin.openrlhf.structure import (
+from avspo_plugin.openrlhf.source_checks import (
     EXPERIENCE_MAKER_FILE,
     TRAINER_FILE,
     layout_in_source,
