@@ -27,7 +27,7 @@ def test_a_hook_added_to_the_registry_is_a_row_of_the_table(monkeypatch):
     monkeypatch.setattr(verl_hook_table, "HOOKS", (*hooks.HOOKS, added))
     row = rows(verl_hook_table.hook_table())[-2]
     assert row == ["`verl.trainer.ppo.v1.trainer_base.PPOTrainer._validate`", "each validation (v1 trainer)",
-                   "monitor (every process)", "`process`", "no validation callback"]
+                   "monitor (every process)", "`plugin_process`", "no validation callback"]
 
 
 def test_a_hook_cannot_be_registered_without_when_it_runs_and_why_it_is_a_patch():
