@@ -274,18 +274,9 @@ def acting_evidence(report: dict) -> str:
 def results_table(report: dict) -> list[str]:
     """Per base and arm: the primary's difference to GRPO (seed pairs), with the base's regime in GRPO's logs."""
     arms = [a for a in report["design"]["arms"] if a != report["design"]["baseline"]]
-    rows = []
-    for base, gate in report["grpo_learns"].items():
-        cells = []
-        for arm in arms:
-            test = primary(report, arm)
-            entry = test["per_base"].get(base) if test else None
-            cells.append("not counted" if entry is None else
-                         f"{entry['mean']:+.3f}" + (f" [{entry['ci95'][0]:+.3f}, {entry['ci95'][1]:+.3f}]"
-                                                    if "ci95" in entry else ""))
-        case = next(c for c in cases(report) if c["base"] == base)
-        rows.append([base, f"{gate['base_greedy']:.2f} → {gate['end_greedy']:.2f}",
-                     f"{case['all_fail']:.0%} / {case['all_pass']:.0%} ({REGIME_TITLES[case['regime']]})", *cells])
+    rows = [[case["base"], f"{case['base_greedy']:.2f} → {report['grpo_learns'][case['base']]['end_greedy']:.2f}",
+             f"{case['all_fail']:.0%} / {case['all_pass']:.0%} ({REGIME_TITLES[case['regime']]})",
+             *[_difference(case["arms"][arm]) for arm in arms]] for case in cases(report)]
     pooled = [arm_figure(report, a) for a in arms]
     rows.append(["all bases", "", "", *pooled])
     return [markdown_table(["base", "GRPO tier 5 greedy (validation, base → budget)",
