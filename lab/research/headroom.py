@@ -343,13 +343,13 @@ def pilot(out: Path, quick: bool, jobs: int, progress: bool) -> dict:
         evaluation = evaluation_for(settings, per_tier, read_every, False, budget)
         base = base_reading(settings, state, evaluation, out / "base_readings")
         if candidate.screened and not BASE_WINDOW[0] <= room_greedy(base["full"]["validation"]) <= BASE_WINDOW[1]:
-            result["candidates"][candidate.name] = {**made_of(candidate), "base": base, "screened_out": True}
+            result["candidates"][candidate.name] = {**recipe_of(candidate), "base": base, "screened_out": True}
             continue
         specs = [RunSpec(f"pilot/grpo/{candidate.name}/seed{s}", dataclasses.replace(settings, lr=PILOT_LR),
                          parse_method(BASELINE), s, evaluation=evaluation) for s in PILOT_SEEDS]
         runs = list(run_all(specs, state, jobs, progress=progress, cache=cache).values())
         gate = headroom_gate(base, runs, budget)
-        result["candidates"][candidate.name] = {**made_of(candidate), "base": base, "gate": gate,
+        result["candidates"][candidate.name] = {**recipe_of(candidate), "base": base, "gate": gate,
                                                 "curves": [curve_of(r) for r in runs]}
         ends[candidate.name] = [room_greedy(at_budget(r, budget)["validation"]) for r in runs]
         if progress:
@@ -380,7 +380,7 @@ def pilot(out: Path, quick: bool, jobs: int, progress: bool) -> dict:
     return result
 
 
-def made_of(candidate: Candidate) -> dict:
+def recipe_of(candidate: Candidate) -> dict:
     """How a candidate base was made (what pilot.json records of it)."""
     return {"task_seed": candidate.task_seed, "warmup_steps": candidate.warmup_steps,
             "sixth_tier_weight": candidate.sixth_tier_weight}
