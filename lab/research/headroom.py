@@ -35,6 +35,9 @@ could not see help or harm. This study is fixed here in code before its first co
 6. **The decision** (:func:`decision`): per acting AVSPO arm, a verdict (helps / hurts / not shown) from its pooled
    interval and its worst base; the default threshold_mode follows the rule written there.
 
+7. **The second look** (:data:`SECOND_LOOK_PAIRS`, fixed after the first look and before any run of its own): the
+   third base, twice the seed pairs, verdicts at Pocock's per-look level LOOK_ALPHA.
+
 Cost: at most 2.5 hours on 2 cores with --jobs 2 (COST_NOTE), resumable from the run cache in --out.
 """
 
@@ -134,9 +137,13 @@ WARMUP_FAMILY = (1150, 850, 1300, 700)
 # warm-up length. The earlier headroom pilot read weights 0 (tier 5 at 0.12, flat under GRPO), 0.05 (wide0) and
 # 0.25 (tier 5 solved at the base); the round tries weights between, nearest 0.05 first within each side.
 WEIGHT_FAMILY = (0.07, 0.035, 0.1, 0.15)
+# The second look (SECOND_LOOK below) goes on for the design's third base: the warm-up's length again, around the
+# 700 steps that passed (nearest first, alternating sides), since tier 5 climbed and fell within 700-850 steps.
+WARMUP_FAMILY_2 = (750, 650, 800, 600)
 CANDIDATES = (*TASK_SEED_CANDIDATES,
               *(Candidate(f"wide0warm{steps}", 0, warmup_steps=steps) for steps in WARMUP_FAMILY),
-              *(Candidate(f"wide0sixth{weight:g}", 0, sixth_tier_weight=weight) for weight in WEIGHT_FAMILY))
+              *(Candidate(f"wide0sixth{weight:g}", 0, sixth_tier_weight=weight) for weight in WEIGHT_FAMILY),
+              *(Candidate(f"wide0warm{steps}", 0, warmup_steps=steps) for steps in WARMUP_FAMILY_2))
 BASES_WANTED = 3
 # GRPO's learning rate in the pilot. First tried: 6e-4, the earlier headroom pilot's (FIRST_TRY): on wide0 it took
 # tier 5 from 0.16 to 0.81 but tier 4 lost 0.15 and the two seeds ended 0.11 apart, so the pilot runs at 3e-4, the
@@ -155,6 +162,15 @@ MAX_SEEDS = 2
 # Set after the pilot accepted two bases, before any comparison run: the cap is on seed pairs (BASES_WANTED x
 # MAX_SEEDS, what the cost cap was planned for), so fewer accepted bases get more seeds each (two bases: three).
 MAX_PAIRS = BASES_WANTED * MAX_SEEDS
+# The second look, fixed after the first (2 bases x 3 seeds, kept as docs/evidence/headroom/first_look.json: both
+# acting arms "not shown", every pooled mean below GRPO's, realised MDE 0.32 against 0.045 planned: AVSPO's seed SD
+# was 10x GRPO's) and before any run of its own: the pilot goes on for the third base (WARMUP_FAMILY_2), the seed
+# pairs double to SECOND_LOOK_PAIRS (seeds per base = SECOND_LOOK_PAIRS // bases; the first look's runs are read back
+# from the run cache, so its seeds are the first of each base), and, the data being looked at twice, a verdict reads
+# intervals at Pocock's per-look level for two equal looks (LOOK_ALPHA; 0.05 over both). The first look did not
+# reject at 0.05, so not at LOOK_ALPHA either. The 95% intervals stay beside as description.
+SECOND_LOOK_PAIRS = 2 * MAX_PAIRS
+LOOK_ALPHA = 0.0294
 
 # --- 2. What a run reads ------------------------------------------------------------------------------------------
 EVAL_SEED = 47
@@ -380,6 +396,13 @@ def pilot(out: Path, quick: bool, jobs: int, progress: bool) -> dict:
     return result
 
 
+def comparison_seeds(found: Mapping[str, Any], bases: int, quick: bool) -> int:
+    """Seeds per base in the comparison: the pilot's plan (:func:`seeds_for_mde`), raised for the second look to
+    SECOND_LOOK_PAIRS // bases (the quick check keeps the plan)."""
+    planned = found["seeds_for_mde"]["seeds"]
+    return planned if quick else max(planned, SECOND_LOOK_PAIRS // bases)
+
+
 def recipe_of(candidate: Candidate) -> dict:
     """How a candidate base was made (what pilot.json records of it)."""
     return {"task_seed": candidate.task_seed, "warmup_steps": candidate.warmup_steps,
@@ -487,7 +510,17 @@ def compare(endpoints: Mapping[str, Mapping[str, Mapping[int, dict]]], counted: 
     joint = {(e, a): out[e][a] for e in ("primary", "greedy") for a in out.get(e, {})}
     if joint:
         holm(joint)
+    for test in (t for family in out.values() for t in family.values()):
+        for part in (test, *test["per_base"].values()):
+            if "sd" in part:
+                part["ci_look"] = look_interval(part)
     return out
+
+
+def look_interval(test: Mapping[str, Any]) -> list[float]:
+    """A paired test's interval at the per-look level (SECOND_LOOK): mean -+ t_{1 - LOOK_ALPHA/2, n-1} sd / sqrt(n)."""
+    half = float(stats.t.ppf(1 - LOOK_ALPHA / 2, test["n"] - 1)) * test["sd"] / math.sqrt(test["n"])
+    return [test["mean"] - half, test["mean"] + half]
 
 
 def sustained_crossing(readings: Sequence[tuple[int, float]], target: float) -> int | None:
@@ -628,16 +661,17 @@ ACTING = {"adaptive": DEFAULT_ARM, "always": ALWAYS_ARM}
 
 
 def verdict(test: dict | None) -> str:
-    """One acting arm against GRPO on the primary: "helps" when the pooled seed-pair interval lies above 0, the
+    """One acting arm against GRPO on the primary, from intervals at LOOK_ALPHA (``ci_look``): "helps" when the
+    pooled seed-pair interval lies above 0, the
     bases-as-unit mean is positive and no base's mean difference is below -HARM; "hurts" when the pooled interval lies
     below 0, or some base's mean difference is below -HARM with that base's seed-pair interval below 0; "not shown"
     otherwise; "not tested" without a comparison (GRPO did not learn, or the arm did not act)."""
     if not test:
         return "not tested"
     per_base = test["per_base"].values()
-    if test["ci95"][1] < 0 or any(b["mean"] < -HARM and "ci95" in b and b["ci95"][1] < 0 for b in per_base):
+    if test["ci_look"][1] < 0 or any(b["mean"] < -HARM and "ci_look" in b and b["ci_look"][1] < 0 for b in per_base):
         return "hurts"
-    if test["ci95"][0] > 0 and test["bases"]["mean"] > 0 and all(b["mean"] >= -HARM for b in per_base):
+    if test["ci_look"][0] > 0 and test["bases"]["mean"] > 0 and all(b["mean"] >= -HARM for b in per_base):
         return "helps"
     return "not shown"
 
@@ -688,7 +722,7 @@ def run(args) -> int:
                                                                                 budget), out / "base_readings")}
     tuning = {arm: tune(arm, bases[found["accepted"][0]], args.quick, jobs, progress, cache) for arm in TUNED_ARMS}
     rates = learning_rates(tuning)
-    seeds = found["seeds_for_mde"]["seeds"]
+    seeds = comparison_seeds(found, len(bases), args.quick)
     runs: dict[str, dict[str, dict[int, dict]]] = {arm: {} for arm in ARMS}
     for name, b in bases.items():
         batch = b["settings"].prompts * b["settings"].group_size
@@ -742,7 +776,9 @@ def analyse(runs, tuning, rates, found, bases, budget: int, quick: bool) -> dict
             "tiers": list(TIERS), "room_tiers": list(ROOM_TIERS), "warmup_steps": WARMUP_STEPS,
             "sixth_tier_weight": SIXTH_TIER_WEIGHT, "arms": arms, "baseline": BASELINE, "tuned_arms": list(TUNED_ARMS),
             "untuned_arms": UNTUNED_ARMS, "dropped": DROPPED, "lr_grid": list(LR_GRID), "lr_extensions": LR_EXTENSIONS,
-            "tuning_seeds": list(TUNING_SEEDS), "comparison_seeds": list(range(found["seeds_for_mde"]["seeds"])),
+            "tuning_seeds": list(TUNING_SEEDS), "comparison_seeds": list(range(len(next(iter(runs[BASELINE].values()))))),
+            "second_look": {"pairs": SECOND_LOOK_PAIRS, "look_alpha": LOOK_ALPHA, "first_look": "first_look.json",
+                            "warmup_family": list(WARMUP_FAMILY_2)},
             "temperatures": list(TEMPERATURES), "samples": SAMPLES, "t1_samples": T1_SAMPLES, "pass_k": PASS_K,
             "read_every": READ_EVERY, "grpo_budget_factor": GRPO_BUDGET_FACTOR,
             "sustain_tolerance": SUSTAIN_TOLERANCE, "fall": FALL, "harm": HARM, "mde_target": MDE_TARGET,

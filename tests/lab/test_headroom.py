@@ -8,29 +8,35 @@ import json
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 from cli_in_process import captured
 
 from lab.command import main
 from lab.research.headroom import (
     CANDIDATES,
+    LOOK_ALPHA,
     LR_GRID,
     MAX_PAIRS,
     MAX_SEEDS,
     PILOT_LR,
     PILOT_SEEDS,
+    SECOND_LOOK_PAIRS,
     TUNING_SEEDS,
     WARMUP_FAMILY,
+    WARMUP_FAMILY_2,
     WEIGHT_FAMILY,
     CurveEvaluation,
+    comparison_seeds,
     decision,
     headroom_gate,
+    look_interval,
     seeds_for_mde,
     stability,
     sustained_crossing,
     verdict,
 )
 from lab.research.headroom_report import pilot_summary
-from lab.research.statistics import minimum_detectable_effect
+from lab.research.statistics import minimum_detectable_effect, paired_test
 from lab.train import Groups, signal_by_tier
 
 
@@ -95,30 +101,46 @@ def test_stability_counts_runs_that_end_below_their_own_best():
 
 
 def _test(mean, low, high, per_base, bases_mean=None):
-    return {"mean": mean, "ci95": [low, high], "bases": {"mean": mean if bases_mean is None else bases_mean},
+    return {"mean": mean, "ci_look": [low, high], "bases": {"mean": mean if bases_mean is None else bases_mean},
             "per_base": per_base}
 
 
 def test_verdicts_read_the_pooled_interval_and_the_worst_base():
-    fine = {"a": {"mean": 0.02, "ci95": [0.0, 0.04]}, "b": {"mean": 0.03, "ci95": [0.01, 0.05]}}
+    fine = {"a": {"mean": 0.02, "ci_look": [0.0, 0.04]}, "b": {"mean": 0.03, "ci_look": [0.01, 0.05]}}
     assert verdict(_test(0.025, 0.01, 0.04, fine)) == "helps"
-    one_harmed = {**fine, "c": {"mean": -0.08, "ci95": [-0.12, -0.04]}}
+    one_harmed = {**fine, "c": {"mean": -0.08, "ci_look": [-0.12, -0.04]}}
     assert verdict(_test(0.01, -0.01, 0.03, one_harmed)) == "hurts"  # the pooled mean hides a harmed base
-    noisy = {**fine, "c": {"mean": -0.08, "ci95": [-0.3, 0.1]}}
+    noisy = {**fine, "c": {"mean": -0.08, "ci_look": [-0.3, 0.1]}}
     assert verdict(_test(0.02, 0.005, 0.03, noisy)) == "not shown"  # a base below -HARM bars "helps"
     assert verdict(_test(-0.02, -0.03, -0.01, fine)) == "hurts"
     assert verdict(None) == "not tested"
 
 
 def test_the_default_follows_the_verdicts():
-    helps = _test(0.03, 0.01, 0.05, {"a": {"mean": 0.03, "ci95": [0.0, 0.06]}})
-    hurts = _test(-0.03, -0.05, -0.01, {"a": {"mean": -0.03, "ci95": [-0.06, 0.0]}})
-    unclear = _test(0.0, -0.02, 0.02, {"a": {"mean": 0.0, "ci95": [-0.03, 0.03]}})
+    helps = _test(0.03, 0.01, 0.05, {"a": {"mean": 0.03, "ci_look": [0.0, 0.06]}})
+    hurts = _test(-0.03, -0.05, -0.01, {"a": {"mean": -0.03, "ci_look": [-0.06, 0.0]}})
+    unclear = _test(0.0, -0.02, 0.02, {"a": {"mean": 0.0, "ci_look": [-0.03, 0.03]}})
     assert decision({"avspo": unclear, "avspo_always": helps})["default_threshold_mode"] == "always"
     assert decision({"avspo": helps, "avspo_always": helps})["default_threshold_mode"] in ("adaptive", "always")
     assert decision({"avspo": unclear, "avspo_always": hurts})["default_threshold_mode"] == "adaptive"
     assert decision({"avspo": hurts, "avspo_always": unclear})["default_threshold_mode"] == "never"
     assert decision({"avspo_always": hurts})["verdicts"] == {"adaptive": "not tested", "always": "hurts"}
+
+
+def test_the_look_interval_is_the_paired_t_interval_at_pococks_per_look_level():
+    test = paired_test([-0.3, -0.1, 0.05, -0.2, -0.25, 0.0])
+    low, high = look_interval(test)
+    assert (low + high) / 2 == pytest.approx(test["mean"])
+    assert low < test["ci95"][0] and high > test["ci95"][1]  # wider than 95%: two looks share 0.05
+    assert stats.ttest_1samp([-0.3, -0.1, 0.05, -0.2, -0.25, 0.0], 0).confidence_interval(1 - LOOK_ALPHA).low \
+        == pytest.approx(low)
+
+
+def test_the_second_look_doubles_the_pairs_and_keeps_the_first_looks_seeds():
+    found = {"seeds_for_mde": {"seeds": 3}}
+    assert comparison_seeds(found, 2, quick=False) == SECOND_LOOK_PAIRS // 2 == 6
+    assert comparison_seeds(found, 3, quick=False) == 4  # 12 pairs; each base keeps seeds 0-2 of the first look
+    assert comparison_seeds(found, 2, quick=True) == 3
 
 
 def test_signal_by_tier_splits_collapsed_groups_and_their_advantages_by_tier():
@@ -143,6 +165,7 @@ def test_candidates_share_the_testbed_and_differ_by_task_seed_warmup_length_or_s
     by_name = dict(zip((c.name for c in CANDIDATES), settings))
     assert [by_name[f"wide0warm{n}"].warmup_steps for n in WARMUP_FAMILY] == list(WARMUP_FAMILY)
     assert [by_name[f"wide0sixth{w:g}"].warmup_mix[4] for w in WEIGHT_FAMILY] == list(WEIGHT_FAMILY)
+    assert [by_name[f"wide0warm{n}"].warmup_steps for n in WARMUP_FAMILY_2] == list(WARMUP_FAMILY_2)
     family = [by_name[f"wide0warm{n}"] for n in WARMUP_FAMILY] + [by_name[f"wide0sixth{w:g}"] for w in WEIGHT_FAMILY]
     assert {s.task_seed for s in family} == {0}
     assert not any(c.screened for c in CANDIDATES if c.name.startswith("wide0"))
