@@ -89,6 +89,22 @@ def load_json(path: str, load: Callable[[Any], T], remedy: str) -> T:
         raise StateFileError(f"{path} cannot be resumed: {err}. {remedy}") from None
 
 
+def renamed_keys(state: Mapping[str, Any], renamed: Mapping[str, str], what: str) -> dict[str, Any]:
+    """``state`` with each key saved under an earlier name (``renamed``: {earlier name: name}) under its name,
+    nothing else changed; ValueError, naming ``what`` (the state) and both keys, when a state holds both."""
+    state = dict(state)
+    for earlier, name in renamed.items():
+        if earlier not in state:
+            continue
+        if name in state:
+            raise ValueError(
+                f"{what} holds both {earlier!r} (this key's name before it was renamed) and {name!r}; a state "
+                f"holds one of them"
+            )
+        state[name] = state.pop(earlier)
+    return state
+
+
 # ---------------------------------------------------------------------------- field types
 
 

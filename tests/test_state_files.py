@@ -107,9 +107,9 @@ def test_a_damaged_avspo_state_names_the_file_and_what_to_do(tmp_path, damage):
         (("threshold", "tau"), "0.3", "field threshold.tau should be a number, found str '0.3'"),
         (("threshold", "step"), 2.5, "field threshold.step should be an integer, found float 2.5"),
         (("threshold", "prev_reward_mean"), [0.5], "field threshold.prev_reward_mean should be null or a number"),
-        (("monitor", "stagnation", "fired_step"), True, "field monitor.stagnation.fired_step should be null or an integer, found bool True"),
+        (("warnings", "stagnation", "fired_step"), True, "field warnings.stagnation.fired_step should be null or an integer, found bool True"),
         (("logged_steps",), None, "field logged_steps should be an integer, found NoneType None"),
-        (("monitor", "entropy_collapse"), None, "field monitor.entropy_collapse should be an object"),
+        (("warnings", "entropy_collapse"), None, "field warnings.entropy_collapse should be an object"),
         (("threshold",), "x", "field threshold should be null or an object, found str 'x'"),
     ],
 )
@@ -125,9 +125,9 @@ def test_every_field_of_the_avspo_state_has_its_type_checked(tmp_path, field, va
 
 def test_a_missing_nested_field_is_named(tmp_path):
     state = avspo_state()
-    del state["monitor"]["stagnation"]["streak"]
+    del state["warnings"]["stagnation"]["streak"]
     (tmp_path / STATE_FILE).write_text(json.dumps(state))
-    with pytest.raises(StateFileError, match=r"field monitor.stagnation.streak is missing \(it should be an integer\)"):
+    with pytest.raises(StateFileError, match=r"field warnings.stagnation.streak is missing \(it should be an integer\)"):
         checkpoint.read_state(str(tmp_path))
 
 
@@ -166,7 +166,7 @@ def test_every_field_of_the_selection_state_has_its_type_checked(tmp_path, key, 
 # ------------------------------------------------------------------ every field's range
 
 INT64 = "an integer in [0, 2**63 - 1]"
-MONITORED = ("stagnation", "entropy_collapse", "inert_trigger")
+WARNINGS = ("stagnation", "entropy_collapse", "inert_trigger")
 
 
 @pytest.mark.parametrize(
@@ -180,8 +180,8 @@ MONITORED = ("stagnation", "entropy_collapse", "inert_trigger")
         (("threshold", "step"), -3, INT64),
         (("threshold", "step"), 2**63, INT64),
         (("logged_steps",), -1, INT64),
-        *((("monitor", name, "streak"), -2, INT64) for name in MONITORED),
-        *((("monitor", name, "fired_step"), -1, INT64) for name in MONITORED),
+        *((("warnings", name, "streak"), -2, INT64) for name in WARNINGS),
+        *((("warnings", name, "fired_step"), -1, INT64) for name in WARNINGS),
     ],
     ids=lambda x: ".".join(x) if isinstance(x, tuple) else repr(x),
 )

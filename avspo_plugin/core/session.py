@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..config import MAX_VIRTUAL, AVSPOConfig
-from ..state_files import INT64_MAX, InRange, Matching, check_fields
+from ..state_files import INT64_MAX, InRange, Matching, check_fields, renamed_keys
 from ..threshold_modes import THRESHOLD_MODES
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .collapse import off_bound_message
@@ -32,9 +32,10 @@ from .threshold import ThresholdState, advance
 
 # Version of the dict that state_dict() returns and checkpoints hold.
 STATE_FORMAT = 1
-# What state_dict() holds besides its format. "monitor" holds the early-warning streaks: the checkpoint format's
-# name from before the ACR monitor existed, kept so that every saved checkpoint still loads.
-STATE_KEYS = ("threshold", "monitor", "logged_steps")
+# What state_dict() holds besides its format; "warnings" holds the early-warning streaks.
+STATE_KEYS = ("threshold", "warnings", "logged_steps")
+# Keys of the state under their earlier names ({earlier name: name}), read as the key they became.
+EARLIER_STATE_KEYS = {"monitor": "warnings"}
 # The settings a threshold state is made under, saved beside it ("settings"): those that move tau (Eq. 12) and
 # decide K (Eq. 9). A state made under other settings than the config in force starts over (AVSPOSession.configure).
 STATE_SETTINGS = ("threshold_mode", "threshold_init", "threshold_lr", "threshold_min", "threshold_max", "num_virtual",
@@ -53,7 +54,7 @@ STATE_FIELDS = {
         "num_virtual": (Matching("auto", "'auto'"), InRange(int, 1, MAX_VIRTUAL)),
         "alpha": InRange(float, 0.0, 1.0, low_open=True),
     }),
-    "monitor": {name: {"streak": COUNT, "fired_step": (None, COUNT)}
+    "warnings": {name: {"streak": COUNT, "fired_step": (None, COUNT)}
                 for name in ("stagnation", "entropy_collapse", INERT_TRIGGER)},
     "logged_steps": COUNT,
 }
@@ -295,7 +296,7 @@ class AVSPOSession:
                 "format": STATE_FORMAT,
                 "threshold": None if self.state is None else self.state.state_dict(),
                 "settings": None if self.state is None else self._made_under,
-                "monitor": self.warnings.state_dict(),
+                "warnings": self.warnings.state_dict(),
                 "logged_steps": self._logged_steps,
             }
 
@@ -308,7 +309,7 @@ class AVSPOSession:
             saved = state["threshold"]
             self.state = None if saved is None else ThresholdState.from_state_dict(saved)
             self._made_under, self._state_origin = state["settings"], f"read from {source}"
-            self.warnings.load_state_dict(state["monitor"])
+            self.warnings.load_state_dict(state["warnings"])
             self._logged_steps = int(state["logged_steps"])
             self._pending, self._closed, self._entropy_observed = [], [], True
             self._fit_state_to_config()
@@ -319,14 +320,15 @@ def checked_state(state: Any) -> Mapping[str, Any]:
     of every field are checked (:data:`STATE_FIELDS`); ValueError names the field, its value and what it may hold."""
     if not isinstance(state, Mapping):
         raise ValueError(f"avspo checkpoint state should be an object, found {type(state).__name__}")
+    state = renamed_keys(state, EARLIER_STATE_KEYS, "avspo checkpoint state")
     missing = [key for key in STATE_KEYS if key not in state]
     if missing:
         raise ValueError(f"avspo checkpoint state lacks {sorted(missing)}; it has {sorted(state)}")
     # States written before the format number existed hold exactly format 1's keys; before the inert-trigger
     # warning existed, its streak starts from nothing; before states recorded their settings, those are unknown.
     state = {"format": STATE_FORMAT, "settings": None, **state}
-    if isinstance(state.get("monitor"), Mapping) and INERT_TRIGGER not in state["monitor"]:
-        state["monitor"] = {**state["monitor"], INERT_TRIGGER: {"streak": 0, "fired_step": None}}
+    if isinstance(state.get("warnings"), Mapping) and INERT_TRIGGER not in state["warnings"]:
+        state["warnings"] = {**state["warnings"], INERT_TRIGGER: {"streak": 0, "fired_step": None}}
     if state["format"] != STATE_FORMAT:
         raise ValueError(
             f"avspo checkpoint state has format {state['format']!r}; this version of avspo_plugin reads "

@@ -50,7 +50,7 @@ def write_state(step_folder: str, state: dict[str, Any], file_name: str = STATE_
 def describe_state(state: dict[str, Any]) -> str:
     """One line of a state for the log: tau, J_{t-1}, t and the warning streaks."""
     threshold = state.get("threshold") or {}
-    streaks = ", ".join(f"{name} streak {value['streak']}" for name, value in state.get("monitor", {}).items())
+    streaks = ", ".join(f"{name} streak {value['streak']}" for name, value in state.get("warnings", {}).items())
     return (
         f"tau={threshold.get('tau')}, previous reward mean={threshold.get('prev_reward_mean')}, "
         f"threshold step t={threshold.get('step')}, {streaks}, logged steps {state.get('logged_steps')}"

@@ -78,7 +78,7 @@ def saved_state(tau, prev_reward_mean, step, settings=None):
     """A saved session state with this threshold state; ``settings``: those it was made under (None: the format saved
     before states recorded them, which has no such key)."""
     state = {"format": 1, "threshold": ThresholdState(tau, prev_reward_mean, step).state_dict(),
-             "monitor": AVSPOSession().warnings.state_dict(), "logged_steps": step}
+             "warnings": AVSPOSession().warnings.state_dict(), "logged_steps": step}
     return state if settings is None else {**state, "settings": state_settings(settings)}
 
 
@@ -215,8 +215,8 @@ def test_a_step_closed_before_it_is_logged_takes_its_entropy_once(caplog):
             saved = session.state_dict()
             metrics = session.pop_metrics(step=step, entropy=0.1)
     assert metrics["stagnation"] == 1.0 and metrics["entropy_collapse"] == 1.0
-    assert saved["monitor"]["stagnation"]["streak"] == 2 and saved["logged_steps"] == 2
-    assert session.state_dict()["monitor"]["entropy_collapse"]["streak"] == 2
+    assert saved["warnings"]["stagnation"]["streak"] == 2 and saved["logged_steps"] == 2
+    assert session.state_dict()["warnings"]["entropy_collapse"]["streak"] == 2
     assert [r.getMessage()[:27] for r in caplog.records] == ["AVSPO stagnation at step 2:", "Entropy collapse at step 2:"]
 
 
@@ -225,7 +225,7 @@ def test_a_restored_tau_outside_a_narrowed_range_is_clipped(caplog):
     session = AVSPOSession(log=logging.getLogger(LOGGER))
     session.configure(AVSPOConfig(threshold_mode="adaptive", threshold_max=0.6))
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        session.load_state_dict({"format": 1, "threshold": saved.state_dict(), "monitor": session.warnings.state_dict(),
+        session.load_state_dict({"format": 1, "threshold": saved.state_dict(), "warnings": session.warnings.state_dict(),
                                  "logged_steps": 4})  # fmt: skip
     assert session.state == ThresholdState(tau=0.6, prev_reward_mean=0.25, step=4)
     assert "tau=0.8 lies outside [threshold_min, threshold_max] = [0.1, 0.6]" in caplog.text
@@ -283,11 +283,11 @@ def test_state_round_trips_and_the_resumed_run_continues_alike():
         session.step(scores, labels, config)
         session.pop_metrics()
     state = session.state_dict()
-    assert set(state) == {"format", "threshold", "settings", "monitor", "logged_steps"}
+    assert set(state) == {"format", "threshold", "settings", "warnings", "logged_steps"}
     assert state["settings"] == state_settings(config)
     assert state["format"] == 1 and state["logged_steps"] == 2
     assert state["threshold"] == by_hand(config, BATCHES[:2])[-1].state.state_dict()
-    assert state["monitor"]["stagnation"] == {"streak": 0, "fired_step": None}  # ACR 0.75 then 0.25
+    assert state["warnings"]["stagnation"] == {"streak": 0, "fired_step": None}  # ACR 0.75 then 0.25
 
     resumed = AVSPOSession()
     resumed.step(*BATCHES[0], config)  # pending metrics of the process before the resume are dropped
@@ -304,10 +304,47 @@ def test_state_round_trips_and_the_resumed_run_continues_alike():
     assert resumed.state_dict() == session.state_dict()
 
 
+def test_a_state_saved_under_the_earlier_key_monitor_resumes_as_under_warnings(caplog):
+    # Before the key was renamed, state_dict() held the early-warning streaks under "monitor".
+    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, stagnation_acr=0.35, stagnation_steps=2,
+                         entropy_floor=0.5)
+    session = AVSPOSession()
+    for scores, labels in [BATCHES[0], BATCHES[2]]:  # ACR 0.75 twice, entropy under its floor twice
+        session.step(scores, labels, config)
+        session.pop_metrics(entropy=0.1)
+    state = session.state_dict()
+    assert state["warnings"]["stagnation"]["streak"] == state["warnings"]["entropy_collapse"]["streak"] == 2
+    earlier = {("monitor" if key == "warnings" else key): value for key, value in json.loads(json.dumps(state)).items()}
+    assert list(earlier) == ["format", "threshold", "settings", "monitor", "logged_steps"]
+
+    advantages, metrics, warned = {}, {}, {}
+    for key, saved in (("warnings", state), ("monitor", earlier)):
+        log = f"{LOGGER}.{key}"
+        resumed = AVSPOSession(log=logging.getLogger(log))
+        resumed.load_state_dict(saved)
+        assert resumed.state_dict() == state  # the same streaks, saved under "warnings" from then on
+        advantages[key], metrics[key] = [], []
+        with caplog.at_level(logging.WARNING, logger=log):
+            for scores, labels in [BATCHES[2], BATCHES[0]]:
+                advantages[key].append(resumed.step(scores, labels, config).advantages)
+                metrics[key].append(resumed.pop_metrics(entropy=0.1))
+        warned[key] = [record.getMessage() for record in caplog.records if record.name == log]
+    assert all(map(torch.equal, advantages["monitor"], advantages["warnings"]))
+    assert metrics["monitor"] == metrics["warnings"] and warned["monitor"] == warned["warnings"]
+    # The streaks carried over: both warnings fire at the first step after the resume.
+    assert [message[:27] for message in warned["monitor"]] == ["AVSPO stagnation at step 3:", "Entropy collapse at step 3:"]
+
+
+def test_a_state_holding_both_the_earlier_key_and_its_new_name_is_refused():
+    state = AVSPOSession().state_dict()
+    with pytest.raises(ValueError, match=r"avspo checkpoint state holds both 'monitor' .* and 'warnings'"):
+        AVSPOSession().load_state_dict({**state, "monitor": state["warnings"]})
+
+
 def test_bad_states_are_refused_naming_what_is_wrong():
     session = AVSPOSession()
     state = session.state_dict()
-    with pytest.raises(ValueError, match=r"lacks \['logged_steps', 'monitor'\]; it has \['format', 'threshold'\]"):
+    with pytest.raises(ValueError, match=r"lacks \['logged_steps', 'warnings'\]; it has \['format', 'threshold'\]"):
         session.load_state_dict({"format": 1, "threshold": None})
     with pytest.raises(ValueError, match="has format 2; this version of avspo_plugin reads format 1"):
         session.load_state_dict({**state, "format": 2})

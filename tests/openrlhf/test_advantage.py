@@ -109,7 +109,7 @@ def test_early_warnings_fire_once_and_stay_flagged(caplog):
 
 
 def test_checkpoint_state_from_another_version_is_refused():
-    with pytest.raises(ValueError, match=r"avspo checkpoint state lacks \['logged_steps', 'monitor'\]"):
+    with pytest.raises(ValueError, match=r"avspo checkpoint state lacks \['logged_steps', 'warnings'\]"):
         load_checkpoint_state({"avspo": {"threshold": None}})
 
 

@@ -129,7 +129,7 @@ def test_threshold_state_goes_through_checkpoint_client_states(route):
     checkpoint = route["checkpoint"]
     assert checkpoint["client_states"]["avspo"] == checkpoint["saved"]
     assert checkpoint["restored"] == checkpoint["saved"]
-    assert checkpoint["saved"]["monitor"]["entropy_collapse"]["streak"] == 1  # entropy 0.2 < entropy_floor 0.5
+    assert checkpoint["saved"]["warnings"]["entropy_collapse"]["streak"] == 1  # entropy 0.2 < entropy_floor 0.5
 
 
 def test_options_are_parsed_with_avspo_config_defaults(route):

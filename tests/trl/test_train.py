@@ -96,7 +96,7 @@ def test_resumed_training_restores_the_adaptive_threshold(make_trainer, straight
     thresholds, checkpoint = straight_run
     saved = json.loads((checkpoint / STATE_FILE).read_text())
     assert saved["threshold"]["step"] == 2 and saved["threshold"]["tau"] == thresholds[3]
-    assert set(saved["monitor"]) == {"stagnation", "entropy_collapse", "inert_trigger"}
+    assert set(saved["warnings"]) == {"stagnation", "entropy_collapse", "inert_trigger"}
 
     resumed, steps = resume(make_trainer, checkpoint)
     assert resumed.avspo_session.state.step == 3
@@ -123,7 +123,7 @@ def test_a_state_file_of_the_earlier_trl_schema_still_resumes(make_trainer, stra
     thresholds, checkpoint = straight_run
     saved = json.loads((checkpoint / STATE_FILE).read_text())
     # What the TRL adapter wrote before it shared the core's session: threshold and streaks, no format.
-    (checkpoint / STATE_FILE).write_text(json.dumps({"threshold": saved["threshold"], "monitor": saved["monitor"]}))
+    (checkpoint / STATE_FILE).write_text(json.dumps({"threshold": saved["threshold"], "monitor": saved["warnings"]}))
     resumed, steps = resume(make_trainer, checkpoint)
     assert steps[-1]["avspo/threshold"] == thresholds[3]
     # logged_steps, which that schema lacked, is read from the checkpoint's log: 2 steps, then the resumed one.

@@ -308,13 +308,13 @@ def test_legacy_checkpoint_holds_the_step_before_the_marker_and_its_entropy_afte
     trainers["legacy"]._save_checkpoint(trainer)
     assert seen_at_actor_save == [True] and marker.read_text().strip() == "1"
     saved = json.loads(state_file.read_text())
-    assert saved["threshold"]["step"] == 1 and saved["monitor"]["stagnation"]["streak"] == 1
-    assert saved["monitor"]["entropy_collapse"]["streak"] == 0
+    assert saved["threshold"]["step"] == 1 and saved["warnings"]["stagnation"]["streak"] == 1
+    assert saved["warnings"]["entropy_collapse"]["streak"] == 0
 
     tracking = Tracking("avspo-test", "legacy", default_backend=[])
     tracking.log(data={"actor/entropy": ENTROPY}, step=1)
     logged = json.loads(state_file.read_text())
-    assert logged["monitor"]["entropy_collapse"]["streak"] == 1 and logged["threshold"] == saved["threshold"]
+    assert logged["warnings"]["entropy_collapse"]["streak"] == 1 and logged["threshold"] == saved["threshold"]
 
 
 def test_restored_state_is_reported_at_verls_default_level(

@@ -1,4 +1,4 @@
-"""Early warnings: the framework-free monitor, and its flags and messages in verl's tracker."""
+"""Early warnings: the framework-free EarlyWarnings, and its flags and messages in verl's tracker."""
 
 import logging
 
@@ -32,20 +32,20 @@ def test_entropy_counts_values_below_the_floor():
 
 @pytest.mark.parametrize("changes", [{"stagnation_acr": 0.0}, {"stagnation_steps": 0}])
 def test_zero_disables_stagnation(changes):
-    monitor = EarlyWarnings(AVSPOConfig(**changes))
+    warnings = EarlyWarnings(AVSPOConfig(**changes))
     for step in range(1, 200):
-        flags, fired = monitor.observe(step, acr=1.0, entropy=None)
+        flags, fired = warnings.observe(step, acr=1.0, entropy=None)
         assert flags == {} and fired == []
 
 
-def test_monitor_state_round_trips():
+def test_warning_state_round_trips():
     config = AVSPOConfig(stagnation_steps=3)
-    monitor = EarlyWarnings(config)
+    warnings = EarlyWarnings(config)
     for step in range(1, 6):
-        monitor.observe(step, acr=0.9, entropy=0.1)
+        warnings.observe(step, acr=0.9, entropy=0.1)
     restored = EarlyWarnings(config)
-    restored.load_state_dict(monitor.state_dict())
-    assert restored.state_dict() == monitor.state_dict() == {
+    restored.load_state_dict(warnings.state_dict())
+    assert restored.state_dict() == warnings.state_dict() == {
         "stagnation": {"streak": 5, "fired_step": 4},
         "entropy_collapse": {"streak": 5, "fired_step": 4},
         "inert_trigger": {"streak": 0, "fired_step": None},
@@ -53,21 +53,21 @@ def test_monitor_state_round_trips():
 
 
 def test_inert_trigger_counts_steps_with_collapsed_groups_and_none_augmented():
-    monitor = EarlyWarnings(AVSPOConfig(threshold_mode="adaptive", stagnation_steps=2))
+    warnings = EarlyWarnings(AVSPOConfig(threshold_mode="adaptive", stagnation_steps=2))
     observed = [(0.4, 0.0), (0.0, 0.0), (0.4, 0.0), (0.4, 0.2), (0.3, 0.0), (0.3, 0.0), (0.3, 0.0), (0.3, 0.0)]
-    fired = [monitor.observe(step, acr=acr, augmented=augmented, threshold=0.5)[1]
+    fired = [warnings.observe(step, acr=acr, augmented=augmented, threshold=0.5)[1]
              for step, (acr, augmented) in enumerate(observed, 1)]
     # Step 2 had no collapsed group (not counted, not a reset); step 4 augmented (a reset); 5, 6, 7: fires at 7.
     assert [bool(f) for f in fired] == [False] * 6 + [True, False]
     assert "AVSPO inert at step 7" in fired[6][0] and "3 consecutive steps" in fired[6][0]
     assert "ACR 0.300" in fired[6][0] and "tau=0.500" in fired[6][0] and "threshold_mode=always" in fired[6][0]
-    assert monitor.state_dict()["inert_trigger"] == {"streak": 4, "fired_step": 7}
+    assert warnings.state_dict()["inert_trigger"] == {"streak": 4, "fired_step": 7}
 
 
 @pytest.mark.parametrize("mode", ["always", "never"])
 def test_inert_trigger_is_off_where_the_trigger_cannot_stay_shut(mode):
-    monitor = EarlyWarnings(AVSPOConfig(threshold_mode=mode, stagnation_steps=1))
-    assert all(monitor.observe(step, acr=0.3, augmented=0.0)[1] == [] for step in range(1, 10))
+    warnings = EarlyWarnings(AVSPOConfig(threshold_mode=mode, stagnation_steps=1))
+    assert all(warnings.observe(step, acr=0.3, augmented=0.0)[1] == [] for step in range(1, 10))
 
 
 def test_checkpoints_from_before_the_inert_trigger_resume_with_its_streak_at_zero():
@@ -75,9 +75,9 @@ def test_checkpoints_from_before_the_inert_trigger_resume_with_its_streak_at_zer
 
     session = AVSPOSession()
     old = session.state_dict()
-    del old["monitor"]["inert_trigger"]
+    del old["warnings"]["inert_trigger"]
     session.load_state_dict(old)
-    assert session.state_dict()["monitor"]["inert_trigger"] == {"streak": 0, "fired_step": None}
+    assert session.state_dict()["warnings"]["inert_trigger"] == {"streak": 0, "fired_step": None}
 
 
 def test_inert_avspo_warns_through_verls_compute_advantage_naming_its_numbers(caplog, make_batch):

@@ -222,12 +222,12 @@ def test_legacy_run_logs_through_verls_tracker_and_resumes_the_warning_streaks(t
     assert not any("threshold" in name or "virtual" in name for name in logged[0])  # AVSPO's own, not a monitor's
     assert session().state is None  # the estimator's session untouched
     saved = json.loads((tmp_path / "global_step_2" / MONITOR_STATE_FILE).read_text())
-    assert saved["monitor"]["stagnation"] == {"streak": 2, "fired_step": 2}
+    assert saved["warnings"]["stagnation"] == {"streak": 2, "fired_step": 2}
     assert not (tmp_path / "global_step_2" / STATE_FILE).exists()
 
     monitor().reset()  # a new process resumes from step 2
     RayPPOTrainer._load_checkpoint(stand_in(0))
-    assert monitor().state_dict()["monitor"] == saved["monitor"]
+    assert monitor().state_dict()["warnings"] == saved["warnings"]
 
 
 def test_the_monitors_config_block_is_checked_and_its_hooks_are_the_monitors(trainer_config):
