@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .threshold_modes import MONITOR_MODE, THRESHOLD_MODES
+from .threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 
 STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed_partial", "exp_decay")
 # Strategies whose virtual rewards are placed between reward_low and reward_high.
@@ -439,7 +439,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     def as_monitor(self) -> AVSPOConfig:
         """These settings as the ACR monitor measures with them: ``threshold_mode`` never (the one place the
         monitor's config is made)."""
-        return self.replace(threshold_mode=MONITOR_MODE)
+        return self.replace(threshold_mode=MEASURE_ONLY_MODE)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ class ThresholdMode:
     name: str
     # Its entry in threshold_mode's help (docs/using/config.md, the packaged verl YAML, the hosts' option help).
     meaning: str
-    # Whether it ever adds virtual samples; the monitor's mode does not.
+    # Whether it ever adds virtual samples; the measure-only mode does not.
     augments: bool
     # Whether its trigger opens on ACR_t > tau; one that does not is open at every step if it augments, else shut.
     reads_threshold: bool
@@ -72,5 +72,6 @@ THRESHOLD_MODES = {
         ),
     )
 }
-# The ACR monitor's mode: collapse measured, no virtual sample, every advantage plain GRPO's.
-MONITOR_MODE = "never"
+# The mode that measures and never acts: collapse measured, no virtual sample, every advantage plain GRPO's. The ACR
+# monitor runs in it.
+MEASURE_ONLY_MODE = "never"

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..config import AVSPOConfig
-from ..threshold_modes import MONITOR_MODE
+from ..threshold_modes import MEASURE_ONLY_MODE
 from . import virtual as vr
 from .collapse import (
     collapse_regimes,
@@ -152,7 +152,7 @@ def reward_range_problem(
         f"reward {float(scores[row]):g} of {describe_row(row)} ({int(outside.sum())} in all) lies outside "
         f"[{low}, {high}] = [{config.reward_low}, {config.reward_high}], where strategy {config.strategy!r} places "
         f"virtual rewards{'' if reward_source is None else reward_source(row)}. Set {low} and {high} to the reward's range (for a sum of rewards, the sum of their "
-        f"lowest and of their highest values); or {mode}={MONITOR_MODE} to monitor ACR only, with any reward range"
+        f"lowest and of their highest values); or {mode}={MEASURE_ONLY_MODE} to monitor ACR only, with any reward range"
     )
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from ..config import AVSPOConfig, ConfigError, key_help, misspelt_name
-from ..threshold_modes import MONITOR_MODE, THRESHOLD_MODES
+from ..threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 from .checked_imports import GRPOConfig
 from .conventions import host_settings
 
@@ -125,11 +125,11 @@ class AVSPOGRPOConfig(GRPOConfig):
         if self.use_avspo and mode in THRESHOLD_MODES and not THRESHOLD_MODES[mode].augments:
             raise ConfigError(f"use_avspo=True contradicts {name}={mode!r} (monitoring only): set one")
         if not self.use_avspo:
-            if mode not in (MONITOR_MODE, _default("threshold_mode")):
+            if mode not in (MEASURE_ONLY_MODE, _default("threshold_mode")):
                 raise ConfigError(
-                    f"use_avspo=False (threshold_mode {MONITOR_MODE!r}) contradicts {name}={mode!r}: set one"
+                    f"use_avspo=False (threshold_mode {MEASURE_ONLY_MODE!r}) contradicts {name}={mode!r}: set one"
                 )
-            setattr(self, name, MONITOR_MODE)
+            setattr(self, name, MEASURE_ONLY_MODE)
 
     def avspo_config(self) -> AVSPOConfig:
         """The core's config: the ``avspo_<key>`` fields plus the keys TRL's ``scale_rewards`` decides."""

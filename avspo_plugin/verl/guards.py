@@ -23,7 +23,7 @@ import verl
 from ..config import ConfigError
 from ..host_versions import VERL, UnsupportedHostVersion
 from ..names import PLUGIN_MODULE
-from ..threshold_modes import MONITOR_MODE, THRESHOLD_MODES
+from ..threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 from .run_config import (
     avspo_config_from_algorithm,
     config_entry,
@@ -88,7 +88,7 @@ def group_filtering_problem(config: Any) -> str | None:
         "algorithm.filter_groups.enable=true (DAPO's group filtering): verl evicts the zero-variance groups "
         "(every response rewarded alike) before the advantage estimator sees them, and AVSPO's augmentation acts "
         "only on those collapsed groups, so it would never trigger and the run would silently be GRPO. Either turn "
-        f"filtering off, or keep it with algorithm.avspo.threshold_mode={MONITOR_MODE} (monitor only), which works "
+        f"filtering off, or keep it with algorithm.avspo.threshold_mode={MEASURE_ONLY_MODE} (monitor only), which works "
         "with filtering: collapse is then counted on the groups as generated, before filtering."
     )
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from avspo_plugin.config import AVSPOConfig, ConfigError
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
-from avspo_plugin.threshold_modes import MONITOR_MODE, THRESHOLD_MODES
+from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 
 from .findings import installed_version, line
 from .ray_cluster import connect_ray
@@ -258,7 +258,7 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
         findings.append(("FAIL", problem) if problem else (
             "ok", "algorithm.filter_groups.enable=true: verl evicts the zero-variance groups before the estimator sees "
                   "them; collapse is counted on the groups as generated, before filtering"
-                  + (f" (algorithm.avspo.threshold_mode={MONITOR_MODE}: monitor only)" if AVSPO in features else ""),
+                  + (f" (algorithm.avspo.threshold_mode={MEASURE_ONLY_MODE}: monitor only)" if AVSPO in features else ""),
         ))  # fmt: skip
     if algorithm.get("use_kl_in_reward"):
         findings.append(("warn", "algorithm.use_kl_in_reward=True: ACR then measures rewards that include the KL penalty"))
