@@ -243,6 +243,7 @@ def sample_markers(name: str) -> tuple[str, str]:
 # ----------------------------------------------------------------------------------------------
 
 EVIDENCE_SOURCE = DOCS / "evidence" / "headroom" / "headroom.json"
+FIRST_LOOK_SOURCE = DOCS / "evidence" / "headroom" / "first_look.json"
 # The study before it (learning or sharpening), still quoted where its own findings are.
 SHARPENING_SOURCE = DOCS / "evidence" / "sharpening" / "sharpening.json"
 HEADROOM_SOURCE = DOCS / "evidence" / "sharpening" / "headroom_pilot.json"
@@ -258,9 +259,10 @@ def evidence_blocks() -> dict[str, tuple[Path, str, str]]:
     """name -> (page, comment prefix of its markers, rendered text): each place a study figure is quoted."""
     report = json.loads(EVIDENCE_SOURCE.read_text())
     sharpening = json.loads(SHARPENING_SOURCE.read_text())
-    return {"readme": (ROOT / "README.md", "", headroom.readme_block(report)),
+    first_look = json.loads(FIRST_LOOK_SOURCE.read_text())
+    return {"readme": (ROOT / "README.md", "", headroom.readme_block(report, first_look)),
             "readme-sharpening": (ROOT / "README.md", "", "- " + evidence.ceiling_sentence(sharpening)),
-            "results": (DOCS / "evidence" / "results.md", "", headroom.results_block(report)),
+            "results": (DOCS / "evidence" / "results.md", "", headroom.results_block(report, first_look)),
             "results-sharpening": (DOCS / "evidence" / "results.md", "", evidence.results_block(sharpening)),
             "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", headroom.recipe_comment(report)),
             "headroom": (DOCS / "evidence" / "sharpening.md", "",

@@ -32,6 +32,46 @@ def _over(values: list[dict], key: str) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
+def verdict_interval(test: dict) -> str:
+    """A difference with the interval its verdict reads: Pocock's per-look level on the second look (``ci_look``),
+    else 95%."""
+    low, high = test.get("ci_look", test["ci95"])
+    return f"{test['mean']:+.4f} [{low:+.4f}, {high:+.4f}]"
+
+
+def verdict_alpha(report: dict) -> float:
+    """The level a verdict reads: LOOK_ALPHA on the second look, else 0.05."""
+    look = report["design"].get("second_look")
+    return look["look_alpha"] if look else 0.05
+
+
+def verdict_level(report: dict) -> str:
+    """The confidence of the intervals verdicts read, in words."""
+    look = report["design"].get("second_look")
+    return (f"{1 - look['look_alpha']:.2%} interval: Pocock's per-look level over the study's two looks, 0.05 in all"
+            if look else "95% interval")
+
+
+def looks_sentence(report: dict, first_look: dict, folder: str = "headroom/") -> str:
+    """The second look in words: what the first found, what changed before the second, and the third base's search
+    (``folder``: where first_look.md lies from the page quoting it)."""
+    look = report["design"].get("second_look")
+    if not look:
+        return ""
+    searched = [c for c in report["pilot"]["candidates"] if c.startswith("wide0warm")
+                and report["pilot"]["candidates"][c]["warmup_steps"] in look["warmup_family"]]
+    found = [c for c in searched if c in report["pilot"]["accepted"]]
+    first = "; ".join(f"{SHORT_TITLES[a]} {verdict_interval(first_look['comparison']['primary'][a])}"
+                      for a in ("avspo", "avspo_always"))
+    return (f"This is the study's second look, fixed in code after the first and before any of its runs "
+            f"([{folder}first_look.md]({folder}first_look.md): {len(first_look['design']['comparison_seeds'])} "
+            f"seeds per base, {first}, verdicts: "
+            + ", ".join(f"{m} {v}" for m, v in first_look["decision"]["verdicts"].items())
+            + f"): the seed pairs doubled to {look['pairs']}, the third base was searched again "
+            f"({len(searched)} more warm-up lengths: {', '.join(found) if found else 'none passed'}), and a verdict "
+            f"reads its {verdict_level(report)}.")
+
+
 def headroom_markdown(report: dict) -> str:
     design, pilot = report["design"], report["pilot"]
     room = ", ".join(map(str, design["room_tiers"]))
@@ -45,6 +85,10 @@ def headroom_markdown(report: dict) -> str:
         f"**Decision: the default threshold_mode is `{report['decision']['default_threshold_mode']}`** "
         f"(verdicts on the primary: {', '.join(f'{m}: {v}' for m, v in report['decision']['verdicts'].items())}).",
         "",
+        *([f"Second look ({report['design']['second_look']['pairs']} seed pairs; the first: first_look.md): a verdict "
+           f"reads its {verdict_level(report)}; on the primary, " + "; ".join(
+               f"{arm} {verdict_interval(t)}" for arm, t in report["comparison"].get("primary", {}).items())
+           + ". The tables below give 95% intervals.", ""] if report["design"].get("second_look") else []),
         "## 1. The testbed pilot (validation only)",
         "",
         f"GRPO at lr {_lr(pilot['lr'])}, pilot seeds {pilot['seeds']}, from each candidate in order; gate: greedy gain "
@@ -148,7 +192,7 @@ def headroom_markdown(report: dict) -> str:
 
 
 # --- The sentences the product quotes (README, results.md, config help, the paper recipe, analyze's advice) -------
-ARM_TITLES = {"avspo": "the default (`threshold_mode=adaptive`)", "avspo_always": "`threshold_mode=always`",
+ARM_TITLES = {"avspo": "`threshold_mode=adaptive` (the paper's trigger)", "avspo_always": "`threshold_mode=always`",
               "dapo": "DAPO dynamic sampling"}
 VERDICT_WORDS = {"helps": "helped", "hurts": "hurt", "not shown": "was not shown to help or hurt",
                  "not tested": "was not tested (it did not act, or GRPO did not learn)"}
@@ -166,7 +210,7 @@ def arm_figure(report: dict, arm: str) -> str:
         return "not compared" + (" (it did not act)" if check and not check["acted"] else "")
     worst = min(test["per_base"].items(), key=lambda kv: kv[1]["mean"])
     bases = interval(test["bases"]) if "ci95" in test["bases"] else "n/a"
-    return (f"{interval(test)} ({test['n']} seed pairs; bases as the unit {bases}; worst base {worst[0]} "
+    return (f"{verdict_interval(test)} ({test['n']} seed pairs; bases as the unit {bases}; worst base {worst[0]} "
             f"{worst[1]['mean']:+.3f})")
 
 
@@ -184,7 +228,9 @@ def default_reason(report: dict) -> str:
     """Why threshold_mode has its default, and in plain words what acting did where GRPO had room (config help, YAML,
     the host pages, the paper recipe)."""
     verdicts, mode = report["decision"]["verdicts"], report["decision"]["default_threshold_mode"]
-    return (f"The default is {mode}, by the rule fixed before the lab's headroom study (docs/evidence/results.md): "
+    meaning = " (AVSPO measures and logs, and adds no virtual rewards)" if mode == "never" else ""
+    return (f"The default is {mode}{meaning}, by the rule fixed before the lab's headroom study "
+            "(docs/evidence/results.md): "
             f"always {VERDICT_WORDS[verdicts['always']]} and adaptive {VERDICT_WORDS[verdicts['adaptive']]} on its "
             f"primary endpoint. {where_room(report)}")
 
@@ -200,10 +246,10 @@ def where_room(report: dict) -> str:
         below = sum(v["mean"] < 0 for v in test["per_base"].values())
         others = [f"{'at ' + name.replace('=', ' = ') if name.startswith('T=') else name} {interval(t)}" for name, t in
                   ((n, f.get(arm)) for n, f in report["comparison"].items() if n not in ("primary", "greedy"))
-                  if t and t.get("significant") and not name.startswith("T=0.0")]
+                  if t and t.get("p_holm", 1.0) < verdict_alpha(report) and not name.startswith("T=0.0")]
         parts.append(f"{SHORT_TITLES[arm]} ended below GRPO on {below} of {len(test['per_base'])} bases "
-                     f"({interval(test)} tier-5 test accuracy, {test['n']} seed pairs"
-                     + (f"; Holm-significant: {', '.join(others)}" if others else "") + ")")
+                     f"({verdict_interval(test)} tier-5 test accuracy, {test['n']} seed pairs"
+                     + (f"; Holm-significant at {verdict_alpha(report):g}: {', '.join(others)}" if others else "") + ")")
     return "Where GRPO had room to learn, " + "; ".join(parts) + "."
 
 
@@ -219,8 +265,29 @@ def power_sentence(report: dict) -> str:
         return (f"{SHORT_TITLES.get(arm, 'GRPO')} seed SD per base up to {max(s['seed_sd'].values()):.2f}, "
                 f"{round(s['fell_share'] * s['runs'])} of {s['runs']} runs ending more than {report['design']['fall']} "
                 "below their own best greedy reading")
-    return (f"The primary's realized MDE was {min(mdes):.2f}-{max(mdes):.2f} against the {planned:.3f} planned from "
+    realized = f"{min(mdes):.2f}" if f"{min(mdes):.2f}" == f"{max(mdes):.2f}" else f"{min(mdes):.2f}-{max(mdes):.2f}"
+    return (f"The primary's realized MDE was {realized} against the {planned:.3f} planned from "
             f"GRPO's pilot seeds: runs varied far more than the pilot showed ({'; '.join(spread(a) for a in ('grpo', 'avspo', 'avspo_always'))}).")
+
+
+def strength_sentence(report: dict) -> str:
+    """How firm the acting arms' verdicts are beyond the rule: Holm over arms x {primary, greedy} and over the arms at
+    T = 1, against the level a verdict reads."""
+    level = verdict_alpha(report)
+    acting = [a for a in ("avspo", "avspo_always") if primary(report, a)]
+    if not acting:
+        return ""
+
+    def holm_p(endpoint: str) -> str:
+        values = sorted({report["comparison"][endpoint][a]["p_holm"] for a in acting})
+        return "-".join(f"{v:.2g}" for v in (values[0], values[-1]) if v is not None) if len(values) > 1 \
+            else f"{values[0]:.2g}"
+    greedy_p = max(report["comparison"]["greedy"][a]["p_holm"] for a in acting)
+    sampled = report["comparison"].get("T=1.0", {})
+    return (f"Beyond the rule (each arm's own interval), Holm's correction over the arms: the acting modes' adjusted p "
+            f"is {holm_p('greedy')} at greedy decoding, {'below' if greedy_p < level else 'above'} the per-look "
+            f"{level:g}" + (f", and {holm_p('T=1.0')} when sampling at T = 1" if all(a in sampled for a in acting)
+                            else "") + ".")
 
 
 CASE_ARMS = ("avspo_always", "avspo", "dapo")
@@ -238,7 +305,8 @@ def cases(report: dict) -> list[dict]:
         for arm in CASE_ARMS:
             test = primary(report, arm)
             entry = test["per_base"].get(base) if test else None
-            arms[arm] = None if entry is None else {"mean": entry["mean"], "ci95": entry.get("ci95")}
+            arms[arm] = None if entry is None else {"mean": entry["mean"],
+                                                    "interval": entry.get("ci_look", entry.get("ci95"))}
         out.append({"base": base, "base_greedy": gate["base_greedy"], "all_fail": early["acr_all_fail"],
                     "all_pass": early["acr_all_pass"],
                     "regime": collapse_regime(early["acr_all_fail"], early["acr_all_pass"]), "arms": arms})
@@ -248,7 +316,8 @@ def cases(report: dict) -> list[dict]:
 def _difference(entry: dict | None) -> str:
     if entry is None:
         return "not counted"
-    return f"{entry['mean']:+.3f}" + (f" [{entry['ci95'][0]:+.3f}, {entry['ci95'][1]:+.3f}]" if entry["ci95"] else "")
+    low_high = entry["interval"]
+    return f"{entry['mean']:+.3f}" + (f" [{low_high[0]:+.3f}, {low_high[1]:+.3f}]" if low_high else "")
 
 
 def case_clause(case: dict) -> str:
@@ -284,15 +353,15 @@ def results_table(report: dict) -> list[str]:
                             *[ARM_TITLES.get(a, a) for a in arms]], rows)]
 
 
-def results_block(report: dict) -> str:
+def results_block(report: dict, first_look: dict) -> str:
     """The opening of docs/evidence/results.md: the decision, per base and pooled, and what to set."""
     decision = report["decision"]
     lines = [f"**{default_reason(report)}** The rule was fixed before the run ([headroom.md](headroom.md), point 6); "
-             f"the testbed: {testbed_sentence(report)}.", "",
+             f"the testbed: {testbed_sentence(report)}. {looks_sentence(report, first_look)}".rstrip(), "",
              "Tier-5 test accuracy at the budget minus GRPO's, each arm at its best temperature, by base (seed pairs, "
-             "95% interval) and pooled:", "", *results_table(report), "",
+             f"{verdict_level(report)}) and pooled:", "", *results_table(report), "",
              "What to set, by what was measured here: " + setting_advice(report) + " " + where_room(report),
-             power_sentence(report),
+             " ".join(filter(None, (strength_sentence(report), power_sentence(report)))),
              "Full report, with every run's curve: [headroom/headroom.md](headroom/headroom.md). Verdicts: "
              + ", ".join(f"{m}: {v}" for m, v in decision["verdicts"].items()) + "."]
     return "\n".join(lines)
@@ -313,7 +382,7 @@ def setting_advice(report: dict) -> str:
     return "; ".join(clauses) + "."
 
 
-def readme_block(report: dict) -> str:
+def readme_block(report: dict, first_look: dict) -> str:
     """The README's paragraph on what AVSPO does by default and what the evidence says."""
     mode = report["decision"]["default_threshold_mode"]
     what = {"always": "every collapsed group gets virtual rewards at every step",
@@ -325,7 +394,7 @@ def readme_block(report: dict) -> str:
     cost = report["run_cost"]
     lines = [f"By default (`threshold_mode={mode}`) {what}. **What the evidence says** (the lab's headroom study, "
              f"[docs/evidence/results.md](docs/evidence/results.md): {testbed_sentence(report)}; tier-5 test accuracy "
-             "at the budget against GRPO, each arm at its best temperature):", ""]
+             f"at the budget against GRPO, each arm at its best temperature, {verdict_level(report)}):", ""]
     lines += [f"- {ARM_TITLES[a]}: {arm_figure(report, a)}: {VERDICT_WORDS[report['verdicts'][a]] if primary(report, a) else 'not compared'};"
               for a in ("avspo_always", "avspo")]
     if dapo is not None:
@@ -334,7 +403,9 @@ def readme_block(report: dict) -> str:
                      f"at GRPO's learning rate: {arm_figure(report, 'dapo')}: "
                      f"{VERDICT_WORDS[report['verdicts']['dapo']]}; a run took {cost['dapo']['wall_s'] / grpo_wall:.2f}x "
                      "GRPO's wall time for the same budget.")
-    lines.append(f"- in plain words: {where_room(report)} {power_sentence(report)}")
+    lines.append(f"- in plain words: {where_room(report)} {strength_sentence(report)} {power_sentence(report)}")
+    if looks := looks_sentence(report, first_look, "docs/evidence/headroom/"):
+        lines.append(f"- how it was read: {looks}")
     lines.append("- by base (`avspo analyze` names the base whose GRPO runs' early split of collapsed groups lies "
                  "nearest a run's): " + "; ".join(case_clause(c) for c in cases(report)) + ".")
     return "\n".join(lines)
