@@ -433,7 +433,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     @property
     def places_virtual_rewards_in_bounds(self) -> bool:
         """Whether virtual rewards may be placed between reward_low and reward_high, so that every reward must lie
-        there; the monitor places none, and its bounds only name the all-fail / all-pass regimes."""
+        there; the monitor places none, and its bounds only name the all-fail / all-pass collapses."""
         return self.bounded and THRESHOLD_MODES[self.threshold_mode].augments
 
     def as_monitor(self) -> AVSPOConfig:
@@ -446,8 +446,8 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
 class SelectionConfig(CollapseSettings):
     """Collapse-aware prompt selection: skip, before generation, prompts predicted to collapse again.
 
-    A prompt is predicted to collapse when its last ``min_collapsed_visits`` visits all collapsed (in a
-    regime of ``apply_to``); such a prompt is still retried with the probability of
+    A prompt is predicted to collapse when its last ``min_collapsed_visits`` visits all collapsed (of a
+    kind in ``apply_to``); such a prompt is still retried with the probability of
     :func:`avspo_plugin.core.selection.retry_probability`, and at most ``max_skip_fraction`` of the
     candidates of one choice are skipped (docs/using/selection.md).
     """
@@ -476,7 +476,7 @@ class SelectionConfig(CollapseSettings):
     apply_to: str = _key(
         "all", PREDICTION,
         "Which collapses count towards the prediction: all, all_fail (every response at reward_low) or all_pass "
-        "(every response at reward_high); a collapse in another regime ends the streak.",
+        "(every response at reward_high); a collapse of another kind ends the streak.",
         OneOf(APPLY_TO),
     )
     explore: float = _key(

@@ -3,7 +3,7 @@ synchronisations of one call, its peak memory, and its time against verl's grpo_
 same device (where verl imports).
 
 For each batch of B responses of L tokens and each group size G (binary outcome rewards, both
-collapse regimes present, uuid group labels, float32 rewards and mask, the default config: every
+kinds of collapse present, uuid group labels, float32 rewards and mask, the default config: every
 collapsed group gets virtual samples) it records:
 
 - ``equal_to_cpu``: the core's advantages, K per group, virtual rewards and metrics on the device are

@@ -1,7 +1,7 @@
 """Time the avspo estimator against verl's grpo and grpo_vectorized and a memory-bound floor.
 
 For each batch of B responses of L tokens (G = 8 per prompt, binary outcome rewards
-with both collapse regimes present, uuid group labels) it reports the median wall
+with both kinds of collapse present, uuid group labels) it reports the median wall
 time of: avspo (as verl calls it, through the registry, metrics included), verl's
 grpo (a Python loop over samples), grpo_vectorized, and the floor, a masked copy of
 token_level_rewards (every estimator must at least read the rewards and write a

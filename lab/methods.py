@@ -28,7 +28,7 @@ from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, get_adv_
 from avspo_plugin.config import AVSPOConfig, ConfigError
 from avspo_plugin.core import AVSPOSession
 from avspo_plugin.core.advantage import augmented_group_stats, compute_group_advantages, normalized_advantages
-from avspo_plugin.core.collapse import collapse_regimes, collapsed_groups, effectively_collapsed_groups, group_rate
+from avspo_plugin.core.collapse import collapse_kinds, collapsed_groups, effectively_collapsed_groups, group_rate
 from avspo_plugin.core.groups import factorize_labels, group_stats, label_array
 from avspo_plugin.core.threshold import ThresholdState
 from avspo_plugin.verl.run_config import avspo_config_from_algorithm
@@ -257,7 +257,7 @@ def collapsed_rows(scores: torch.Tensor, index: Any) -> tuple[torch.Tensor, torc
     stats = group_stats(scores.detach().to(torch.float64), group_ids, num_groups, torch.ones_like(scores, dtype=torch.bool),
                         ddof=1)
     collapsed = collapsed_groups(stats, AVSPOConfig().collapse_tol)
-    all_fail, all_pass = collapse_regimes(collapsed, stats, MIN_REWARD, MAX_REWARD)
+    all_fail, all_pass = collapse_kinds(collapsed, stats, MIN_REWARD, MAX_REWARD)
     return collapsed[group_ids], all_fail[group_ids], all_pass[group_ids]
 
 
@@ -343,7 +343,7 @@ def effective_collapse(advantages: torch.Tensor, scores: torch.Tensor, uids: np.
     tolerance = AVSPOConfig().collapse_tol
     effective = effectively_collapsed_groups(per_row, group_ids, valid, multi, tolerance)
     stats = group_stats(scores.detach().to(torch.float64), group_ids, num_groups, valid, ddof=1)
-    all_fail, all_pass = collapse_regimes(collapsed_groups(stats, tolerance), stats, MIN_REWARD, MAX_REWARD)
+    all_fail, all_pass = collapse_kinds(collapsed_groups(stats, tolerance), stats, MIN_REWARD, MAX_REWARD)
     return {"effective_acr": group_rate(effective, multi),
             "effective_acr_all_fail": group_rate(effective & all_fail, multi),
             "effective_acr_all_pass": group_rate(effective & all_pass, multi)}

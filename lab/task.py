@@ -11,7 +11,7 @@ distance from operand digits i, and is written after the carry it depends on (th
 usual layout for arithmetic in small transformers). What makes a tier harder is its
 length: more digits to get right in one response, and digit places that the short
 warm-up rarely or never shows. So after warm-up the short tiers are solved nearly
-always and the long ones nearly never: both advantage-collapse regimes appear in one
+always and the long ones nearly never: both kinds of advantage collapse appear in one
 batch. The reward is binary: 1 when the response is the answer followed by the end token.
 
 Everything is generated in process from seeds: the held-out split from the task seed

@@ -203,7 +203,7 @@ def test_every_field_of_the_avspo_state_has_its_range_checked(tmp_path, field, v
         ("streak", [0, -1], "streak[1] is -1", INT64),
         ("last_seen", [-5, 0], "last_seen[0] is -5", INT64),
         ("visits", [1, 2**64], f"visits[1] is {2**64}", INT64),
-        ("regime", [0, 7], "regime[1] is 7", "an integer in [0, 4]"),
+        ("kind", [0, 7], "kind[1] is 7", "an integer in [0, 4]"),
         ("keep_prob", [1.0, 0.0], "keep_prob[1] is 0.0", "a finite number in (0, 1]"),
         ("keep_prob", [float("nan"), 1.0], "keep_prob[0] is nan", "a finite number in (0, 1]"),
         ("keep_prob", [1.5, 1.0], "keep_prob[0] is 1.5", "a finite number in (0, 1]"),

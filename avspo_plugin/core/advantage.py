@@ -22,7 +22,7 @@ from ..config import AVSPOConfig
 from ..threshold_modes import MEASURE_ONLY_MODE
 from . import virtual as vr
 from .collapse import (
-    collapse_regimes,
+    collapse_kinds,
     collapsed_groups,
     effectively_collapsed_groups,
     group_rate,
@@ -256,13 +256,13 @@ class GroupCollapse:
 
 
 def group_collapse(stats: GroupStats, config: AVSPOConfig) -> GroupCollapse:
-    """Eq. 4 / Eq. 11: which groups collapsed (sigma_{R_j} < tau = collapse_tol), in which regime, and ACR_t.
+    """Eq. 4 / Eq. 11: which groups collapsed (sigma_{R_j} < tau = collapse_tol), of which kind, and ACR_t.
 
     stats: per group (N,).
     """
     multi = multi_sample_groups(stats)
     collapsed = collapsed_groups(stats, config.collapse_tol)
-    all_fail, all_pass = collapse_regimes(collapsed, stats, config.reward_low, config.reward_high)
+    all_fail, all_pass = collapse_kinds(collapsed, stats, config.reward_low, config.reward_high)
     return GroupCollapse(multi, collapsed, all_fail, all_pass, group_rate(collapsed, multi))
 
 

@@ -1,4 +1,4 @@
-"""Advantage collapse: which groups are collapsed, in which regime, and the rates (Eq. 4 / Eq. 11).
+"""Advantage collapse: which groups are collapsed, of which kind (all-fail, all-pass, other), and the rates (Eq. 4 / Eq. 11).
 
 All rates share one denominator: the groups with at least two valid samples
 (a single sample has no spread to lose, so it can neither collapse nor be
@@ -12,7 +12,7 @@ import torch
 from .groups import GroupStats, segment_max, segment_sum
 
 # Distance from a reward bound within which a collapsed group's value counts as that bound.
-REGIME_TOL = 1e-6
+BOUND_TOL = 1e-6
 
 
 def multi_sample_groups(stats: GroupStats) -> torch.Tensor:
@@ -25,16 +25,16 @@ def collapsed_groups(stats: GroupStats, collapse_tol: float) -> torch.Tensor:
     return multi_sample_groups(stats) & (stats.std < collapse_tol)
 
 
-def collapse_regimes(
+def collapse_kinds(
     collapsed: torch.Tensor, stats: GroupStats, reward_low: float, reward_high: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """All-fail and all-pass collapsed groups: value c_j within 1e-6 of reward_low, resp. of reward_high.
 
     A group collapsed at any other value (possible when rewards leave the bounds, as in monitor-only
-    runs of summed rewards) is in neither regime. collapsed: (N,) bool -> (all_fail (N,) bool, all_pass (N,) bool).
+    runs of summed rewards) is of neither kind. collapsed: (N,) bool -> (all_fail (N,) bool, all_pass (N,) bool).
     """
-    all_fail = collapsed & ((stats.mean - reward_low).abs() <= REGIME_TOL)
-    all_pass = collapsed & ((stats.mean - reward_high).abs() <= REGIME_TOL)
+    all_fail = collapsed & ((stats.mean - reward_low).abs() <= BOUND_TOL)
+    all_pass = collapsed & ((stats.mean - reward_high).abs() <= BOUND_TOL)
     return all_fail, all_pass
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .collapse import REGIME_TOL
+from .collapse import BOUND_TOL
 
 # name -> how calls within one logged step combine. Rates pool over the step's groups (weighted by
 # each call's ``groups``), reward_mean over its samples, num_virtual over its augmented groups, so a
@@ -122,7 +122,7 @@ def filtered_group_metrics(
     value_counts: {the value every sample of the group shared: number of groups}, as verl's group
     filtering reports it; group_size: samples per group (verl's rollout.n). Folded into a step by
     :func:`aggregate_metrics`, it counts those groups in ``groups``, ``acr`` and its all-fail /
-    all-pass split (a value within REGIME_TOL of reward_low, resp. reward_high), so the step's rates
+    all-pass split (a value within BOUND_TOL of reward_low, resp. reward_high), so the step's rates
     are over the groups as generated, and their samples in ``wasted_rollouts``; it adds no sample to
     the statistics (``samples``, ``reward_mean``), no advantage or augmentation, and keeps the step's
     threshold.
@@ -130,8 +130,8 @@ def filtered_group_metrics(
     groups = float(sum(value_counts.values()))
     if groups <= 0:
         return {}
-    fail = sum(count for value, count in value_counts.items() if abs(float(value) - reward_low) <= REGIME_TOL)
-    passed = sum(count for value, count in value_counts.items() if abs(float(value) - reward_high) <= REGIME_TOL)
+    fail = sum(count for value, count in value_counts.items() if abs(float(value) - reward_low) <= BOUND_TOL)
+    passed = sum(count for value, count in value_counts.items() if abs(float(value) - reward_high) <= BOUND_TOL)
     return {
         "acr": 1.0, "acr_all_fail": fail / groups, "acr_all_pass": passed / groups, "effective_acr": 1.0,
         "near_collapse": 0.0, "near_collapse_success": 0.0, "near_collapse_failure": 0.0, "triggered": 0.0, "augmented_groups": 0.0, "threshold": threshold,

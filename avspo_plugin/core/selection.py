@@ -26,17 +26,19 @@ import numpy as np
 import torch
 
 from ..config import SelectionConfig
-from ..state_files import INT64_MAX, InRange, ListOf, MapOf, Matching, check_fields
-from .collapse import collapse_regimes, collapsed_groups
+from ..state_files import INT64_MAX, InRange, ListOf, MapOf, Matching, check_fields, renamed_keys
+from .collapse import collapse_kinds, collapsed_groups
 from .groups import group_stats, unique_labels
 
 # Version of the dict that state_dict() returns and checkpoints hold.
 STATE_FORMAT = 1
 # Per-prompt history arrays of the state, in slot order.
-HISTORY_KEYS = ("streak", "last_seen", "visits", "regime", "keep_prob")
+HISTORY_KEYS = ("streak", "last_seen", "visits", "kind", "keep_prob")
 STATE_KEYS = ("format", "fingerprint", "closed", "ids", *HISTORY_KEYS, "choices", "group_size", "totals")
+# Keys of the state under their earlier names ({earlier name: name}), read as the key they became.
+EARLIER_STATE_KEYS = {"regime": "kind"}
 
-# Regime of a prompt's last visit (the ``regime`` history array, as the state file holds it): not seen yet,
+# Collapse kind of a prompt's last visit (the ``kind`` history array, as the state file holds it): not seen yet,
 # split (rewards differ), collapsed at reward_low, at reward_high, or at another value.
 NOT_SEEN, SPLIT, ALL_FAIL, ALL_PASS, OTHER_COLLAPSE = 0, 1, 2, 3, 4
 
@@ -54,7 +56,7 @@ SELECTION_METRIC_HELP: dict[str, str] = {
     "capped": "Predicted candidates the max_skip_fraction cap kept although their draw skipped them.",
     "rollouts_saved": "skipped x rollouts per prompt (the group size G).",
     "observed": "Prompts whose rewards were observed (one group per prompt id per call).",
-    "observed_collapsed": "Observed prompts whose visit collapsed in a regime of apply_to.",
+    "observed_collapsed": "Observed prompts whose visit collapsed, of a kind in apply_to.",
     "precision": "Of the prompts predicted to collapse, the fraction that did: measured on the predicted prompts "
     "that were retried, each weighted by 1 / its retry probability so that it stands for the skipped ones too "
     "(one the cap kept weighs 1). Absent when no predicted prompt was observed.",
@@ -68,7 +70,7 @@ logger = logging.getLogger(__name__)
 
 
 def predicted_to_collapse(streak: np.ndarray, min_collapsed_visits: int) -> np.ndarray:
-    """1[s_i >= m]: prompt i's last m visits all collapsed (in a counted regime).  streak: (n,) int64 -> (n,) bool."""
+    """1[s_i >= m]: prompt i's last m visits all collapsed (of a counted kind).  streak: (n,) int64 -> (n,) bool."""
     return streak >= min_collapsed_visits
 
 
@@ -112,7 +114,7 @@ def skip_mask(retry: np.ndarray, draws: np.ndarray, max_skip_fraction: float) ->
 
 
 def counted_collapses(collapsed: np.ndarray, all_fail: np.ndarray, all_pass: np.ndarray, apply_to: str) -> np.ndarray:
-    """The collapses that extend a streak: every collapse (all), or only those of one regime.  (N,) bool each."""
+    """The collapses that extend a streak: every collapse (all), or only those of one kind.  (N,) bool each."""
     return {"all": collapsed, "all_fail": all_fail, "all_pass": all_pass}[apply_to]
 
 
@@ -121,8 +123,8 @@ def streak_after_visit(streak: np.ndarray, counted: np.ndarray) -> np.ndarray:
     return np.where(counted, streak + 1, 0)
 
 
-def visit_regimes(collapsed: np.ndarray, all_fail: np.ndarray, all_pass: np.ndarray) -> np.ndarray:
-    """The regime code of each visit: SPLIT, ALL_FAIL, ALL_PASS or OTHER_COLLAPSE.  (N,) bool each -> (N,) int8."""
+def visit_kinds(collapsed: np.ndarray, all_fail: np.ndarray, all_pass: np.ndarray) -> np.ndarray:
+    """The collapse kind of each visit: SPLIT, ALL_FAIL, ALL_PASS or OTHER_COLLAPSE.  (N,) bool each -> (N,) int8."""
     return np.select([all_fail, all_pass, collapsed], [ALL_FAIL, ALL_PASS, OTHER_COLLAPSE], SPLIT).astype(np.int8)
 
 
@@ -132,7 +134,7 @@ def prediction_tallies(predicted: np.ndarray, counted: np.ndarray, keep_prob: np
     A predicted prompt is observed only when retried, with probability p_i; weighing it by w_i = 1/p_i
     makes it stand for the predicted prompts skipped with it (unpredicted prompts have p_i = 1):
       hit = sum_{predicted} w_i c_i;  predicted_weight = sum_{predicted} w_i;  missed = sum_{not predicted} c_i,
-    c_i = 1[the visit collapsed in a counted regime]. precision = hit / predicted_weight,
+    c_i = 1[the visit collapsed, of a counted kind]. precision = hit / predicted_weight,
     recall = hit / (hit + missed). predicted, counted: (N,) bool; keep_prob: (N,) float64 in (0, 1].
     """
     weight = 1.0 / keep_prob
@@ -171,14 +173,14 @@ def id_list(prompt_ids: Any) -> list:
 class Visits:
     """One batch of rewards grouped by prompt (N distinct ids, sorted; B rows).
 
-    ids: (N,) the prompt ids; counted: (N,) bool, collapsed in a regime of apply_to; regime: (N,) int8
-    regime codes (SPLIT, ALL_FAIL, ALL_PASS, OTHER_COLLAPSE); size: (N,) int64 responses per prompt;
+    ids: (N,) the prompt ids; counted: (N,) bool, collapsed, of a kind in apply_to; kind: (N,) int8
+    collapse kinds (SPLIT, ALL_FAIL, ALL_PASS, OTHER_COLLAPSE); size: (N,) int64 responses per prompt;
     row_visit: (B,) int64, each row's position in ids.
     """
 
     ids: np.ndarray
     counted: np.ndarray
-    regime: np.ndarray
+    kind: np.ndarray
     size: np.ndarray
     row_visit: np.ndarray
 
@@ -283,11 +285,11 @@ class PromptSelector:
         # prompt the cap kept counts as itself alone (its draw had skipped it).
         explored = kept_predicted & ~capped
         history["keep_prob"][slots[explored]] = retry[explored]
-        regime = history["regime"][slots]
+        kind = history["kind"][slots]
         self._count(
             candidates=len(slots), skipped=skip.sum(), predicted=predicted.sum(), retried=kept_predicted.sum(),
-            capped=capped.sum(), skipped_all_fail=(skip & (regime == ALL_FAIL)).sum(),
-            skipped_all_pass=(skip & (regime == ALL_PASS)).sum(),
+            capped=capped.sum(), skipped_all_fail=(skip & (kind == ALL_FAIL)).sum(),
+            skipped_all_pass=(skip & (kind == ALL_PASS)).sum(),
         )
         return ~skip
 
@@ -295,7 +297,7 @@ class PromptSelector:
         """One batch of rewards as visits: rows (B,) grouped by prompt id, scores (B,) sequence rewards.
 
         Each distinct id is one visit: collapsed when its >= 2 rewards have std < collapse_tol (ACR's
-        rule, unbiased std), in regime all-fail / all-pass when their value is reward_low / reward_high.
+        rule, unbiased std), of kind all-fail / all-pass when their value is reward_low / reward_high.
         Changes no history.
         """
         scores = torch.as_tensor(scores).detach().reshape(-1).to(torch.float64).cpu()
@@ -321,12 +323,12 @@ class PromptSelector:
             ) from None
         stats = group_stats(scores, group_ids, len(uniques), torch.ones_like(scores, dtype=torch.bool), ddof=1)
         collapsed_t = collapsed_groups(stats, self.config.collapse_tol)
-        all_fail_t, all_pass_t = collapse_regimes(collapsed_t, stats, self.config.reward_low, self.config.reward_high)
+        all_fail_t, all_pass_t = collapse_kinds(collapsed_t, stats, self.config.reward_low, self.config.reward_high)
         collapsed, all_fail, all_pass = (t.numpy() for t in (collapsed_t, all_fail_t, all_pass_t))
         return Visits(
             ids=uniques,
             counted=counted_collapses(collapsed, all_fail, all_pass, self.config.apply_to),
-            regime=visit_regimes(collapsed, all_fail, all_pass),
+            kind=visit_kinds(collapsed, all_fail, all_pass),
             size=stats.count.numpy().astype(np.int64),
             row_visit=group_ids.numpy(),
         )
@@ -350,7 +352,7 @@ class PromptSelector:
         history["streak"][slots] = streak_after_visit(history["streak"][slots], counted)
         history["last_seen"][slots] = int(step)
         history["visits"][slots] += 1
-        history["regime"][slots] = visits.regime
+        history["kind"][slots] = visits.kind
         history["keep_prob"][slots] = 1.0
         self._group_size = int(visits.size.max())
         self._count(observed=len(slots), observed_collapsed=counted.sum(), **tallies)
@@ -420,6 +422,7 @@ class PromptSelector:
         """
         if not isinstance(state, Mapping):
             raise ValueError(f"prompt-selection state should be an object, found {type(state).__name__}")
+        state = renamed_keys(state, EARLIER_STATE_KEYS, "prompt-selection state")
         missing = [key for key in STATE_KEYS if key not in state]
         if missing:
             raise ValueError(f"prompt-selection state lacks {missing}; it has {sorted(state)}")
@@ -461,7 +464,7 @@ class PromptSelector:
         self._pending = _zero_counts()
 
 
-_HISTORY_DTYPES = {"streak": np.int64, "last_seen": np.int64, "visits": np.int64, "regime": np.int8,
+_HISTORY_DTYPES = {"streak": np.int64, "last_seen": np.int64, "visits": np.int64, "kind": np.int8,
                    "keep_prob": np.float64}  # fmt: skip
 _COUNT = InRange(int, 0, INT64_MAX)
 # The type and range of every field of state_dict(), checked on load. A keep_prob is a probability that weighs
@@ -470,11 +473,11 @@ STATE_FIELDS = {
     "format": int, "fingerprint": (None, Matching(r"[0-9]+:[0-9a-f]{16}", "<number of prompts>:<16 hex digits>")),
     "closed": bool, "ids": ListOf((int, str)),
     "streak": ListOf(_COUNT), "last_seen": ListOf(_COUNT), "visits": ListOf(_COUNT),
-    "regime": ListOf(InRange(int, NOT_SEEN, OTHER_COLLAPSE)), "keep_prob": ListOf(InRange(float, 0.0, 1.0, low_open=True)),
+    "kind": ListOf(InRange(int, NOT_SEEN, OTHER_COLLAPSE)), "keep_prob": ListOf(InRange(float, 0.0, 1.0, low_open=True)),
     "choices": _COUNT, "group_size": (None, InRange(int, 1, INT64_MAX)), "totals": MapOf(InRange(float, 0.0)),
 }
 # A prompt never seen: no streak, last seen "never" (its age does not matter: it is not predicted).
-_HISTORY_FILL = {"streak": 0, "last_seen": 0, "visits": 0, "regime": NOT_SEEN, "keep_prob": 1.0}
+_HISTORY_FILL = {"streak": 0, "last_seen": 0, "visits": 0, "kind": NOT_SEEN, "keep_prob": 1.0}
 
 
 def _described(fingerprint: str | None) -> str:

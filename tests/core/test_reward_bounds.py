@@ -1,4 +1,4 @@
-"""Reward bounds: required only where virtual rewards are placed; the regimes are named by them.
+"""Reward bounds: required only where virtual rewards are placed; the kinds of collapse are named by them.
 
 Monitor-only runs (threshold_mode never) of rewards outside [reward_low, reward_high] (two reward
 functions summed, rewards up to 2) must run; with AVSPO on the same rewards stop the run.
@@ -37,7 +37,7 @@ def test_monitor_only_accepts_rewards_outside_the_bounds():
     assert result.metrics["acr_all_fail"] == 0.25  # the group at 0
     assert result.metrics["acr_all_pass"] == 0.25  # the group at 1 = reward_high; the group at 2 is in neither
     assert result.metrics["augmented_groups"] == 0.0
-    # With the bounds of the sum, the group at 2 is the all-pass one and the group at 1 in neither regime.
+    # With the bounds of the sum, the group at 2 is the all-pass one and the group at 1 of neither kind.
     summed = AVSPOConfig(threshold_mode="never", reward_high=2.0)
     result = compute_group_advantages(SUMMED, LABELS, summed, ThresholdState.initial(summed))
     assert (result.metrics["acr_all_fail"], result.metrics["acr_all_pass"]) == (0.25, 0.25)
@@ -63,7 +63,7 @@ def test_only_bounded_strategies_with_avspo_on_need_the_bounds():
     assert needs == {(s, m) for s in STRATEGIES if s != "stratified_observed" for m in THRESHOLD_MODES if m != "never"}
 
 
-def test_regimes_under_avspo_are_unchanged_inside_the_bounds():
+def test_collapse_kinds_under_avspo_are_unchanged_inside_the_bounds():
     """Rewards within the bounds (what AVSPO on admits): all-fail is value <= low + 1e-6, all-pass >= high - 1e-6."""
     scores = torch.tensor([0.0] * 4 + [1.0] * 4 + [-5e-7] * 4 + [1.0 + 5e-7] * 4 + [0.5] * 4)
     labels = np.repeat(np.arange(5), 4)

@@ -58,12 +58,12 @@ def test_cap_keeps_the_least_sure_skips():
     assert skip.tolist() == [False, True, False] and not capped.any()
 
 
-def test_observe_history_and_regimes():
+def test_observe_history_and_collapse_kinds():
     selector = PromptSelector(ON)
     observe(selector, {"a": [0, 0, 0, 0], "b": [1, 1, 1, 1 + 1e-9], "c": [0, 0, 0, 1e-3], "d": [0.5, 0.5], "e": [1]}, 3)
     state = selector.state_dict()
     by_id = {i: k for k, i in enumerate(state["ids"])}
-    assert [state["regime"][by_id[i]] for i in "abcde"] == [ALL_FAIL, ALL_PASS, SPLIT, OTHER_COLLAPSE, SPLIT]
+    assert [state["kind"][by_id[i]] for i in "abcde"] == [ALL_FAIL, ALL_PASS, SPLIT, OTHER_COLLAPSE, SPLIT]
     assert [state["streak"][by_id[i]] for i in "abcde"] == [1, 1, 0, 1, 0]
     assert all(state["last_seen"][by_id[i]] == 3 for i in "abcde")
     observe(selector, {"a": [0, 0], "b": [0, 1]}, 4)
@@ -73,7 +73,7 @@ def test_observe_history_and_regimes():
     assert state["group_size"] == 2
 
 
-def test_apply_to_counts_one_regime_only():
+def test_apply_to_counts_one_kind_of_collapse_only():
     selector = PromptSelector(ON.replace(apply_to="all_fail"))
     observe(selector, {"fail": [0, 0, 0], "pass": [1, 1, 1]}, 0)
     assert selector.predicted(["fail", "pass"]).tolist() == [True, False]
@@ -142,26 +142,55 @@ def test_first_visits_are_not_judged():
     assert selector.pop_metrics() == {}
 
 
-def test_state_round_trips_through_json_and_continues_identically():
-    def run(selector, steps):
-        masks = []
-        for step in steps:
-            keep = selector.choose(list(range(40)), step)
-            masks.append(keep)
-            kept = [i for i in range(40) if keep[i]]
-            observe(selector, {i: [float(i % 3 == 0)] * 2 if i % 2 else [0, 1] for i in kept}, step)
-        return masks
+RESUMED = ON.replace(retry_half_life=3.0)
 
-    config = ON.replace(retry_half_life=3.0)
-    straight = PromptSelector(config, dataset_ids=range(40))
+
+def run(selector, steps):
+    """(keep mask, metrics) of each step: 40 prompts offered, the kept ones observed (odd ids collapse, all-pass
+    when a multiple of 3 and all-fail otherwise; even ids split)."""
+    steps_seen = []
+    for step in steps:
+        keep = selector.choose(list(range(40)), step)
+        kept = [i for i in range(40) if keep[i]]
+        observe(selector, {i: [float(i % 3 == 0)] * 2 if i % 2 else [0, 1] for i in kept}, step)
+        steps_seen.append((keep, selector.pop_metrics()))
+    return steps_seen
+
+
+def test_state_round_trips_through_json_and_continues_identically():
+    straight = PromptSelector(RESUMED, dataset_ids=range(40))
     expected = run(straight, range(6))
-    first = PromptSelector(config, dataset_ids=range(40))
+    first = PromptSelector(RESUMED, dataset_ids=range(40))
     run(first, range(3))
-    resumed = PromptSelector(config, dataset_ids=range(40))
+    resumed = PromptSelector(RESUMED, dataset_ids=range(40))
     resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
     got = run(resumed, range(3, 6))
-    assert all((a == b).all() for a, b in zip(expected[3:], got))
+    assert all((a == b).all() and m == n for (a, m), (b, n) in zip(expected[3:], got))
     assert resumed.totals() == straight.totals()
+
+
+def test_a_state_saved_under_the_earlier_key_regime_resumes_identically():
+    # Before the key was renamed, the history of each prompt's last collapse kind was saved as "regime".
+    first = PromptSelector(RESUMED, dataset_ids=range(40))
+    run(first, range(3))
+    state = json.loads(json.dumps(first.state_dict()))
+    assert {ALL_FAIL, ALL_PASS} <= set(state["kind"])
+    earlier = {("regime" if key == "kind" else key): value for key, value in state.items()}
+    resumed = {}
+    for key, saved in (("kind", state), ("regime", earlier)):
+        resumed[key] = PromptSelector(RESUMED, dataset_ids=range(40))
+        resumed[key].load_state_dict(saved)
+        assert resumed[key].state_dict() == state
+    got = {key: run(selector, range(3, 6)) for key, selector in resumed.items()}
+    assert all((a == b).all() and m == n for (a, m), (b, n) in zip(got["kind"], got["regime"]))
+    assert sum(metrics["selection/skipped_all_fail"] for _, metrics in got["regime"]) > 0  # the kinds were read
+    assert resumed["regime"].state_dict() == resumed["kind"].state_dict()
+
+
+def test_a_selection_state_holding_both_the_earlier_key_and_its_new_name_is_refused():
+    state = PromptSelector(ON).state_dict()
+    with pytest.raises(ValueError, match=r"prompt-selection state holds both 'regime' .* and 'kind'"):
+        PromptSelector(ON).load_state_dict({**state, "regime": state["kind"]})
 
 
 def test_config_errors_name_the_key():

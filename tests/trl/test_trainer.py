@@ -173,8 +173,8 @@ def test_monitor_only_runs_summed_rewards_outside_the_bounds(kit, make_trainer, 
     assert torch.equal(output["advantages"], expected)
     metrics = trainer.avspo_session.pop_metrics()
     assert metrics["acr"] == 0.75 and metrics["reward_mean"] == pytest.approx(20 / 16)
-    # The regimes are named by the bounds: a group collapsed at another value is in neither.
-    if bounds:  # [0, 2]: the group at 2 is all-pass, the two at 1 in neither regime
+    # The kinds of collapse are named by the bounds: a group collapsed at another value is of neither.
+    if bounds:  # [0, 2]: the group at 2 is all-pass, the two at 1 of neither kind
         assert (metrics["acr_all_fail"], metrics["acr_all_pass"]) == (0.0, 0.25)
     else:  # [0, 1]: the two groups at 1 count as all-pass, the one at 2 in neither
         assert (metrics["acr_all_fail"], metrics["acr_all_pass"]) == (0.0, 0.5)
@@ -242,7 +242,7 @@ def checkpoint_1(make_trainer, tmp_path):
         (lambda text: "", "is empty: it is damaged or was cut short while written"),
         (lambda text: text[: len(text) // 2], "is not valid JSON"),
         (lambda text: text.replace('"streak": 0', '"streak": "0"', 1),
-         r"cannot be resumed: avspo checkpoint state: field monitor\.\w+\.streak should be an integer, found str '0'"),
+         r"cannot be resumed: avspo checkpoint state: field warnings\.\w+\.streak should be an integer, found str '0'"),
     ],
     ids=["empty", "cut short", "wrong type"],
 )

@@ -1,4 +1,4 @@
-"""PNG plots (matplotlib's Agg renderer through Figure, no pyplot state): ACR timeline with the regime split,
+"""PNG plots (matplotlib's Agg renderer through Figure, no pyplot state): ACR timeline split by collapse kind,
 and the ACR of several runs side by side."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def _avspo_marks(axis, timeline) -> None:
 
 
 def prompt_histogram(result: RunResult, path: Path) -> None:
-    """How often each prompt's group collapsed, stacked by the regime it mostly collapsed in."""
+    """How often each prompt's group collapsed, stacked by the kind of collapse it mostly had."""
     histogram: dict[str, Any] = result.report["prompts"]["histogram"]
     edges = np.asarray(histogram["edges"])
     centers, width = (edges[:-1] + edges[1:]) / 2, np.diff(edges) * 0.9

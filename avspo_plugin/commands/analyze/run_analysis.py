@@ -22,7 +22,7 @@ from .timeline import PromptTable, Timeline, sample_timeline, scalar_timeline
 class Settings:
     """Everything the analysis of every run shares."""
 
-    monitor: AVSPOConfig  # threshold_mode "never": how ACR and regimes are measured
+    monitor: AVSPOConfig  # threshold_mode "never": how ACR and collapse kinds are measured
     replay: AVSPOConfig  # the AVSPO whose effect is replayed on per-sample rewards
     selection: SelectionConfig  # the prompt selection replayed on per-sample rewards
     early_steps: int

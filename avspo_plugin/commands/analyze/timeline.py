@@ -2,7 +2,7 @@
 
 From per-sample rewards every number comes from :mod:`avspo_plugin.core`:
 ``compute_group_advantages`` in monitor mode (threshold_mode="never") gives each step's
-metrics, the core's group statistics give each group's collapse and regime, and a second
+metrics, the core's group statistics give each group's collapse and its kind, and a second
 pass with the analysis's AVSPO config replays what AVSPO would have done on the recorded
 rewards. From logged scalars the timeline is read from the keys the hosts log, with what
 each proxy does and does not measure written into the timeline's caveats.
@@ -19,7 +19,7 @@ import torch
 
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core import ThresholdState, compute_group_advantages
-from avspo_plugin.core.collapse import collapse_regimes, collapsed_groups, multi_sample_groups
+from avspo_plugin.core.collapse import collapse_kinds, collapsed_groups, multi_sample_groups
 from avspo_plugin.core.groups import factorize_labels, group_stats
 from avspo_plugin.names import METRIC_PREFIX
 
@@ -56,7 +56,7 @@ class Timeline:
 
 @dataclass
 class PromptTable:
-    """Per prompt: groups of >= 2 samples it formed, how many collapsed and in which regime, rollouts spent."""
+    """Per prompt: groups of >= 2 samples it formed, how many collapsed and of which kind, rollouts spent."""
 
     texts: list[str]
     groups: np.ndarray
@@ -97,7 +97,7 @@ def sample_timeline(log: SampleLog, monitor: AVSPOConfig, replay: AVSPOConfig, s
             series[name][row] = replayed.metrics[name]
         series["samples"][row] = len(step.scores)
 
-        group_ids, counts, multi, collapsed, all_fail, all_pass = _group_regimes(scores, step.groups, monitor)
+        group_ids, counts, multi, collapsed, all_fail, all_pass = _group_kinds(scores, step.groups, monitor)
         sizes.update(counts.tolist())
         group_prompt = _group_prompts(group_ids, len(counts), step, source)
         for name, flags in (("rollouts_all_fail", all_fail), ("rollouts_all_pass", all_pass),
@@ -120,14 +120,14 @@ def sample_timeline(log: SampleLog, monitor: AVSPOConfig, replay: AVSPOConfig, s
     return timeline, table, sizes
 
 
-def _group_regimes(scores: torch.Tensor, labels: np.ndarray, monitor: AVSPOConfig) -> tuple[np.ndarray, ...]:
+def _group_kinds(scores: torch.Tensor, labels: np.ndarray, monitor: AVSPOConfig) -> tuple[np.ndarray, ...]:
     """Per group, by the core's own statistics: (group id of each sample (B,), size, >= 2 samples,
     collapsed, all-fail, all-pass), each (N,)."""
     group_ids, num_groups = factorize_labels(labels, scores.device)
     ddof = 1 if monitor.std == "unbiased" else 0
     stats = group_stats(scores, group_ids, num_groups, torch.ones_like(scores, dtype=torch.bool), ddof)
     collapsed = collapsed_groups(stats, monitor.collapse_tol)
-    all_fail, all_pass = collapse_regimes(collapsed, stats, monitor.reward_low, monitor.reward_high)
+    all_fail, all_pass = collapse_kinds(collapsed, stats, monitor.reward_low, monitor.reward_high)
     counts = stats.count.numpy().astype(np.int64)
     flags = (multi_sample_groups(stats), collapsed, all_fail, all_pass)
     return (group_ids.numpy(), counts, *(flag.numpy() for flag in flags))
