@@ -208,7 +208,7 @@ def compute_advantages(
     if method.estimator == "avspo":
         if session is None:
             raise ValueError(f"{method.name}: AVSPO needs the run's session (its threshold state)")
-        return session.step_tokens(token_level_rewards, response_mask, uids,
+        return session.token_advantages(token_level_rewards, response_mask, uids,
                                    avspo_config_from_algorithm(algorithm)).advantages
     estimator = method.estimator_fn()
     if method.estimator in LAB_ESTIMATORS:

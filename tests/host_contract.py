@@ -82,7 +82,7 @@ def core_run(config: AVSPOConfig, steps: list[list[list[float]]], entropies: lis
     advantages, logged = [], []
     for number, (calls, entropy) in enumerate(zip(steps, entropies), start=1):
         labels = np.arange(len(calls[0])) // GROUP_SIZE
-        advantages.append([session.step(torch.tensor(rows, dtype=torch.float32), labels, config).advantages
+        advantages.append([session.group_advantages(torch.tensor(rows, dtype=torch.float32), labels, config).advantages
                            for rows in calls])  # fmt: skip
         logged.append(session.pop_metrics(step=number, entropy=entropy))
     return CoreRun(advantages, logged, session)

@@ -21,7 +21,7 @@ from avspo_plugin.verl import checkpoint, selection
 
 def avspo_state():
     session = AVSPOSession()
-    session.step(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), list("aaaabbbb"), AVSPOConfig())
+    session.group_advantages(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), list("aaaabbbb"), AVSPOConfig())
     session.close_step(step=1)
     return session.state_dict()
 

@@ -44,8 +44,8 @@ def test_a_mode_added_to_the_table_is_accepted_documented_and_run(added_mode):
     assert f"{ADDED.name}: {ADDED.meaning}" in config_markdown()
     session, fixed = AVSPOSession(), AVSPOSession()
     for scores, labels in BATCHES:
-        result = session.step(scores, labels, config)
-        expected = fixed.step(scores, labels, config.replace(threshold_mode="fixed"))
+        result = session.group_advantages(scores, labels, config)
+        expected = fixed.group_advantages(scores, labels, config.replace(threshold_mode="fixed"))
         assert torch.equal(result.advantages, expected.advantages) and result.metrics == expected.metrics
         session.close_step()
         fixed.close_step()

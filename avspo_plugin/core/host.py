@@ -2,7 +2,7 @@
 
 Each call of the host's advantage step gives :class:`~.session.AVSPOSession` the rewards (B,) or (B, L) with their
 response mask, a group label per row (B,), a validity mask where some rows hold no reward, and the config in force
-(``step``, ``step_tokens``, ``step_with``); it gets back the advantages in the rewards' shape and dtype
+(``group_advantages``, ``token_advantages``, ``step_with``); it gets back the advantages in the rewards' shape and dtype
 (:class:`~.advantage.AVSPOResult`). The host's step boundary is ``close_step(step, entropy)``: one step of Eq. 12
 however many calls the step took. Its log gets ``pop_metrics(step, entropy)`` named as :meth:`Host.logged` names
 them; its checkpoints hold ``state_dict()`` and give it back to ``load_state_dict``. The rest, fixed per host, its

@@ -147,7 +147,7 @@ class AVSPOSession:
             )
             self.state = replace(state, tau=tau)
 
-    def step(
+    def group_advantages(
         self,
         scores: TensorLike,
         index: Any,
@@ -166,7 +166,7 @@ class AVSPOSession:
                 )
             )  # fmt: skip
 
-    def step_tokens(
+    def token_advantages(
         self, token_level_rewards: TensorLike, response_mask: TensorLike, index: Any,
         config: AVSPOConfig | Mapping[str, Any],
     ) -> AVSPOResult:
@@ -183,7 +183,7 @@ class AVSPOSession:
     def step_with(
         self, config: AVSPOConfig, compute: Callable[[AVSPOConfig, ThresholdState], AVSPOResult]
     ) -> AVSPOResult:
-        """``compute(config, state)`` from the state in force, kept as one call of the open step, as :meth:`step`.
+        """``compute(config, state)`` from the state in force, kept as one call of the open step, as :meth:`group_advantages`.
 
         For hosts whose conventions wrap the core call (TRL: ``scale_rewards``, unscorable completions).
         """

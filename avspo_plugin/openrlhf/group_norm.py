@@ -54,7 +54,7 @@ def group_advantages(rewards: torch.Tensor, args: Any) -> torch.Tensor:
     prompts, samples = rewards.shape
     # Group labels name the prompt's row in the rollout batch, as errors about a reward show them.
     index = np.array([f"prompt {row}" for row in range(prompts) for _ in range(samples)], dtype=object)
-    advantages = SESSION.step(rewards.reshape(-1), index, config).advantages.reshape(prompts, samples)
+    advantages = SESSION.group_advantages(rewards.reshape(-1), index, config).advantages.reshape(prompts, samples)
     # One rollout batch is one step of Eq. 12 (OpenRLHF computes its advantages in one call).
     SESSION.close_step()
     return advantages

@@ -44,7 +44,7 @@ def compute_avspo_outcome_advantage(
         raise ValueError("the avspo estimator needs the batch's uid (index) to form groups; verl passed none")
     avspo = avspo_config_from_algorithm(config)
     this_process().warn_kl_in_reward(config)
-    result = session().step_tokens(token_level_rewards, response_mask, index, avspo)
+    result = session().token_advantages(token_level_rewards, response_mask, index, avspo)
     return result.advantages, result.advantages
 
 

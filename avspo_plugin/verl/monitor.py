@@ -81,7 +81,7 @@ def observe(data: Any, algorithm: Any, adv_estimator: Any) -> None:
         if "uid" not in data.non_tensor_batch:
             raise ValueError("the batch has no uid column, so its rows cannot be grouped by prompt")
         this_process().warn_kl_in_reward(algorithm)
-        monitor().step(
+        monitor().group_advantages(
             data.batch["token_level_rewards"].sum(dim=-1), data.non_tensor_batch["uid"], monitor_avspo_config(algorithm),
             response_mask=data.batch["response_mask"],
         )  # fmt: skip

@@ -165,8 +165,8 @@ def test_non_finite_rewards_are_refused_on_every_entry_into_the_core(bad):
     calls = [
         lambda: compute_group_advantages(scores, labels, config, ThresholdState.initial(config)),
         lambda: compute_token_advantages(token_rewards, torch.ones(4, 3), labels, config, ThresholdState.initial(config)),
-        lambda: AVSPOSession().step(scores, labels, config),
-        lambda: AVSPOSession().step_tokens(token_rewards, torch.ones(4, 3), labels, config),
+        lambda: AVSPOSession().group_advantages(scores, labels, config),
+        lambda: AVSPOSession().token_advantages(token_rewards, torch.ones(4, 3), labels, config),
     ]
     for call in calls:
         with pytest.raises(ValueError, match=message):
@@ -294,8 +294,8 @@ def test_rewards_as_lists_and_numpy_arrays_equal_the_tensor_call(plain, tensor):
     config = AVSPOConfig(**ALWAYS)
     state = ThresholdState.initial(config)
     same_result(compute_group_advantages(plain, UIDS, config, state), compute_group_advantages(tensor, UIDS, config, state))
-    want = AVSPOSession().step(tensor, UIDS, config)
-    same_result(AVSPOSession().step(plain, UIDS, config), want)
+    want = AVSPOSession().group_advantages(tensor, UIDS, config)
+    same_result(AVSPOSession().group_advantages(plain, UIDS, config), want)
 
 
 def test_a_mapping_config_state_none_and_list_masks_equal_the_typed_call():
@@ -304,7 +304,7 @@ def test_a_mapping_config_state_none_and_list_masks_equal_the_typed_call():
     want = compute_group_advantages(scores, UIDS, config, ThresholdState.initial(config))
     same_result(compute_group_advantages(scores, UIDS, dict(ALWAYS)), want)
     same_result(compute_group_advantages(scores, UIDS, config, None), want)
-    same_result(AVSPOSession().step(scores, UIDS, dict(ALWAYS)), want)
+    same_result(AVSPOSession().group_advantages(scores, UIDS, dict(ALWAYS)), want)
     valid = [True] * 8 + [False] * 4
     same_result(compute_group_advantages(REWARDS, UIDS, config, valid=valid),
                 compute_group_advantages(scores, UIDS, config, valid=torch.tensor(valid)))
@@ -331,7 +331,7 @@ def test_a_mapping_config_state_none_and_list_masks_equal_the_typed_call():
          "response_mask must be a torch.Tensor, a numpy array or a list of numbers; got NoneType"),
         (lambda: compute_group_advantages(REWARDS, UIDS, ["always"]),
          "config must be an AVSPOConfig or a mapping of its keys (a dict); got list"),
-        (lambda: AVSPOSession().step(REWARDS, UIDS, "always"),
+        (lambda: AVSPOSession().group_advantages(REWARDS, UIDS, "always"),
          "config must be an AVSPOConfig or a mapping of its keys (a dict); got str"),
         (lambda: compute_group_advantages(REWARDS, UIDS, AVSPOConfig(), {"tau": 0.5}),
          "state must be a ThresholdState or None (a fresh state); got dict"),

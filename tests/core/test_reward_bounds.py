@@ -73,10 +73,10 @@ def test_collapse_kinds_under_avspo_are_unchanged_inside_the_bounds():
     assert result.metrics["augmented_groups"] == 0.4
 
 
-def test_step_with_keeps_a_host_computation_like_step():
-    """A host's own call around the core (TRL's translation) advances the session exactly as step() does."""
+def test_step_with_keeps_a_host_computation_like_group_advantages():
+    """A host's own call around the core (TRL's translation) advances the session exactly as group_advantages() does."""
     config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, threshold_init=0.2)
-    by_step, by_host = AVSPOSession(), AVSPOSession()
+    by_core, by_host = AVSPOSession(), AVSPOSession()
     seen = []
 
     def host(cfg, state):
@@ -84,11 +84,11 @@ def test_step_with_keeps_a_host_computation_like_step():
         return compute_group_advantages(SUMMED / 2, LABELS, cfg, state)
 
     for _ in range(3):
-        expected = by_step.step(SUMMED / 2, LABELS, config)
+        expected = by_core.group_advantages(SUMMED / 2, LABELS, config)
         got = by_host.step_with(config, host)
-        by_step.close_step()
+        by_core.close_step()
         by_host.close_step()
         assert torch.equal(got.advantages, expected.advantages) and got.metrics == expected.metrics
     assert seen[0] == ThresholdState.initial(config) and len(set(seen)) == 3
-    assert by_host.state_dict() == by_step.state_dict()
-    assert by_host.pop_metrics() == by_step.pop_metrics()
+    assert by_host.state_dict() == by_core.state_dict()
+    assert by_host.pop_metrics() == by_core.pop_metrics()

@@ -40,7 +40,7 @@ def run_steps(session, config, batches):
     """One call and one close per batch, as a host with one estimator call per step."""
     results = []
     for scores, labels in batches:
-        results.append(session.step(scores, labels, config))
+        results.append(session.group_advantages(scores, labels, config))
         session.close_step()
     return results
 
@@ -58,16 +58,16 @@ def test_threshold_state_is_carried_across_steps():
     assert session.config == config
 
 
-def test_token_steps_share_the_state_with_score_steps():
+def test_token_advantages_share_the_state_with_group_advantages():
     config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5)
     session = AVSPOSession()
     scores, labels = BATCHES[0]
-    session.step(scores, labels, config)
+    session.group_advantages(scores, labels, config)
     session.close_step()
     mask = torch.ones(len(scores), 3)
     rewards = torch.zeros(len(scores), 3)
     rewards[:, -1] = BATCHES[1][0]
-    result = session.step_tokens(rewards, mask, BATCHES[1][1], config)
+    result = session.token_advantages(rewards, mask, BATCHES[1][1], config)
     expected = compute_token_advantages(rewards, mask, BATCHES[1][1], config, by_hand(config, BATCHES[:1])[0].state)
     assert torch.equal(result.advantages, expected.advantages)
     session.close_step()
@@ -145,9 +145,9 @@ def test_the_issues_resume_augments_as_a_fresh_run_does():
     resumed_config = AVSPOConfig(threshold_mode="adaptive", threshold_init=0.3)
     session = AVSPOSession()
     session.load_state_dict(saved_state(0.9, 0.25, 10, settings=resumed_config.replace(threshold_init=0.9)))
-    resumed = session.step(scores, labels, resumed_config)
+    resumed = session.group_advantages(scores, labels, resumed_config)
     assert resumed.metrics["augmented_groups"] == 0.5 and resumed.metrics["threshold"] == 0.3
-    assert torch.equal(resumed.advantages, AVSPOSession().step(scores, labels, resumed_config).advantages)
+    assert torch.equal(resumed.advantages, AVSPOSession().group_advantages(scores, labels, resumed_config).advantages)
 
 
 def test_a_state_saved_before_states_recorded_their_settings_still_loads(caplog):
@@ -172,10 +172,10 @@ def test_calls_of_one_step_are_one_step_of_eq_12():
     split, whole = AVSPOSession(), AVSPOSession()
     steps = [BATCHES[:2], BATCHES[2:], BATCHES[1:]]
     for calls in steps:
-        halves = [split.step(scores, labels, config) for scores, labels in calls]
+        halves = [split.group_advantages(scores, labels, config) for scores, labels in calls]
         scores = torch.cat([scores for scores, _ in calls])
         labels = np.concatenate([[f"call{i}-{label}" for label in labels] for i, (_, labels) in enumerate(calls)])
-        one = whole.step(scores, labels, config)
+        one = whole.group_advantages(scores, labels, config)
         assert {half.metrics["threshold"] for half in halves} == {one.metrics["threshold"]}
         split_metrics, whole_metrics = split.pop_metrics(), whole.pop_metrics()
         pooled = ("acr", "acr_all_fail", "acr_all_pass", "near_collapse", "groups", "samples", "reward_mean")
@@ -188,14 +188,14 @@ def test_pending_metrics_are_folded_into_one_step_and_cleared():
     config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, stagnation_acr=0.0)  # no warnings: the metrics alone
     session = AVSPOSession()
     for scores, labels in BATCHES[:2]:
-        session.step(scores, labels, config)
+        session.group_advantages(scores, labels, config)
     initial = ThresholdState.initial(config)
     expected = aggregate_metrics([compute_group_advantages(s, labels, config, initial).metrics for s, labels in BATCHES[:2]])
     assert session.pop_metrics() == expected
     assert expected["groups"] == 8.0 and expected["acr"] == pytest.approx(0.5) and expected["samples"] == 32.0
     assert session.pop_metrics() == {}
     assert session.state == ThresholdState(tau=0.5, prev_reward_mean=0.25, step=1)
-    session.step(*BATCHES[2], config)
+    session.group_advantages(*BATCHES[2], config)
     session.close_step()  # the threshold moves at the second step's close
     assert session.pop_metrics()["threshold"] == 0.5
     assert session.state.tau == pytest.approx(0.5 + 0.5 * (0.75 - 0.5))
@@ -210,7 +210,7 @@ def test_a_step_closed_before_it_is_logged_takes_its_entropy_once(caplog):
     collapsed = batch_with(2, 0, False)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         for step in (1, 2):
-            session.step(*collapsed, config)
+            session.group_advantages(*collapsed, config)
             session.close_step(step=step)
             saved = session.state_dict()
             metrics = session.pop_metrics(step=step, entropy=0.1)
@@ -229,7 +229,7 @@ def test_a_restored_tau_outside_a_narrowed_range_is_clipped(caplog):
                                  "logged_steps": 4})  # fmt: skip
     assert session.state == ThresholdState(tau=0.6, prev_reward_mean=0.25, step=4)
     assert "tau=0.8 lies outside [threshold_min, threshold_max] = [0.1, 0.6]" in caplog.text
-    assert session.step(*BATCHES[0], session.config).metrics["threshold"] == 0.6
+    assert session.group_advantages(*BATCHES[0], session.config).metrics["threshold"] == 0.6
 
 
 def test_warnings_fire_once_and_flags_stay_up(caplog):
@@ -239,7 +239,7 @@ def test_warnings_fire_once_and_flags_stay_up(caplog):
     flags = []
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         for entropy in [0.2, 0.3, 0.1, 0.9]:
-            session.step(*collapsed, config)
+            session.group_advantages(*collapsed, config)
             metrics = session.pop_metrics(entropy=entropy)
             flags.append((metrics["stagnation"], metrics["entropy_collapse"]))
     assert flags == [(0.0, 0.0), (0.0, 0.0), (1.0, 1.0), (1.0, 1.0)]
@@ -253,7 +253,7 @@ def test_step_named_by_the_host_goes_into_the_warning(caplog):
     session = AVSPOSession(log=logging.getLogger(LOGGER))
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         for step in (10, 11):
-            session.step(*batch_with(2, 0, False), config)
+            session.group_advantages(*batch_with(2, 0, False), config)
             session.pop_metrics(step=step)
     assert [r.getMessage()[:27] for r in caplog.records] == ["AVSPO stagnation at step 11"]
 
@@ -265,7 +265,7 @@ def test_entropy_counts_only_in_an_avspo_run():
     assert session.state_dict()["logged_steps"] == 0
 
     config = AVSPOConfig(stagnation_steps=1, entropy_floor=0.5)
-    session.step(*BATCHES[0], config)
+    session.group_advantages(*BATCHES[0], config)
     assert "entropy_collapse" not in session.pop_metrics()
     # Entropy learnt after the step's metrics were logged: flags of that step, no new step counted.
     assert session.observe_entropy(0.1) == {"entropy_collapse": 0.0}
@@ -280,7 +280,7 @@ def test_state_round_trips_and_the_resumed_run_continues_alike():
     config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, stagnation_acr=0.35, stagnation_steps=2)
     session = AVSPOSession()
     for scores, labels in BATCHES[:2]:
-        session.step(scores, labels, config)
+        session.group_advantages(scores, labels, config)
         session.pop_metrics()
     state = session.state_dict()
     assert set(state) == {"format", "threshold", "settings", "warnings", "logged_steps"}
@@ -290,14 +290,14 @@ def test_state_round_trips_and_the_resumed_run_continues_alike():
     assert state["warnings"]["stagnation"] == {"streak": 0, "fired_step": None}  # ACR 0.75 then 0.25
 
     resumed = AVSPOSession()
-    resumed.step(*BATCHES[0], config)  # pending metrics of the process before the resume are dropped
+    resumed.group_advantages(*BATCHES[0], config)  # pending metrics of the process before the resume are dropped
     resumed.load_state_dict(json.loads(json.dumps(state)))
     assert resumed.state_dict() == state
     assert resumed.pop_metrics() == {}
     logged = {id(run): [] for run in (session, resumed)}
     for scores, labels in [BATCHES[2], BATCHES[0], BATCHES[2]]:
         for run in (session, resumed):
-            run.step(scores, labels, config)
+            run.group_advantages(scores, labels, config)
             logged[id(run)].append(run.pop_metrics())
     assert logged[id(resumed)] == logged[id(session)]
     assert [metrics["stagnation"] for metrics in logged[id(session)]] == [0.0, 0.0, 1.0]
@@ -310,7 +310,7 @@ def test_a_state_saved_under_the_earlier_key_monitor_resumes_as_under_warnings(c
                          entropy_floor=0.5)
     session = AVSPOSession()
     for scores, labels in [BATCHES[0], BATCHES[2]]:  # ACR 0.75 twice, entropy under its floor twice
-        session.step(scores, labels, config)
+        session.group_advantages(scores, labels, config)
         session.pop_metrics(entropy=0.1)
     state = session.state_dict()
     assert state["warnings"]["stagnation"]["streak"] == state["warnings"]["entropy_collapse"]["streak"] == 2
@@ -326,7 +326,7 @@ def test_a_state_saved_under_the_earlier_key_monitor_resumes_as_under_warnings(c
         advantages[key], metrics[key] = [], []
         with caplog.at_level(logging.WARNING, logger=log):
             for scores, labels in [BATCHES[2], BATCHES[0]]:
-                advantages[key].append(resumed.step(scores, labels, config).advantages)
+                advantages[key].append(resumed.group_advantages(scores, labels, config).advantages)
                 metrics[key].append(resumed.pop_metrics(entropy=0.1))
         warned[key] = [record.getMessage() for record in caplog.records if record.name == log]
     assert all(map(torch.equal, advantages["monitor"], advantages["warnings"]))
@@ -357,7 +357,7 @@ def test_bad_states_are_refused_naming_what_is_wrong():
 def test_reset_forgets_everything():
     config = AVSPOConfig()
     session = AVSPOSession()
-    session.step(*BATCHES[0], config)
+    session.group_advantages(*BATCHES[0], config)
     session.reset()
     assert session.config is None and session.state is None
     assert session.pop_metrics() == {}
@@ -371,9 +371,9 @@ def test_groups_collapsed_at_neither_reward_bound_are_warned_of_once_per_run(cap
     session = AVSPOSession(log=logging.getLogger(LOGGER))
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         for _ in range(2):
-            result = session.step(scores, labels, AVSPOConfig())
+            result = session.group_advantages(scores, labels, AVSPOConfig())
             session.close_step()
-        session.step(*BATCHES[0], AVSPOConfig())
+        session.group_advantages(*BATCHES[0], AVSPOConfig())
     assert [r.getMessage() for r in caplog.records] == [
         "AVSPO: 2 of 4 groups (50.0%) collapsed at a value that is neither reward_low=0 nor reward_high=1 (the lowest: "
         "0.5); ACR counts them, acr_all_fail and acr_all_pass do not, and with apply_to=all they get virtual samples "
@@ -386,6 +386,6 @@ def test_groups_collapsed_at_neither_reward_bound_are_warned_of_once_per_run(cap
     fitted = AVSPOSession(log=logging.getLogger(LOGGER))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        assert fitted.step(scores, labels, AVSPOConfig(reward_high=0.5)).metrics["acr_all_pass"] == 0.5
-        fitted.step(*BATCHES[0], AVSPOConfig())
+        assert fitted.group_advantages(scores, labels, AVSPOConfig(reward_high=0.5)).metrics["acr_all_pass"] == 0.5
+        fitted.group_advantages(*BATCHES[0], AVSPOConfig())
     assert caplog.records == []
