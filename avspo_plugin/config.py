@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import logging
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,11 +24,16 @@ from .threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed_partial", "exp_decay")
 # Strategies whose virtual rewards are placed between reward_low and reward_high.
 BOUNDED_STRATEGIES = frozenset(STRATEGIES) - {"stratified_observed"}
-APPLY_TO = ("all", "all_fail", "all_pass")
+# The values of the keys that choose collapsed groups by their kind (augmented_collapses, counted_collapses).
+COLLAPSE_CHOICES = ("all", "all_fail", "all_pass")
 # Why threshold_mode has its default: one sentence rendered from the lab's learning-or-sharpening study
 # (python -m renderer writes the file; tests/test_rendered.py checks both agree).
 DEFAULT_EVIDENCE = json.loads(Path(__file__).with_name("default_evidence.json").read_text(encoding="utf-8"))
 STD_KINDS = ("unbiased", "population")
+
+logger = logging.getLogger(__name__)
+# The earlier names already warned of in this process, by block: a host reads its block at every step.
+_WARNED_EARLIER_NAMES: set[tuple[str, str]] = set()
 
 
 # Sections of the keys, as TRL's GRPOConfig groups its fields; each block lists its own in order (SECTIONS), and
@@ -207,6 +213,9 @@ class ConfigBlock:
     """
 
     SECTIONS: ClassVar[tuple[str, ...]] = ()
+    # Keys that had another name ({earlier name: key}): from_mapping reads the earlier name as the key, warning once
+    # per process and block; an error when both are set.
+    RENAMED: ClassVar[Mapping[str, str]] = {}
 
     def __post_init__(self) -> None:
         self.check_keys()
@@ -239,7 +248,7 @@ class ConfigBlock:
         where = cls.BLOCK if where is None else where
         if values is not None and not isinstance(values, Mapping):
             raise ConfigError(f"{where} must be a block of keys ({', '.join(cls.keys())}), got {values!r}")
-        values = dict(values or {})
+        values = cls._under_current_names(dict(values or {}), where)
         unknown = sorted(set(values) - set(cls.keys()))
         if unknown:
             raise ConfigError(
@@ -249,6 +258,26 @@ class ConfigBlock:
             return cls(**values)
         except ConfigError as err:
             raise ConfigError(f"{where}: {err}") from None
+
+    @classmethod
+    def _under_current_names(cls, values: dict[str, Any], where: str) -> dict[str, Any]:
+        """``values`` with each key given under its earlier name (RENAMED) moved to its current name, with a warning
+        naming both. Both given is a ConfigError naming both, unless the current key holds its default: verl's packaged
+        YAML and the hosts' argument parsers give every key, so a key at its default counts as not set."""
+        for earlier, key in cls.RENAMED.items():
+            if earlier not in values:
+                continue
+            value = values.pop(earlier)
+            if key in values and values[key] != cls.__dataclass_fields__[key].default:
+                raise ConfigError(
+                    f"{where}.{earlier}={value!r} and {where}.{key}={values[key]!r} are both set: {earlier} is the "
+                    f"earlier name of {key}; set {key} only"
+                )
+            if (where, earlier) not in _WARNED_EARLIER_NAMES:
+                _WARNED_EARLIER_NAMES.add((where, earlier))
+                logger.warning("%s.%s is read as %s.%s, its name now: rename it", where, earlier, where, key)
+            values[key] = value
+        return values
 
     def replace(self: Block, **changes: Any) -> Block:
         return dataclasses.replace(self, **changes)
@@ -323,6 +352,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
 
     # The block's name in error messages when the host gives none.
     BLOCK: ClassVar[str] = "avspo"
+    RENAMED: ClassVar[Mapping[str, str]] = {"apply_to": "augmented_collapses"}
     SECTIONS: ClassVar[tuple[str, ...]] = (
         REWARDS_AND_COLLAPSE, VIRTUAL_SAMPLES, THRESHOLD, STATISTICS, EARLY_WARNINGS
     )
@@ -367,11 +397,11 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         "of a step the host splits into several: (seed, t, k)).",
         Integer(0, MAX_SEED), "the seeds np.random.seed takes, with which verl, TRL and OpenRLHF seed their runs",
     )
-    apply_to: str = _key(
+    augmented_collapses: str = _key(
         "all", VIRTUAL_SAMPLES,
         "Which collapsed groups get virtual samples: all, all_fail (value within 1e-6 of reward_low) "
-        "or all_pass (value within 1e-6 of reward_high).",
-        OneOf(APPLY_TO),
+        "or all_pass (value within 1e-6 of reward_high). Formerly apply_to, still read (with a warning).",
+        OneOf(COLLAPSE_CHOICES),
     )
     # Threshold: when virtual samples are added (Eqs. 11-12).
     threshold_mode: str = _key("adaptive", THRESHOLD, _threshold_mode_help, OneOf(THRESHOLD_MODES))
@@ -447,12 +477,13 @@ class SelectionConfig(CollapseSettings):
     """Collapse-aware prompt selection: skip, before generation, prompts predicted to collapse again.
 
     A prompt is predicted to collapse when its last ``min_collapsed_visits`` visits all collapsed (of a
-    kind in ``apply_to``); such a prompt is still retried with the probability of
+    kind in ``counted_collapses``); such a prompt is still retried with the probability of
     :func:`avspo_plugin.core.selection.retry_probability`, and at most ``max_skip_fraction`` of the
     candidates of one choice are skipped (docs/using/selection.md).
     """
 
     BLOCK: ClassVar[str] = "avspo_selection"
+    RENAMED: ClassVar[Mapping[str, str]] = {"apply_to": "counted_collapses"}
     SECTIONS: ClassVar[tuple[str, ...]] = (PREDICTION, REWARDS_AND_COLLAPSE, EXPLORATION, RESUMING)
 
     enable: bool = _key(
@@ -473,11 +504,12 @@ class SelectionConfig(CollapseSettings):
         "from the first zero-variance visit on).",
         Integer(1, MAX_STEPS), "a prompt is visited at most once a step, and a million steps is longer than any run",
     )
-    apply_to: str = _key(
+    counted_collapses: str = _key(
         "all", PREDICTION,
         "Which collapses count towards the prediction: all, all_fail (every response at reward_low) or all_pass "
-        "(every response at reward_high); a collapse of another kind ends the streak.",
-        OneOf(APPLY_TO),
+        "(every response at reward_high); a collapse of another kind ends the streak. Formerly apply_to, still read "
+        "(with a warning).",
+        OneOf(COLLAPSE_CHOICES),
     )
     explore: float = _key(
         0.5, EXPLORATION,

@@ -132,10 +132,12 @@ def setting_label(method: Method) -> str:
 STUDY_EXTRA: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("avspo_all_fail", "avspo", "AVSPO as in the paper, augmenting all-fail groups only (apply_to=all_fail)",
-               avspo={"threshold_mode": "adaptive", "apply_to": "all_fail"}, acts_on="all_fail"),
-        Method("avspo_all_pass", "avspo", "AVSPO as in the paper, augmenting all-pass groups only (apply_to=all_pass)",
-               avspo={"threshold_mode": "adaptive", "apply_to": "all_pass"}, acts_on="all_pass"),
+        Method("avspo_all_fail", "avspo", "AVSPO as in the paper, augmenting all-fail groups only "
+               "(augmented_collapses=all_fail)",
+               avspo={"threshold_mode": "adaptive", "augmented_collapses": "all_fail"}, acts_on="all_fail"),
+        Method("avspo_all_pass", "avspo", "AVSPO as in the paper, augmenting all-pass groups only "
+               "(augmented_collapses=all_pass)",
+               avspo={"threshold_mode": "adaptive", "augmented_collapses": "all_pass"}, acts_on="all_pass"),
         Method("avspo_fixed_threshold", "avspo", "AVSPO with a fixed threshold: augment when ACR_t > 0.5 (tau_0), "
                "no Eq. 12 update", avspo={"threshold_mode": "fixed"}, acts_on="all"),
         Method("avspo_fixed_k", "avspo", "AVSPO with K = 2 virtual samples in every augmented group instead of "
@@ -145,9 +147,11 @@ STUDY_EXTRA: dict[str, Method] = {
                "virtual samples in every collapsed group at every step (one-prompt steps give ACR_t = 1)",
                avspo={"threshold_mode": "always", "num_virtual": PAPER_K}, acts_on="all"),
         Method("avspo_paper_point_all_fail", "avspo", "avspo_paper_point on all-fail groups only",
-               avspo={"threshold_mode": "always", "num_virtual": PAPER_K, "apply_to": "all_fail"}, acts_on="all_fail"),
+               avspo={"threshold_mode": "always", "num_virtual": PAPER_K, "augmented_collapses": "all_fail"},
+               acts_on="all_fail"),
         Method("avspo_paper_point_all_pass", "avspo", "avspo_paper_point on all-pass groups only",
-               avspo={"threshold_mode": "always", "num_virtual": PAPER_K, "apply_to": "all_pass"}, acts_on="all_pass"),
+               avspo={"threshold_mode": "always", "num_virtual": PAPER_K, "augmented_collapses": "all_pass"},
+               acts_on="all_pass"),
         Method("avspo_released", "avspo", "the authors' released rule: one virtual sample at the opposite bound (K = 1) "
                "in every collapsed group at every step",
                avspo={"threshold_mode": "always", "num_virtual": 1, "strategy": "opposite"}, acts_on="all"),

@@ -73,10 +73,11 @@ def test_the_recorded_verl_demo_ran_under_the_current_defaults():
     assert sorted(steps) == [1, 2, 3, 4]
     config = AVSPOConfig(**record["defaults"])
     for step, metrics in steps.items():
-        # What the defaults do, step by step: under always every collapsed group is augmented (with apply_to all).
+        # What the defaults do, step by step: under always every collapsed group is augmented (with
+        # augmented_collapses all).
         if config.threshold_mode == "always":
             assert metrics["triggered"] == float(metrics["acr"] > 0) and metrics["threshold"] == 0, (step, metrics)
-        if config.threshold_mode == "always" and config.apply_to == "all":
+        if config.threshold_mode == "always" and config.augmented_collapses == "all":
             assert metrics["augmented_groups"] == metrics["acr"] and metrics["effective_acr"] == 0, (step, metrics)
         # Under the adaptive trigger a step is augmented only when its ACR exceeds the threshold it reports.
         if config.threshold_mode == "adaptive":

@@ -51,15 +51,15 @@ def off_bound_message(groups: int, total: int, value: float, reward_low: float, 
     """The once-per-run warning for ``groups`` of ``total`` multi-sample groups collapsed at neither reward
     bound, the lowest of them at ``value``; augments: whether this config gives such groups virtual samples."""
     fate = (
-        "with apply_to=all they get virtual samples whenever collapsed groups do" if augments
+        "with augmented_collapses=all they get virtual samples whenever collapsed groups do" if augments
         else "they get no virtual samples here"
     )
     if reward_low < value < reward_high:
         fit = (
             f"If {value:g} is your task's lowest or highest reward (e.g. rewards {{{reward_low:g}, {value:g}}}), set "
             f"reward_low or reward_high to it (reward_high={value:g}) so that these groups count as all-fail or "
-            "all-pass; if such groups are partial successes to leave alone, set apply_to=all_fail or apply_to=all_pass "
-            "(only groups at that bound get virtual samples)"
+            "all-pass; if such groups are partial successes to leave alone, set augmented_collapses=all_fail or "
+            "augmented_collapses=all_pass (only groups at that bound get virtual samples)"
         )
     else:
         fit = "Set reward_low and reward_high to the lowest and highest reward your task gives"

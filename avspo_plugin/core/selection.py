@@ -56,7 +56,7 @@ SELECTION_METRIC_HELP: dict[str, str] = {
     "capped": "Predicted candidates the max_skip_fraction cap kept although their draw skipped them.",
     "rollouts_saved": "skipped x rollouts per prompt (the group size G).",
     "observed": "Prompts whose rewards were observed (one group per prompt id per call).",
-    "observed_collapsed": "Observed prompts whose visit collapsed, of a kind in apply_to.",
+    "observed_collapsed": "Observed prompts whose visit collapsed, of a kind in counted_collapses.",
     "precision": "Of the prompts predicted to collapse, the fraction that did: measured on the predicted prompts "
     "that were retried, each weighted by 1 / its retry probability so that it stands for the skipped ones too "
     "(one the cap kept weighs 1). Absent when no predicted prompt was observed.",
@@ -113,9 +113,10 @@ def skip_mask(retry: np.ndarray, draws: np.ndarray, max_skip_fraction: float) ->
     return skip, capped
 
 
-def counted_collapses(collapsed: np.ndarray, all_fail: np.ndarray, all_pass: np.ndarray, apply_to: str) -> np.ndarray:
-    """The collapses that extend a streak: every collapse (all), or only those of one kind.  (N,) bool each."""
-    return {"all": collapsed, "all_fail": all_fail, "all_pass": all_pass}[apply_to]
+def counted_collapses(collapsed: np.ndarray, all_fail: np.ndarray, all_pass: np.ndarray, which: str) -> np.ndarray:
+    """The collapses that extend a streak, as the key counted_collapses (``which``) chooses them: every collapse
+    (all), or only those of one kind.  (N,) bool each."""
+    return {"all": collapsed, "all_fail": all_fail, "all_pass": all_pass}[which]
 
 
 def streak_after_visit(streak: np.ndarray, counted: np.ndarray) -> np.ndarray:
@@ -173,7 +174,7 @@ def id_list(prompt_ids: Any) -> list:
 class Visits:
     """One batch of rewards grouped by prompt (N distinct ids, sorted; B rows).
 
-    ids: (N,) the prompt ids; counted: (N,) bool, collapsed, of a kind in apply_to; kind: (N,) int8
+    ids: (N,) the prompt ids; counted: (N,) bool, collapsed, of a kind in counted_collapses; kind: (N,) int8
     collapse kinds (SPLIT, ALL_FAIL, ALL_PASS, OTHER_COLLAPSE); size: (N,) int64 responses per prompt;
     row_visit: (B,) int64, each row's position in ids.
     """
@@ -327,7 +328,7 @@ class PromptSelector:
         collapsed, all_fail, all_pass = (t.numpy() for t in (collapsed_t, all_fail_t, all_pass_t))
         return Visits(
             ids=uniques,
-            counted=counted_collapses(collapsed, all_fail, all_pass, self.config.apply_to),
+            counted=counted_collapses(collapsed, all_fail, all_pass, self.config.counted_collapses),
             kind=visit_kinds(collapsed, all_fail, all_pass),
             size=stats.count.numpy().astype(np.int64),
             row_visit=group_ids.numpy(),

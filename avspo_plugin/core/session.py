@@ -211,7 +211,7 @@ class AVSPOSession:
             # Rewards on a narrower scale than [reward_low, reward_high] collapse at neither bound: say so once.
             self._off_bound_warned = True
             config = self.config
-            augments = THRESHOLD_MODES[config.threshold_mode].augments and config.apply_to == "all"
+            augments = THRESHOLD_MODES[config.threshold_mode].augments and config.augmented_collapses == "all"
             self.log.warning(off_bound_message(
                 result.off_bound_groups, int(result.metrics["groups"]), result.off_bound_value,
                 config.reward_low, config.reward_high, augments,

@@ -95,11 +95,11 @@ def groups_to_augment(
     """Eq. 13: R'_j = R_j U V_j  iff  ACR_t > tau_t  and  sigma_{R_j} < tau (group j collapsed).
 
     The batch condition comes from the threshold mode (:func:`is_triggered`); the group condition
-    is narrowed to one kind of collapse by ``apply_to`` (all, all_fail, all_pass).
+    is narrowed to one kind of collapse by ``augmented_collapses`` (all, all_fail, all_pass).
     collapsed, all_fail, all_pass: (N,) bool. Returns (triggered, augmented (N,) bool).
     """
     triggered = is_triggered(config, acr, threshold)
-    eligible = {"all": collapsed, "all_fail": all_fail, "all_pass": all_pass}[config.apply_to]
+    eligible = {"all": collapsed, "all_fail": all_fail, "all_pass": all_pass}[config.augmented_collapses]
     return triggered, eligible & triggered
 
 

@@ -4,7 +4,7 @@ OpenRLHF has named its flags two ways. Since 0.10.2 they are dotted and ``hierar
 parsed namespace into nested namespaces (``--algo.advantage.estimator`` -> ``args.algo.advantage.estimator``);
 up to 0.10.1 they are flat (``--advantage_estimator``). The avspo flags follow the installed
 release's convention: ``--algo.advantage.avspo.<key>`` or ``--avspo_<key>``, one per AVSPOConfig key,
-with AVSPOConfig's default and help text.
+with AVSPOConfig's default and help text, and one per earlier name of a key (AVSPOConfig.RENAMED), read as it.
 """
 
 from __future__ import annotations
@@ -119,6 +119,11 @@ def avspo_config_from_args(args: Any) -> AVSPOConfig:
     for key in AVSPOConfig.keys():
         value = read_arg(args, layout.avspo_dest(key), _MISSING)
         values[key] = default_of(key) if value is _MISSING else value
+    # A key given under its earlier name: AVSPOConfig.from_mapping reads it as the key (both set: an error).
+    for earlier in AVSPOConfig.RENAMED:
+        value = read_arg(args, layout.avspo_dest(earlier), None)
+        if value is not None:
+            values[earlier] = value
     return AVSPOConfig.from_mapping(values, where=layout.flag(layout.avspo_prefix).rstrip("._"))
 
 
@@ -152,7 +157,8 @@ def check_avspo_args(args: Any) -> None:
 
 
 def add_avspo_arguments(parser: argparse.ArgumentParser, layout: ArgLayout = DOTTED) -> None:
-    """One flag per AVSPOConfig key, named in the layout's convention, with its default and help."""
+    """One flag per AVSPOConfig key, named in the layout's convention, with its default and help; one per earlier
+    name of a key (:func:`earlier_flag_help`), default None."""
     hints = typing.get_type_hints(AVSPOConfig)
     for field in dataclasses.fields(AVSPOConfig):
         default = default_of(field.name)
@@ -172,6 +178,17 @@ def add_avspo_arguments(parser: argparse.ArgumentParser, layout: ArgLayout = DOT
         else:
             kwargs["type"] = hint
         parser.add_argument(layout.flag(layout.avspo_dest(field.name)), **kwargs)
+    for earlier, key in AVSPOConfig.RENAMED.items():
+        choices = AVSPOConfig.__dataclass_fields__[key].metadata.get("choices")
+        help_text = f"avspo estimator: {earlier_flag_help(layout, earlier)} (default: None)".replace("%", "%%")
+        parser.add_argument(layout.flag(layout.avspo_dest(earlier)), default=None, type=str, choices=choices,
+                            help=help_text)
+
+
+def earlier_flag_help(layout: ArgLayout, earlier: str) -> str:
+    """The help of the flag of a key's earlier name (AVSPOConfig.RENAMED)."""
+    current = layout.flag(layout.avspo_dest(AVSPOConfig.RENAMED[earlier]))
+    return f"Earlier name of {current}, read as it, with a warning."
 
 
 def parse_bool(text: str) -> bool:

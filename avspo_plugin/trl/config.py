@@ -33,6 +33,8 @@ FIELD_PREFIX = "avspo_"
 HOST_KEYS = tuple(host_settings("group"))
 # The paper README's names -> the AVSPO key each one sets (use_avspo is handled on its own).
 ALIASES = {"acr_threshold_init": "threshold_init", "virtual_sample_alpha": "alpha"}
+# The fields of AVSPO keys' earlier names (AVSPOConfig.RENAMED) -> the field each one sets: read as it, with a warning.
+EARLIER_FIELDS = {FIELD_PREFIX + earlier: FIELD_PREFIX + key for earlier, key in AVSPOConfig.RENAMED.items()}
 SUPPORTED_AGGREGATION = "sum_then_normalize"
 
 
@@ -48,7 +50,8 @@ def _argument_type(hint: Any) -> Any:
 
 
 def _with_avspo_fields(cls: type) -> type:
-    """Add one ``avspo_<key>`` dataclass field per exposed AVSPOConfig key, before the class's own fields."""
+    """Add one ``avspo_<key>`` dataclass field per exposed AVSPOConfig key, and one (default None) per earlier name of
+    a key (EARLIER_FIELDS), before the class's own fields."""
     hints = typing.get_type_hints(AVSPOConfig)
     inherited = {f.name for f in dataclasses.fields(GRPOConfig)}
     generated = {}
@@ -61,6 +64,13 @@ def _with_avspo_fields(cls: type) -> type:
             metadata["choices"] = key.metadata["choices"]
         setattr(cls, name, field(default=key.default, metadata=metadata))
         generated[name] = _argument_type(hints[key.name])
+    for name, current in EARLIER_FIELDS.items():
+        key = AVSPOConfig.__dataclass_fields__[current.removeprefix(FIELD_PREFIX)]
+        metadata = {"help": f"Earlier name of {current}, read as it (with a warning); None: not set."}
+        if "choices" in key.metadata:
+            metadata["choices"] = key.metadata["choices"]
+        setattr(cls, name, field(default=None, metadata=metadata))
+        generated[name] = hints[key.name] | None
     cls.__annotations__ = {**generated, **inspect.get_annotations(cls)}
     return cls
 
@@ -135,6 +145,9 @@ class AVSPOGRPOConfig(GRPOConfig):
         """The core's config: the ``avspo_<key>`` fields plus the keys TRL's ``scale_rewards`` decides."""
         values = {key.name: getattr(self, FIELD_PREFIX + key.name) for key in exposed_keys()}
         values["num_virtual"] = _num_virtual(values["num_virtual"])
+        # A key set under its earlier name: AVSPOConfig.from_mapping reads it as the key (both set: an error).
+        values.update({earlier.removeprefix(FIELD_PREFIX): getattr(self, earlier) for earlier in EARLIER_FIELDS
+                       if getattr(self, earlier) is not None})  # fmt: skip
         try:
             values.update(host_settings(self.scale_rewards))
         except ValueError as err:

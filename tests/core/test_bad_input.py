@@ -1,6 +1,7 @@
 """Bad input gets a clear error naming what is wrong; nothing is silently changed."""
 
 import dataclasses
+import logging
 import math
 import re
 
@@ -130,6 +131,31 @@ def test_unknown_keys_are_named_with_the_valid_keys():
         AVSPOConfig.from_mapping({"alpah": 0.5}, where="algorithm.avspo")
     with pytest.raises(ConfigError, match=r"^algorithm\.avspo: alpha=2"):
         AVSPOConfig.from_mapping({"alpha": 2}, where="algorithm.avspo")
+
+
+def test_a_key_under_its_earlier_name_is_read_as_it_with_one_warning(caplog, monkeypatch):
+    monkeypatch.setattr("avspo_plugin.config._WARNED_EARLIER_NAMES", set())
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.config"):
+        earlier = AVSPOConfig.from_mapping({"apply_to": "all_fail", "alpha": 0.25}, where="algorithm.avspo")
+        # A host reads its block at every step: one warning per process and block.
+        AVSPOConfig.from_mapping({"apply_to": "all_fail"}, where="algorithm.avspo")
+    current = AVSPOConfig.from_mapping({"augmented_collapses": "all_fail", "alpha": 0.25}, where="algorithm.avspo")
+    assert earlier == current == AVSPOConfig(augmented_collapses="all_fail", alpha=0.25)
+    assert caplog.messages == [
+        "algorithm.avspo.apply_to is read as algorithm.avspo.augmented_collapses, its name now: rename it"
+    ]
+    # The key at its default counts as not set: verl's packaged YAML and the hosts' parsers give every key.
+    assert AVSPOConfig.from_mapping({"apply_to": "all_pass", "augmented_collapses": "all"}) == AVSPOConfig(
+        augmented_collapses="all_pass"
+    )
+    with pytest.raises(ConfigError, match=r"^algorithm\.avspo\.apply_to='all_fail' and algorithm\.avspo\.augmented_collapses="
+                                          r"'all_pass' are both set: apply_to is the earlier name of augmented_collapses"):
+        AVSPOConfig.from_mapping({"apply_to": "all_fail", "augmented_collapses": "all_pass"}, where="algorithm.avspo")
+    with pytest.raises(ConfigError, match=r"^algorithm\.avspo: augmented_collapses='everything' is invalid"):
+        AVSPOConfig.from_mapping({"apply_to": "everything"}, where="algorithm.avspo")
+    # A misspelling of either name is still an unknown key.
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) algorithm\.avspo\.aply_to; valid keys: .*augmented_collapses"):
+        AVSPOConfig.from_mapping({"aply_to": "all"}, where="algorithm.avspo")
 
 
 NUMERIC_KEYS = [

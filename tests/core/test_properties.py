@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from avspo_plugin import AVSPOConfig, ThresholdState, compute_group_advantages
-from avspo_plugin.config import APPLY_TO, STRATEGIES
+from avspo_plugin.config import COLLAPSE_CHOICES, STRATEGIES
 
 PROPERTY = settings(max_examples=300, deadline=None, derandomize=True)
 
@@ -31,7 +31,7 @@ configs = st.builds(
     num_virtual=st.one_of(st.just("auto"), st.integers(1, 12)),
     alpha=st.floats(0.05, 1.0),
     threshold_mode=st.sampled_from(["adaptive", "fixed", "always", "never"]),
-    apply_to=st.sampled_from(APPLY_TO),
+    augmented_collapses=st.sampled_from(COLLAPSE_CHOICES),
     std=st.sampled_from(["unbiased", "population"]),
     norm_by_std=st.booleans(),
 )

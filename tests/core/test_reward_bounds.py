@@ -67,7 +67,7 @@ def test_collapse_kinds_under_avspo_are_unchanged_inside_the_bounds():
     """Rewards within the bounds (what AVSPO on admits): all-fail is value <= low + 1e-6, all-pass >= high - 1e-6."""
     scores = torch.tensor([0.0] * 4 + [1.0] * 4 + [-5e-7] * 4 + [1.0 + 5e-7] * 4 + [0.5] * 4)
     labels = np.repeat(np.arange(5), 4)
-    config = AVSPOConfig(threshold_mode="always", apply_to="all_fail")
+    config = AVSPOConfig(threshold_mode="always", augmented_collapses="all_fail")
     result = compute_group_advantages(scores, labels, config, ThresholdState.initial(config))
     assert (result.metrics["acr_all_fail"], result.metrics["acr_all_pass"]) == (0.4, 0.4)
     assert result.metrics["augmented_groups"] == 0.4

@@ -73,8 +73,8 @@ def test_observe_history_and_collapse_kinds():
     assert state["group_size"] == 2
 
 
-def test_apply_to_counts_one_kind_of_collapse_only():
-    selector = PromptSelector(ON.replace(apply_to="all_fail"))
+def test_counted_collapses_counts_one_kind_of_collapse_only():
+    selector = PromptSelector(ON.replace(counted_collapses="all_fail"))
     observe(selector, {"fail": [0, 0, 0], "pass": [1, 1, 1]}, 0)
     assert selector.predicted(["fail", "pass"]).tolist() == [True, False]
 
@@ -204,6 +204,21 @@ def test_config_errors_name_the_key():
         SelectionConfig(id_key="")
     with pytest.raises(ConfigError, match=re.escape("reward_low=1.0 is not below reward_high=1.0")):
         SelectionConfig(reward_low=1.0)
+
+
+def test_the_earlier_name_apply_to_is_read_as_counted_collapses(caplog, monkeypatch):
+    monkeypatch.setattr("avspo_plugin.config._WARNED_EARLIER_NAMES", set())
+    where = "algorithm.avspo_selection"
+    with caplog.at_level(logging.WARNING, logger="avspo_plugin.config"):
+        earlier = SelectionConfig.from_mapping({"enable": True, "apply_to": "all_pass"}, where=where)
+    assert earlier == SelectionConfig.from_mapping({"enable": True, "counted_collapses": "all_pass"}, where=where)
+    assert earlier == ON.replace(counted_collapses="all_pass")
+    assert caplog.messages == [f"{where}.apply_to is read as {where}.counted_collapses, its name now: rename it"]
+    with pytest.raises(ConfigError, match=rf"^{re.escape(where)}\.apply_to='all_pass' and {re.escape(where)}\.counted_collapses="
+                                          r"'all_fail' are both set"):
+        SelectionConfig.from_mapping({"apply_to": "all_pass", "counted_collapses": "all_fail"}, where=where)
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) avspo_selection\.aply_to"):
+        SelectionConfig.from_mapping({"aply_to": "all"})
 
 
 def test_bad_ids():

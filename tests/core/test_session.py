@@ -376,11 +376,12 @@ def test_groups_collapsed_at_neither_reward_bound_are_warned_of_once_per_run(cap
         session.group_advantages(*BATCHES[0], AVSPOConfig())
     assert [r.getMessage() for r in caplog.records] == [
         "AVSPO: 2 of 4 groups (50.0%) collapsed at a value that is neither reward_low=0 nor reward_high=1 (the lowest: "
-        "0.5); ACR counts them, acr_all_fail and acr_all_pass do not, and with apply_to=all they get virtual samples "
-        "whenever collapsed groups do. If 0.5 is your task's lowest or highest reward (e.g. rewards {0, 0.5}), set "
-        "reward_low or reward_high to it (reward_high=0.5) so that these groups count as all-fail or all-pass; if such "
-        "groups are partial successes to leave alone, set apply_to=all_fail or apply_to=all_pass (only groups at that "
-        "bound get virtual samples). This warning is given once per run."
+        "0.5); ACR counts them, acr_all_fail and acr_all_pass do not, and with augmented_collapses=all they get "
+        "virtual samples whenever collapsed groups do. If 0.5 is your task's lowest or highest reward (e.g. rewards "
+        "{0, 0.5}), set reward_low or reward_high to it (reward_high=0.5) so that these groups count as all-fail or "
+        "all-pass; if such groups are partial successes to leave alone, set augmented_collapses=all_fail or "
+        "augmented_collapses=all_pass (only groups at that bound get virtual samples). This warning is given once "
+        "per run."
     ]
     assert result.off_bound_groups == 2 and result.off_bound_value == 0.5
     fitted = AVSPOSession(log=logging.getLogger(LOGGER))

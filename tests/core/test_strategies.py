@@ -93,10 +93,10 @@ def test_population_std_and_dr_grpo(three_groups):
 
 
 @pytest.mark.parametrize(
-    "apply_to, fail_moved, pass_moved", [("all", True, True), ("all_fail", True, False), ("all_pass", False, True)]
+    "augmented_collapses, fail_moved, pass_moved", [("all", True, True), ("all_fail", True, False), ("all_pass", False, True)]
 )
-def test_apply_to_selects_the_kind_of_collapse(three_groups, apply_to, fail_moved, pass_moved):
-    result = run(*three_groups, threshold_mode="always", apply_to=apply_to)
+def test_augmented_collapses_selects_the_kind_of_collapse(three_groups, augmented_collapses, fail_moved, pass_moved):
+    result = run(*three_groups, threshold_mode="always", augmented_collapses=augmented_collapses)
     assert bool(result.advantages[:4].abs().max() > 0) == fail_moved
     assert bool(result.advantages[4:8].abs().max() > 0) == pass_moved
     assert result.metrics["augmented_groups"] == pytest.approx((fail_moved + pass_moved) / 3)

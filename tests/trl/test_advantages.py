@@ -131,7 +131,7 @@ def test_virtual_rewards_the_core_returns_are_those_of_its_advantages(strategy):
     """The virtual rewards the batch std takes (the core's result) give, in one group, its group-mode advantages."""
     rows = [0.0] * 4 + [0.0, 1.0, 1.0, 0.0] + [1.0, 0.0, 1.0, 1.0] + [1.0] * 4
     rewards = as_rewards(rows)
-    config = always("group", strategy=strategy, apply_to="all_fail")
+    config = always("group", strategy=strategy, augmented_collapses="all_fail")
     state = ThresholdState(tau=0.5, step=3)
     result = trl_advantages(rewards, NUM_GENERATIONS, "group", config, state)
     virtual = result.virtual_rewards

@@ -32,7 +32,7 @@ def test_without_virtual_samples_the_advantages_are_grpo_trainers_bit_for_bit(
 ):
     rewards = kit.PresetRewards()
     # fixed threshold 0.5: ACR 1/4 does not trigger; ACR 3/4 triggers only all_pass groups, and there are none.
-    trainer = make_trainer(rewards, scale_rewards=scale_rewards, avspo_threshold_mode="fixed", avspo_apply_to="all_pass")
+    trainer = make_trainer(rewards, scale_rewards=scale_rewards, avspo_threshold_mode="fixed", avspo_augmented_collapses="all_pass")
     trainer.model.train()
     for seed, collapsed in [(0, ()), (1, (0,)), (2, (0, 1, 2))]:
         rows = continuous_rows(seed, collapsed)

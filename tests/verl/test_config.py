@@ -133,8 +133,8 @@ def test_v1_trainer_checks_config_and_registration_when_built(trainer_config):
 def test_legacy_trainer_checks_config_before_its_own_init(trainer_config):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-    bad = with_avspo(trainer_config, apply_to="everything")
-    with pytest.raises(ConfigError, match="apply_to='everything' is invalid"):
+    bad = with_avspo(trainer_config, augmented_collapses="everything")
+    with pytest.raises(ConfigError, match="augmented_collapses='everything' is invalid"):
         RayPPOTrainer(bad, tokenizer=None, role_worker_mapping={}, resource_pool_manager=None)
 
 

@@ -6,7 +6,7 @@ from main_ppo_config import composed_job
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig, config_help
-from avspo_plugin.verl.run_config import avspo_config_from_algorithm
+from avspo_plugin.verl.run_config import avspo_config_from_algorithm, selection_config_from_algorithm
 from renderer.verl_hydra_configs import ALGORITHM_CONFIG_NAME, CONFIG_DIR, yaml_scalar
 
 
@@ -61,6 +61,30 @@ def test_a_recipe_composes_on_the_packaged_config(tmp_path):
     assert config.algorithm.adv_estimator == "avspo"
     assert avspo_config_from_algorithm(config.algorithm) == AVSPOConfig(threshold_init=0.4, strategy="opposite")
     assert config.trainer.total_epochs is not None  # verl's ppo_trainer underneath
+
+
+def test_a_recipe_of_the_earlier_key_names_still_reads_beside_the_packaged_block(tmp_path, caplog, monkeypatch):
+    """A recipe or an override written before apply_to was renamed: the packaged block holds the current key at its
+    default, which counts as not set, so the earlier name is read as it (with a warning)."""
+    from hydra import compose, initialize_config_dir
+
+    monkeypatch.setattr("avspo_plugin.config._WARNED_EARLIER_NAMES", set())
+    (tmp_path / "old_recipe.yaml").write_text(
+        "hydra:\n"
+        "  searchpath: [pkg://verl.trainer.config, pkg://avspo_plugin.verl.config]\n"
+        "defaults: [ppo_trainer, avspo_algorithm, avspo_selection, _self_]\n"
+        "algorithm:\n"
+        "  avspo: {apply_to: all_fail}\n"
+    )
+    with initialize_config_dir(str(tmp_path), version_base=None):
+        config = compose("old_recipe", overrides=["++algorithm.avspo_selection.apply_to=all_pass"])
+    with caplog.at_level("WARNING", logger="avspo_plugin.config"):
+        assert avspo_config_from_algorithm(config.algorithm) == AVSPOConfig(augmented_collapses="all_fail")
+        assert selection_config_from_algorithm(config.algorithm).counted_collapses == "all_pass"
+    assert caplog.messages == [
+        "algorithm.avspo.apply_to is read as algorithm.avspo.augmented_collapses, its name now: rename it",
+        "algorithm.avspo_selection.apply_to is read as algorithm.avspo_selection.counted_collapses, its name now: rename it",
+    ]
 
 
 @pytest.mark.parametrize(
