@@ -372,11 +372,11 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     num_virtual: str | int = _key(
         "auto", VIRTUAL_SAMPLES,
         "Virtual samples K per augmented group: 'auto' for Eq. 9, K = max(1, min(G_j, ceil(G_j * ACR_t**alpha))), "
-        "or a fixed number.",
+        "or a number: a constant K.",
         AutoOrInteger(1, MAX_VIRTUAL),
         "Eq. 9 never gives more than the group's size, and verl's rollout.n is at most a few dozen in practice; "
         "the bound leaves room for 16 times G = 64; the virtual rewards are stored packed, 8 bytes per virtual "
-        "sample: at most 8 bytes per row with 'auto' (K <= G_j), K x 8 bytes per augmented group with a fixed K "
+        "sample: at most 8 bytes per row with 'auto' (K <= G_j), K x 8 bytes per augmented group with a constant K "
         "(8 KB at this bound), whatever the group sizes",
     )
     alpha: float = _key(

@@ -267,8 +267,8 @@ def group_collapse(stats: GroupStats, config: AVSPOConfig) -> GroupCollapse:
 
 
 def num_virtual_samples(config: AVSPOConfig, group_size: torch.Tensor, acr: float, augmented: torch.Tensor) -> torch.Tensor:
-    """Eq. 9: K_j = max(1, min(G_j, ceil(G_j * ACR_t ** alpha))) for an augmented group (or the fixed num_virtual),
-    K_j = 0 for any other.
+    """Eq. 9: K_j = max(1, min(G_j, ceil(G_j * ACR_t ** alpha))) for an augmented group (or num_virtual given as a
+    number), K_j = 0 for any other.
 
     group_size: (N,) float64 G_j; augmented: (N,) bool (Eq. 13) -> (N,) int64.
     """
@@ -429,7 +429,7 @@ def compute_group_advantages(
             config, collapse.acr, threshold, collapse.collapsed, collapse.all_fail, collapse.all_pass
         )
         num_virtual = num_virtual_samples(config, stats.count, collapse.acr, augmented)
-        # One sync sizes the packed virtual rewards: T values, linear in the batch (K_j <= G_j, or the fixed K).
+        # One sync sizes the packed virtual rewards: T values, linear in the batch (K_j <= G_j, or a constant K).
         owners = vr.virtual_owners(num_virtual, int(num_virtual.sum()))
         virtual = virtual_rewards(config, num_virtual, owners, stats, state.step, call_in_step)
         # Eq. 14's statistics in float64 for every group (with K_j = 0: the group's own).

@@ -163,7 +163,7 @@ def test_weighted_rewards_follow_trl_nan_rules():
 def test_each_process_keeps_the_advantages_of_its_own_completions(num_processes):
     """Process p scores 2 prompts x 4 completions; the gathered batch is the concatenation in process order.
 
-    With a fixed K, a group's advantages depend on its own rewards only, so process p's slice of the gathered
+    With a constant K, a group's advantages depend on its own rewards only, so process p's slice of the gathered
     result must be what its own rows alone give.
     """
     rng = np.random.default_rng(num_processes)
