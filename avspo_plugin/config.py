@@ -404,7 +404,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         OneOf(COLLAPSE_CHOICES),
     )
     # Threshold: when virtual samples are added (Eqs. 11-12).
-    threshold_mode: str = _key("adaptive", THRESHOLD, _threshold_mode_help, OneOf(THRESHOLD_MODES))
+    threshold_mode: str = _key("never", THRESHOLD, _threshold_mode_help, OneOf(THRESHOLD_MODES))
     threshold_init: float = _key(
         0.5, THRESHOLD, "tau_0 of the adaptive threshold (between threshold_min and threshold_max), and the threshold "
         "of mode fixed.", Number(0.0, 1.0), "ACR is a fraction of groups",

@@ -68,10 +68,14 @@ THRESHOLD_MODES = {
         ),
         ThresholdMode(
             "never", "monitor only (plain GRPO advantages, all metrics)",
-            augments=False, reads_threshold=False, adapts_threshold=False, launch_note=None,
+            augments=False, reads_threshold=False, adapts_threshold=False,
+            launch_note="no virtual samples are added: the run trains on plain GRPO advantages and logs every "
+                        "collapse metric; threshold_mode=adaptive (the paper's trigger) or always turns acting on",
         ),
     )
 }
+# The trigger of the paper's equations (Eqs. 11-12): what the paper's README switch use_avspo=True turns on.
+PAPER_MODE = "adaptive"
 # The mode that measures and never acts: collapse measured, no virtual sample, every advantage plain GRPO's. The ACR
 # monitor runs in it.
 MEASURE_ONLY_MODE = "never"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-GPU A/B (ab_1gpu.yaml): GRPO, then AVSPO with its defaults (threshold_mode=adaptive), on Qwen2.5-0.5B-Instruct and
+# One-GPU A/B (ab_1gpu.yaml): GRPO, then AVSPO with the paper's trigger (threshold_mode=adaptive), on Qwen2.5-0.5B-Instruct and
 # GSM8K, the same seeds and settings but algorithm.adv_estimator; then `avspo analyze grpo=... avspo=...` compares them
 # (ACR and effective ACR, GSM8K accuracy against rollouts, the rollouts AVSPO took to reach GRPO's final accuracy) in
 # OUT_DIR/analysis/analysis.md, beside analysis.json and the plots.

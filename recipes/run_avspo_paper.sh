@@ -6,14 +6,17 @@
 # One prompt per step, as the paper trained: ACR is 0 or 1, so every collapsed group is augmented with K = G virtual
 # samples under threshold_mode always, adaptive and fixed alike (ACR 1 exceeds any threshold below 1; never augments
 # nothing): the paper's operating point. With more prompts per step (data.train_batch_size > 1) always keeps that
-# operating point and the adaptive trigger seldom opens (docs/evidence/study.md).
+# operating point and the adaptive trigger seldom opens (docs/evidence/study.md). This recipe sets
+# threshold_mode=adaptive (shared/paper_setting.yaml), the paper's trigger; the package's default acts not:
 # <!-- BEGIN EVIDENCE paper-recipe: rendered by `python -m renderer` from docs/evidence/headroom/ -->
-# The default is adaptive, by the rule fixed before the lab's headroom study (docs/evidence/results.md): always
-# was not shown to help or hurt and adaptive was not shown to help or hurt on its primary endpoint. Where GRPO
-# had room to learn, adaptive ended below GRPO on 2 of 2 bases (-0.2186 [-0.4516, +0.0143] tier-5 test accuracy,
-# 6 seed pairs; Holm-significant: at T = 1.0 -0.1679 [-0.2805, -0.0553]); always ended below GRPO on 2 of 2
-# bases (-0.2008 [-0.4428, +0.0412] tier-5 test accuracy, 6 seed pairs; Holm-significant: at T = 1.0 -0.1586
-# [-0.2728, -0.0445]).
+# The default is never (AVSPO measures and logs, and adds no virtual rewards), by the rule fixed before the
+# lab's headroom study (docs/evidence/results.md): always hurt and adaptive hurt on its primary endpoint. Where
+# GRPO had room to learn, adaptive ended below GRPO on 2 of 2 bases (-0.1497 [-0.2788, -0.0207] tier-5 test
+# accuracy, 12 seed pairs; Holm-significant at 0.0294: at T = 0.3 -0.1686 [-0.2814, -0.0558], at T = 0.6 -0.1787
+# [-0.2781, -0.0793], at T = 1.0 -0.1410 [-0.2043, -0.0777], pass@8 -0.1739 [-0.2994, -0.0483]); always ended
+# below GRPO on 2 of 2 bases (-0.1633 [-0.2973, -0.0294] tier-5 test accuracy, 12 seed pairs; Holm-significant
+# at 0.0294: at T = 0.3 -0.1777 [-0.2969, -0.0586], at T = 0.6 -0.1831 [-0.2925, -0.0737], at T = 1.0 -0.1485
+# [-0.2184, -0.0786], pass@8 -0.1929 [-0.3164, -0.0695]).
 # <!-- END EVIDENCE paper-recipe -->
 set -euo pipefail
 

@@ -201,15 +201,18 @@ def verl_demo_sample() -> str:
     lines.append(f"{len(collapsed)} of the {len(steps)} steps had collapsed groups (acr > 0); virtual samples were added "
                  f"on {len(augmented)} of them (triggered=1, num_virtual > 0), and the share of groups left without a "
                  f"signal there (effective_acr) was {' to '.join(f'{value:g}' for value in effective[::max(1, len(effective) - 1)])}.")
-    if mode == "always":
-        lines.append("Under threshold_mode=always (the default) every collapsed group is augmented at every step "
-                     "(the threshold it reports is 0); with algorithm.avspo.threshold_mode=adaptive a step is augmented "
-                     "only when its ACR exceeds the adaptive threshold (threshold_init 0.5 at first).")
-    elif mode == "adaptive":
-        lines.append("Under threshold_mode=adaptive (the default, the paper's trigger) a step is augmented only when its "
-                     "ACR exceeds the adaptive threshold it reports (threshold_init 0.5 at first, moved by Eq. 12 after "
-                     "each step); with algorithm.avspo.threshold_mode=always every collapsed group is augmented at every "
-                     "step.")
+    default = " (the default)" if mode == AVSPOConfig().threshold_mode else ""
+    lines.append({
+        "always": f"Under threshold_mode=always{default} every collapsed group is augmented at every step (the threshold "
+                  "it reports is 0); with algorithm.avspo.threshold_mode=adaptive a step is augmented only when its ACR "
+                  "exceeds the adaptive threshold (threshold_init 0.5 at first).",
+        "adaptive": f"Under threshold_mode=adaptive{default}, the paper's trigger, a step is augmented only when its ACR "
+                    "exceeds the adaptive threshold it reports (threshold_init 0.5 at first, moved by Eq. 12 after each "
+                    "step); with algorithm.avspo.threshold_mode=always every collapsed group is augmented at every step.",
+        "never": f"Under threshold_mode=never{default} no group is augmented: the run trains on GRPO's advantages and "
+                 "logs every collapse metric; algorithm.avspo.threshold_mode=adaptive (the paper's trigger) or always "
+                 "acts.",
+    }.get(mode, ""))
     return "\n".join(lines)
 
 

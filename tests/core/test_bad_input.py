@@ -52,12 +52,15 @@ def test_all_padding_batch_is_empty_too():
 
 
 def test_rewards_outside_the_bounds_name_value_and_uid():
+    # Only a mode that places virtual rewards between the bounds needs every reward inside them.
     with pytest.raises(ValueError, match=r"reward 1\.5 of uid 'b' at row 1.*Set reward_low and reward_high"):
-        run([0.0, 1.5, 1.0], ["a", "b", "b"])
+        run([0.0, 1.5, 1.0], ["a", "b", "b"], threshold_mode="adaptive")
+    assert run([0.0, 1.5, 1.0], ["a", "b", "b"]).metrics["groups"] == 1  # the default, never, places none
     # stratified_observed places virtual rewards by the group's own maximum: no bounds needed.
-    assert run([0.0, 1.5, 1.0], ["a", "b", "b"], strategy="stratified_observed").metrics["groups"] == 1
+    assert run([0.0, 1.5, 1.0], ["a", "b", "b"], threshold_mode="adaptive",
+               strategy="stratified_observed").metrics["groups"] == 1
     # within the 1e-6 tolerance is accepted
-    assert run([1.0 + 5e-7, 1.0], ["a", "a"]).metrics["groups"] == 1
+    assert run([1.0 + 5e-7, 1.0], ["a", "a"], threshold_mode="adaptive").metrics["groups"] == 1
 
 
 def test_padding_rows_are_not_bounds_checked():

@@ -24,7 +24,7 @@ def skewed_batch():
 
 
 def call(scores, labels):
-    config = AVSPOConfig()
+    config = AVSPOConfig(threshold_mode="adaptive")  # acting: virtual rewards are what is measured
     return compute_group_advantages(scores, labels, config, ThresholdState.initial(config))
 
 

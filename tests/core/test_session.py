@@ -365,15 +365,16 @@ def test_reset_forgets_everything():
 
 
 def test_groups_collapsed_at_neither_reward_bound_are_warned_of_once_per_run(caplog):
-    """Rewards {0, 0.5} under the default range [0, 1]: the all-0.5 groups are collapsed at neither bound."""
+    """Rewards {0, 0.5} under the default range [0, 1], AVSPO acting: the all-0.5 groups are collapsed at neither
+    bound."""
     rows = [[0.5] * 4, [0.5] * 4, [0.0] * 4, [0.0, 0.5, 0.0, 0.5]]
     scores, labels = torch.tensor(rows).reshape(-1), np.repeat(["a", "b", "c", "d"], 4).astype(object)
     session = AVSPOSession(log=logging.getLogger(LOGGER))
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         for _ in range(2):
-            result = session.group_advantages(scores, labels, AVSPOConfig())
+            result = session.group_advantages(scores, labels, AVSPOConfig(threshold_mode="adaptive"))
             session.close_step()
-        session.group_advantages(*BATCHES[0], AVSPOConfig())
+        session.group_advantages(*BATCHES[0], AVSPOConfig(threshold_mode="adaptive"))
     assert [r.getMessage() for r in caplog.records] == [
         "AVSPO: 2 of 4 groups (50.0%) collapsed at a value that is neither reward_low=0 nor reward_high=1 (the lowest: "
         "0.5); ACR counts them, acr_all_fail and acr_all_pass do not, and with augmented_collapses=all they get "

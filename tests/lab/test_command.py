@@ -14,7 +14,6 @@ from lab.command import main
 from lab.methods import DEFAULT_METHODS
 from lab.research.sweep import QUICK_SWEEP
 from lab.research.sweep_analysis import SIGNALS
-from lab.task import MAX_REWARD, MIN_REWARD
 
 
 def lab_ok(*args: str) -> str:
@@ -34,7 +33,7 @@ def quick_reports(tmp_path_factory):
     first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
     shown = lab_ok("--quick", "--out", str(first), "--no-progress", "--jobs", "2")
     # The same seeds in one process, for the method with virtual samples: series must not depend on the workers.
-    lab_ok("--quick", "--out", str(second), "--no-progress", "--jobs", "1", "--methods", "avspo_default")
+    lab_ok("--quick", "--out", str(second), "--no-progress", "--jobs", "1", "--methods", "avspo")
     return first, second, shown
 
 
@@ -51,8 +50,8 @@ def test_quick_lab_writes_every_output(quick_reports):
             assert run["evals"]["step"][0] == 0 and run["evals"]["step"][-1] == steps
     summary = report["summary"]["methods"]
     # Two seeds: means without t(1) intervals, and the report says so.
-    assert summary["avspo_default"]["final_accuracy"]["ci95"] is None
-    assert summary["avspo_default"]["final_accuracy"]["ci95_reason"].startswith("too few seeds for an interval")
+    assert summary["avspo"]["final_accuracy"]["ci95"] is None
+    assert summary["avspo"]["final_accuracy"]["ci95_reason"].startswith("too few seeds for an interval")
     assert "final_accuracy_vs_grpo" in summary["dapo"]
     assert summary["dapo"]["rollouts_total"]["mean"] >= summary["grpo"]["rollouts_total"]["mean"]
     markdown = (out / "report.md").read_text()
@@ -67,16 +66,15 @@ def test_quick_lab_writes_every_output(quick_reports):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_demo_shows_the_default_beside_the_acting_mode_each_labelled(quick_reports):
-    """make demo's AVSPO arm is what algorithm.adv_estimator=avspo does (every algorithm.avspo key at its default: the
-    paper's adaptive trigger), beside threshold_mode=always; each arm's label says its setting, and the report says
-    what the run can and cannot tell apart."""
+def test_the_demo_shows_the_two_acting_modes_each_labelled(quick_reports):
+    """make demo's AVSPO arms are the two acting modes, the paper's adaptive trigger and threshold_mode=always (the
+    default, never, trains on GRPO's advantages); each arm's label says its setting, and the report says what the run
+    can and cannot tell apart."""
     report = json.loads((quick_reports[0] / "report.json").read_text())
     methods = report["methods"]
-    default = AVSPOConfig()
-    assert methods["avspo_default"]["algorithm"]["avspo"] == {"reward_low": MIN_REWARD, "reward_high": MAX_REWARD}
-    assert methods["avspo_default"]["label"] == \
-        f"avspo_default (threshold_mode={default.threshold_mode}, the default, the paper's trigger)"
+    assert AVSPOConfig().threshold_mode == "never"
+    assert methods["avspo"]["algorithm"]["avspo"]["threshold_mode"] == "adaptive"
+    assert methods["avspo"]["label"] == "avspo (threshold_mode=adaptive, the paper's trigger)"
     assert methods["avspo_always"]["algorithm"]["avspo"]["threshold_mode"] == "always"
     assert methods["avspo_always"]["label"] == "avspo_always (threshold_mode=always)"
     assert methods["grpo"]["label"] == "grpo (adv_estimator=grpo)"
@@ -85,10 +83,10 @@ def test_the_demo_shows_the_default_beside_the_acting_mode_each_labelled(quick_r
     for name, spec in methods.items():
         assert f"| {spec['label']} |" in markdown, name
     # Two seeds: the report says that no accuracy difference can be told apart.
-    assert f"- {methods['avspo_default']['label']}: effective ACR " in markdown
+    assert f"- {methods['avspo']['label']}: effective ACR " in markdown
     assert "too few seeds for an interval: no difference can be told apart from seed noise" in markdown
-    # The report says on which share of steps the default arm's trigger was open.
-    steps = [s for run in report["runs"]["avspo_default"].values() for s in run["steps"]["triggered"]]
+    # The report says on which share of steps the adaptive arm's trigger was open.
+    steps = [s for run in report["runs"]["avspo"].values() for s in run["steps"]["triggered"]]
     assert f"trigger open on {sum(steps) / len(steps):.0%} of steps" in markdown
 
 
@@ -104,7 +102,7 @@ def test_same_seeds_give_the_same_series_whatever_the_number_of_workers(quick_re
     first, second, _ = quick_reports
     one = json.loads((first / "report.json").read_text())
     two = json.loads((second / "report.json").read_text())
-    assert list(two["runs"]) == ["avspo_default"]
+    assert list(two["runs"]) == ["avspo"]
     assert {m: series(one)[m] for m in two["runs"]} == series(two)
     assert one["base"] == {**two["base"], "warmup_wall_s": one["base"]["warmup_wall_s"],
                            "warmup_cpu_s": one["base"]["warmup_cpu_s"]}

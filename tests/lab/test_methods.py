@@ -209,13 +209,14 @@ def test_every_arm_is_labelled_by_its_setting():
     from lab.methods import DEFAULT_METHODS, parse_method, setting_label
 
     mode = AVSPOConfig().threshold_mode
-    assert mode == "adaptive"  # the default the learning-or-sharpening study chose (docs/evidence/results.md)
+    assert mode == "never"  # the default the headroom study chose (docs/evidence/results.md)
     assert [setting_label(parse_method(name)) for name in DEFAULT_METHODS] == [
         "grpo (adv_estimator=grpo)", "dapo (adv_estimator=grpo, + dynamic sampling)",
-        "avspo_default (threshold_mode=adaptive, the default, the paper's trigger)",
-        "avspo_always (threshold_mode=always)"]
+        "avspo (threshold_mode=adaptive, the paper's trigger)", "avspo_always (threshold_mode=always)"]
+    assert setting_label(PRESETS["avspo_default"]) == "avspo_default (threshold_mode=never, the default)"
+    assert PRESETS["avspo_default"].acts_on is None  # the default does not act: no manipulation check claims it
     # The default arm sets no key: it is what algorithm.adv_estimator=avspo does, whatever the defaults are.
     assert PRESETS["avspo_default"].avspo == {}
     assert setting_label(parse_method("avspo:strategy=opposite")) == \
-        "avspo:strategy=opposite (threshold_mode=adaptive, the paper's trigger, strategy=opposite)"
+        "avspo:strategy=opposite (threshold_mode=never, strategy=opposite)"
     assert setting_label(PRESETS["drgrpo"]) == "drgrpo (adv_estimator=grpo, norm_adv_by_std_in_grpo=False)"

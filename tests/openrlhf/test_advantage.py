@@ -136,7 +136,7 @@ def test_monitor_only_runs_summed_rewards_outside_the_bounds():
 
 
 def test_avspo_on_names_the_reward_source_and_how_to_bound_a_sum():
-    args = openrlhf_args()
+    args = openrlhf_args(threshold_mode="adaptive")  # acting: virtual rewards need the bounds
     args.reward = SimpleNamespace(remote_url="reward_func.py", model_name_or_path=None, overlong_buffer_len=64.0,
                                   stop_properly_penalty_coef=None)  # fmt: skip
     with pytest.raises(ValueError) as error:
@@ -159,7 +159,8 @@ def test_avspo_on_names_the_reward_source_and_how_to_bound_a_sum():
 def test_bad_rewards_are_named_with_flat_flags_and_a_reward_model():
     rewards = grouped_rewards(0)
     rewards[2, 1] = 3.0
-    args = SimpleNamespace(advantage_estimator="avspo", n_samples_per_prompt=4, reward_pretrain="my/rm", avspo_reward_high=1.0)
+    args = SimpleNamespace(advantage_estimator="avspo", n_samples_per_prompt=4, reward_pretrain="my/rm", avspo_reward_high=1.0,
+                           avspo_threshold_mode="always")
     expected = (r"^reward 3 of prompt row 2, sample 1 \(1 in all\) lies outside \[--avspo_reward_low, --avspo_reward_high\].*"
                 r"the reward is the score of the reward model --reward_pretrain my/rm, ")  # fmt: skip
     with pytest.raises(ValueError, match=expected):

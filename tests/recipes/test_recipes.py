@@ -669,8 +669,8 @@ def test_recipe_yaml_files_are_plain_yaml():
 
 # The one-GPU A/B (recipes/ab_1gpu.yaml, run_ab_1gpu.sh): its dry run prints two main_ppo commands and the
 # `avspo analyze` that compares them; verl's main_ppo composes each command's config and verl's validation passes it;
-# the two runs differ in the estimator alone (and where each writes); AVSPO's run takes every algorithm.avspo key
-# at its default; the data comes from the `prepare gsm8k` and `prepare eval` steps.
+# the two runs differ in the estimator alone (and where each writes); AVSPO's run takes the paper's trigger and
+# every other algorithm.avspo key at its default; the data comes from the `prepare gsm8k` and `prepare eval` steps.
 AB_SCRIPT = RECIPES / "run_ab_1gpu.sh"
 
 
@@ -718,8 +718,9 @@ def test_ab_runs_differ_in_the_estimator_alone(ab):
     assert {key for key in grpo.keys() | avspo.keys() if grpo.get(key) != avspo.get(key)} == {
         "algorithm.adv_estimator", "trainer.default_local_dir"}
     assert (grpo["algorithm.adv_estimator"], avspo["algorithm.adv_estimator"]) == ("grpo", "avspo")
-    # AVSPO as algorithm.adv_estimator=avspo runs it by default: the packaged block, every key at its default.
-    assert OmegaConf.to_container(ab["configs"]["avspo"].algorithm.avspo) == AVSPOConfig().to_dict()
+    # AVSPO with the paper's trigger (the default, never, would not act), every other key at its default.
+    assert OmegaConf.to_container(ab["configs"]["avspo"].algorithm.avspo) == \
+        AVSPOConfig(threshold_mode="adaptive").to_dict()
     # The same seeds: data order and vLLM sampling.
     assert (avspo["data.seed"], avspo["actor_rollout_ref.rollout.seed"]) == (1, 42)
 

@@ -37,11 +37,12 @@ def test_defaults_give_the_cores_defaults_under_trls_conventions(tmp_path, scale
 
 
 def test_readme_aliases_set_their_keys(tmp_path):
-    default_mode = AVSPOConfig().threshold_mode  # use_avspo=True keeps avspo_threshold_mode
+    assert AVSPOConfig().threshold_mode == "never"  # the default acts not: use_avspo=True turns on the paper's trigger
     config = make(tmp_path, use_avspo=True, acr_threshold_init=0.3, virtual_sample_alpha=0.8)
-    assert (config.avspo_threshold_init, config.avspo_alpha, config.avspo_threshold_mode) == (0.3, 0.8, default_mode)
+    assert (config.avspo_threshold_init, config.avspo_alpha, config.avspo_threshold_mode) == (0.3, 0.8, "adaptive")
     core = config.avspo_config()
-    assert (core.threshold_init, core.alpha, core.threshold_mode) == (0.3, 0.8, default_mode)
+    assert (core.threshold_init, core.alpha, core.threshold_mode) == (0.3, 0.8, "adaptive")
+    assert make(tmp_path, use_avspo=True, avspo_threshold_mode="always").avspo_config().threshold_mode == "always"
     assert make(tmp_path, use_avspo=True, avspo_threshold_mode="fixed").avspo_config().threshold_mode == "fixed"
     assert make(tmp_path, use_avspo=False).avspo_config().threshold_mode == "never"
     # An alias agreeing with an explicitly set key is fine.
@@ -53,7 +54,6 @@ def test_readme_aliases_set_their_keys(tmp_path):
     [
         ({"acr_threshold_init": 0.3, "avspo_threshold_init": 0.4}, "acr_threshold_init=0.3 and avspo_threshold_init=0.4"),
         ({"virtual_sample_alpha": 0.8, "avspo_alpha": 0.7}, "virtual_sample_alpha=0.8 and avspo_alpha=0.7"),
-        ({"use_avspo": True, "avspo_threshold_mode": "never"}, "use_avspo=True contradicts avspo_threshold_mode='never'"),
         (
             {"use_avspo": False, "avspo_threshold_mode": "fixed"},
             "use_avspo=False .* contradicts avspo_threshold_mode='fixed'",

@@ -182,7 +182,7 @@ def test_monitor_only_runs_summed_rewards_outside_the_bounds(kit, make_trainer, 
 
 def test_avspo_on_names_the_reward_functions_and_the_bounds_of_their_sum(kit, make_trainer, generation_inputs):
     funcs = summed_reward_funcs(kit)
-    trainer = make_trainer(list(funcs))
+    trainer = make_trainer(list(funcs), avspo_threshold_mode="adaptive")  # acting: virtual rewards need the bounds
     trainer.model.train()
     with pytest.raises(ValueError) as error:
         score_summed(trainer, funcs, generation_inputs)

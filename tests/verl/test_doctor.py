@@ -47,7 +47,12 @@ def test_healthy_install_and_valid_config(capsys):
 
 def test_at_launch_the_doctor_says_what_the_batch_means_for_the_trigger(capsys):
     """The shares themselves: tests/commands/doctor/test_trigger.py."""
-    for mode in (["+algorithm.avspo.threshold_mode=adaptive"], []):  # adaptive, set or the default
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "actor_rollout_ref.rollout.n=8",
+                 "data.train_batch_size=256"]) == 0
+    assert ("[ok] algorithm.avspo.threshold_mode=never: no virtual samples are added: the run trains on plain GRPO "
+            "advantages and logs every collapse metric; threshold_mode=adaptive (the paper's trigger) or always turns "
+            "acting on") in capsys.readouterr().out  # the default
+    for mode in (["+algorithm.avspo.threshold_mode=adaptive"],):
         assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", *mode, "actor_rollout_ref.rollout.n=8",
                      "data.train_batch_size=256"]) == 0
         out = capsys.readouterr().out

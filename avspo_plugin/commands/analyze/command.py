@@ -12,6 +12,7 @@ from typing import Any
 from avspo_plugin.argument_types import positive_int
 from avspo_plugin.config import AVSPOConfig, SelectionConfig
 from avspo_plugin.evidence import lab_evidence
+from avspo_plugin.threshold_modes import PAPER_MODE
 
 from . import own_fit, plots, report, run_analysis, signals
 from .accuracy import compare_accuracy
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     ).as_monitor()
     settings = run_analysis.Settings(
         monitor=monitor,
-        replay=monitor.replace(threshold_mode=DEFAULTS.threshold_mode),
+        replay=monitor.replace(threshold_mode=PAPER_MODE),
         selection=SelectionConfig.from_mapping(
             {"enable": True, "reward_low": args.reward_low, "reward_high": args.reward_high,
              "collapse_tol": args.collapse_tol, **_key_values(args.selection, "--selection")},

@@ -357,10 +357,12 @@ def advice(run: dict[str, Any]) -> list[str]:
     avspo = run["avspo"]
     if avspo["source"] == "replay":
         lines.append(
-            f"AVSPO (default settings) replayed on these rewards: triggered on {_pct(avspo['triggered_steps'])} of "
+            f"AVSPO with the paper's trigger (threshold_mode=adaptive, the other keys at their defaults) replayed on "
+            f"these rewards: triggered on {_pct(avspo['triggered_steps'])} of "
             f"steps, gave advantages to {_pct(avspo['augmented_groups'])} of groups; effective ACR "
             f"{_pct(avspo['effective_acr'])} vs GRPO's {_pct(avspo['acr'])}, at no extra rollouts (estimate: with "
-            "AVSPO the policy, and so later rewards, would have differed)."
+            "AVSPO the policy, and so later rewards, would have differed). Acting is not the default: "
+            + DEFAULT_EVIDENCE["acting_evidence"]
         )
     elif avspo["source"] == "logged":
         lines.append(

@@ -172,6 +172,7 @@ def test_group_with_two_prompts_is_an_error(tmp_path):
 
 
 def test_rewards_outside_the_bounds_need_them_set(tmp_path, analyze):
+    # analyze replays AVSPO with the paper's trigger, which places virtual rewards between the bounds.
     path = tmp_path / "dump.jsonl"
     rows = [{"input": "A", "score": s, "step": 1} for s in (-1.0, -1.0, 1.0, 1.0)]
     rows += [{"input": "B", "score": -1.0, "step": 1} for _ in range(4)]
