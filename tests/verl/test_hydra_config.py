@@ -45,19 +45,26 @@ def test_main_ppo_cfg_job_prints_avspo_estimator_and_block():
     assert "actor_rollout_ref" in config and "trainer" in config
 
 
-def test_a_recipe_composes_on_the_packaged_config(tmp_path):
-    """The recipe form docs/using/verl.md shows: both searchpaths, defaults [ppo_trainer, avspo_algorithm, _self_]."""
+def composed_recipe(tmp_path, defaults: str, algorithm: str, overrides: list[str]):
+    """A recipe in the form docs/using/verl.md shows (both searchpaths) with these defaults and ``algorithm`` block,
+    composed with ``overrides``."""
     from hydra import compose, initialize_config_dir
 
-    (tmp_path / "my_recipe.yaml").write_text(
+    (tmp_path / "recipe.yaml").write_text(
         "hydra:\n"
         "  searchpath: [pkg://verl.trainer.config, pkg://avspo_plugin.verl.config]\n"
-        "defaults: [ppo_trainer, avspo_algorithm, _self_]\n"
+        f"defaults: [{defaults}]\n"
         "algorithm:\n"
-        "  avspo: {threshold_init: 0.4}\n"
+        f"  {algorithm}\n"
     )
     with initialize_config_dir(str(tmp_path), version_base=None):
-        config = compose("my_recipe", overrides=["algorithm.avspo.strategy=opposite"])
+        return compose("recipe", overrides=overrides)
+
+
+def test_a_recipe_composes_on_the_packaged_config(tmp_path):
+    """The recipe form docs/using/verl.md shows: both searchpaths, defaults [ppo_trainer, avspo_algorithm, _self_]."""
+    config = composed_recipe(tmp_path, "ppo_trainer, avspo_algorithm, _self_", "avspo: {threshold_init: 0.4}",
+                             ["algorithm.avspo.strategy=opposite"])
     assert config.algorithm.adv_estimator == "avspo"
     assert avspo_config_from_algorithm(config.algorithm) == AVSPOConfig(threshold_init=0.4, strategy="opposite")
     assert config.trainer.total_epochs is not None  # verl's ppo_trainer underneath
@@ -66,18 +73,9 @@ def test_a_recipe_composes_on_the_packaged_config(tmp_path):
 def test_a_recipe_of_the_earlier_key_names_still_reads_beside_the_packaged_block(tmp_path, caplog, monkeypatch):
     """A recipe or an override written before apply_to was renamed: the packaged block holds the current key at its
     default, which counts as not set, so the earlier name is read as it (with a warning)."""
-    from hydra import compose, initialize_config_dir
-
     monkeypatch.setattr("avspo_plugin.config._WARNED_EARLIER_NAMES", set())
-    (tmp_path / "old_recipe.yaml").write_text(
-        "hydra:\n"
-        "  searchpath: [pkg://verl.trainer.config, pkg://avspo_plugin.verl.config]\n"
-        "defaults: [ppo_trainer, avspo_algorithm, avspo_selection, _self_]\n"
-        "algorithm:\n"
-        "  avspo: {apply_to: all_fail}\n"
-    )
-    with initialize_config_dir(str(tmp_path), version_base=None):
-        config = compose("old_recipe", overrides=["++algorithm.avspo_selection.apply_to=all_pass"])
+    config = composed_recipe(tmp_path, "ppo_trainer, avspo_algorithm, avspo_selection, _self_",
+                             "avspo: {apply_to: all_fail}", ["++algorithm.avspo_selection.apply_to=all_pass"])
     with caplog.at_level("WARNING", logger="avspo_plugin.config"):
         assert avspo_config_from_algorithm(config.algorithm) == AVSPOConfig(augmented_collapses="all_fail")
         assert selection_config_from_algorithm(config.algorithm).counted_collapses == "all_pass"
