@@ -21,7 +21,7 @@ import traceback
 from importlib import metadata
 from typing import Any
 
-from avspo_plugin.config import AVSPOConfig, ConfigError
+from avspo_plugin.config import DEFAULT_EVIDENCE, AVSPOConfig, ConfigError
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 
@@ -294,7 +294,10 @@ def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> l
     if mode.can_stay_shut:
         notes.append(trigger_note(avspo, n, prompts))
     elif mode.launch_note is not None:
-        notes.append(("ok", mode_note(avspo, prompts)))
+        # The default, where it does not act, says why (what the lab measured of acting).
+        default = mode.name == AVSPOConfig().threshold_mode and not mode.augments
+        why = f". Why acting is not the default: {DEFAULT_EVIDENCE['acting_evidence']}" if default else ""
+        notes.append(("ok", mode_note(avspo, prompts) + why))
     return notes
 
 
