@@ -130,14 +130,20 @@ def unpack_openrlhf(folder: Path) -> Path:
                     "3.11", "--platform", "manylinux1_x86_64", "--disable-pip-version-check", "--quiet", "--dest",
                     str(folder), f"openrlhf=={OPENRLHF_RELEASE}"], check=True, timeout=600)  # fmt: skip
     (wheel,) = folder.glob("openrlhf-*.whl")
-    purelib, release = f"openrlhf-{OPENRLHF_RELEASE}.data/purelib/", folder / "release"
+    return extract_openrlhf(wheel, OPENRLHF_RELEASE, folder / "release")
+
+
+def extract_openrlhf(wheel: Path, version: str, folder: Path) -> Path:
+    """``folder`` filled with the ``openrlhf`` package and dist-info of OpenRLHF's wheel ``wheel`` (release
+    ``version``): on sys.path, importlib.metadata then finds the release's version (the OpenRLHF tests' too)."""
+    purelib = f"openrlhf-{version}.data/purelib/"
     with zipfile.ZipFile(wheel) as archive:
         for member in archive.namelist():
-            if member.startswith((purelib + "openrlhf/", f"openrlhf-{OPENRLHF_RELEASE}.dist-info/")):
-                target = release / member.removeprefix(purelib)
+            if member.startswith((purelib + "openrlhf/", f"openrlhf-{version}.dist-info/")):
+                target = folder / member.removeprefix(purelib)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(archive.read(member))
-    return release
+    return folder
 
 
 def shortened(lines: list[str]) -> tuple[list[str], int]:

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 import torch
-from scipy import stats
 from cli_in_process import captured
+from scipy import stats
 
 from lab.command import main
 from lab.research.headroom import (

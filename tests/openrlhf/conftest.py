@@ -11,12 +11,13 @@ import importlib.util
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 from release_wheels import download
+
+from renderer.doctor_samples import extract_openrlhf
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = Path(__file__).with_name("host.py")
@@ -30,16 +31,7 @@ def download_release(version: str, root: Path) -> Path:
     # The wheels are tagged cp311-manylinux1_x86_64 but hold only Python source: asking for that tag
     # fetches them from any interpreter or platform.
     wheel = download("openrlhf", version, root, ("--python-version", "3.11", "--platform", "manylinux1_x86_64"))
-    package = f"openrlhf-{version}.data/purelib/"
-    source = root / version
-    with zipfile.ZipFile(wheel) as archive:
-        for member in archive.namelist():
-            # The package, and its dist-info: on sys.path, importlib.metadata then finds the release's version.
-            if member.startswith((package + "openrlhf/", f"openrlhf-{version}.dist-info/")):
-                target = source / member.removeprefix(package)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(archive.read(member))
-    return source
+    return extract_openrlhf(wheel, version, root / version)
 
 
 @pytest.fixture(scope="session")
