@@ -218,7 +218,7 @@ def decision_table(study: dict) -> list[str]:
         "math.",
         "",
         "**What this table said to set, and why it no longer decides.** It read `threshold_mode=always` as the best "
-        "setting in every regime, and `apply_to=all_pass` as a candidate; its endpoint, accuracy sampled at "
+        "setting in every regime, and `augmented_collapses=all_pass` (then `apply_to`) as a candidate; its endpoint, accuracy sampled at "
         f"T = {settings['eval_temperature']:g} on the set that chose everything, cannot tell learning from sharpening, "
         "so the default follows the study at the top of this page.",
     ]
@@ -425,7 +425,8 @@ def morning_study(study: dict) -> list[str]:
                   f"{series_mean(summaries['avspo'][b], 'acr'):.2f}, under the adaptive threshold) it never did, and "
                   f"there it equals GRPO {'bit for bit' if same_as_grpo(study, 'avspo', b) else 'in its mean'}"
                   for b in never) + ".",
-        "3. **Ablations** (`apply_to` all-fail / all-pass, fixed threshold, fixed K, opposite-side virtual rewards): "
+        "3. **Ablations** (`augmented_collapses` all-fail / all-pass, fixed threshold, constant K, opposite-side virtual "
+        "rewards): "
         f"pooled between {signed(min(t['mean'] for t in ablation))} and {signed(max(t['mean'] for t in ablation))}, "
         + ("none significant" if not any(t["significant"] for t in ablation) else "some significant")
         + f" (MDE {min(t['mde'] for t in ablation):.4f} to {max(t['mde'] for t in ablation):.4f}).",
@@ -574,7 +575,7 @@ def old_testbed(study: dict, sweep: dict) -> list[str]:
         f"   * Δ = {interval(avspo['accuracy'])}, Holm-adjusted p = {p_value(avspo['accuracy']['p_holm'])}.",
         f"   * Area under the accuracy curve (AUC): {interval(avspo['auc'])}.",
         "   * The ablations locate this in the **all-fail** augmentation:",
-        *(f"     * `apply_to={m.removeprefix('avspo_')}`: {interval(test)} "
+        *(f"     * `augmented_collapses={m.removeprefix('avspo_')}`: {interval(test)} "
           f"({'significant' if test['significant'] else 'not significant'}){';' if m.endswith('fail') else '.'}"
           for m, test in applied.items()),
         f"   * The effect is {f'below zero on each of the {len(bases)} bases separately' if all(per_base[b]['accuracy']['avspo']['mean'] < 0 for b in bases) else 'not below zero on every base'}.",
