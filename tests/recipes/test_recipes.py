@@ -143,8 +143,9 @@ def test_no_tilde_path_reaches_verl(recipe):
 def test_paper_setting(composed):
     config = composed["avspo_paper"]
     assert config.algorithm.adv_estimator == "avspo"
-    # The packaged block: every AVSPO key, at AVSPOConfig's default (the paper recipe changes none).
-    assert OmegaConf.to_container(config.algorithm.avspo) == AVSPOConfig().to_dict()
+    # The packaged block: every AVSPO key at AVSPOConfig's default but the paper's trigger (the default, never, does
+    # not act).
+    assert OmegaConf.to_container(config.algorithm.avspo) == AVSPOConfig(threshold_mode="adaptive").to_dict()
     model, actor, rollout = config.actor_rollout_ref.model, config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
     assert model.path == "Qwen/Qwen2.5-Math-1.5B"
     assert (config.data.train_batch_size, rollout.n, rollout.temperature) == (1, 8, 1.0)
