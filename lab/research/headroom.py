@@ -91,7 +91,7 @@ from .sharpening import (
     unstable,
     verified,
 )
-from .statistics import holm, minimum_detectable_effect
+from .statistics import holm, minimum_detectable_effect, t_interval
 from .study import STUDY_SETTINGS, manipulation
 
 # --- 1. The testbed and its pilot ---------------------------------------------------------------------------------
@@ -513,14 +513,8 @@ def compare(endpoints: Mapping[str, Mapping[str, Mapping[int, dict]]], counted: 
     for test in (t for family in out.values() for t in family.values()):
         for part in (test, *test["per_base"].values()):
             if "sd" in part:
-                part["ci_look"] = look_interval(part)
+                part["ci_look"] = t_interval(part["mean"], part["sd"], part["n"], LOOK_ALPHA)
     return out
-
-
-def look_interval(test: Mapping[str, Any]) -> list[float]:
-    """A paired test's interval at the per-look level (SECOND_LOOK): mean -+ t_{1 - LOOK_ALPHA/2, n-1} sd / sqrt(n)."""
-    half = float(stats.t.ppf(1 - LOOK_ALPHA / 2, test["n"] - 1)) * test["sd"] / math.sqrt(test["n"])
-    return [test["mean"] - half, test["mean"] + half]
 
 
 def sustained_crossing(readings: Sequence[tuple[int, float]], target: float) -> int | None:

@@ -23,10 +23,15 @@ def paired_test(differences: Sequence[float]) -> dict[str, Any]:
         raise ValueError(f"a paired test needs at least 2 differences, got {n}")
     mean, sd = float(d.mean()), float(d.std(ddof=1))
     se = sd / math.sqrt(n)
-    t_crit = float(stats.t.ppf(1 - ALPHA / 2, n - 1))
     p = float(2 * stats.t.sf(abs(mean) / se, n - 1)) if se > 0 else (0.0 if mean != 0 else 1.0)
-    return {"mean": mean, "ci95": [mean - t_crit * se, mean + t_crit * se], "p": p, "sd": sd, "n": n,
+    return {"mean": mean, "ci95": t_interval(mean, sd, n), "p": p, "sd": sd, "n": n,
             "mde": minimum_detectable_effect(sd, n, ALPHA)}
+
+
+def t_interval(mean: float, sd: float, n: int, alpha: float = ALPHA) -> list[float]:
+    """The two-sided t-interval of a mean at level 1 - ``alpha``: mean -+ t_{1-alpha/2, n-1} sd / sqrt(n)."""
+    half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
+    return [mean - half, mean + half]
 
 
 def minimum_detectable_effect(sd: float, n: int, alpha: float = ALPHA) -> float:

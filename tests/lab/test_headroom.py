@@ -29,14 +29,13 @@ from lab.research.headroom import (
     comparison_seeds,
     decision,
     headroom_gate,
-    look_interval,
     seeds_for_mde,
     stability,
     sustained_crossing,
     verdict,
 )
 from lab.research.headroom_report import pilot_summary
-from lab.research.statistics import minimum_detectable_effect, paired_test
+from lab.research.statistics import minimum_detectable_effect, paired_test, t_interval
 from lab.train import Groups, signal_by_tier
 
 
@@ -129,7 +128,7 @@ def test_the_default_follows_the_verdicts():
 
 def test_the_look_interval_is_the_paired_t_interval_at_pococks_per_look_level():
     test = paired_test([-0.3, -0.1, 0.05, -0.2, -0.25, 0.0])
-    low, high = look_interval(test)
+    low, high = t_interval(test["mean"], test["sd"], test["n"], LOOK_ALPHA)
     assert (low + high) / 2 == pytest.approx(test["mean"])
     assert low < test["ci95"][0] and high > test["ci95"][1]  # wider than 95%: two looks share 0.05
     assert stats.ttest_1samp([-0.3, -0.1, 0.05, -0.2, -0.25, 0.0], 0).confidence_interval(1 - LOOK_ALPHA).low \
@@ -186,6 +185,9 @@ def test_quick_study_writes_curves_endpoints_and_a_decision(tmp_path):
     assert {"greedy", "sampled"} == set(curve[0]["test"])
     assert set(report["comparison"]["primary"]) == {"avspo", "avspo_always", "dapo"}
     assert all("p_holm" in t for e in ("primary", "greedy") for t in report["comparison"][e].values())
+    # Verdicts read the per-look interval, attached to every pooled test.
+    for t in report["comparison"]["primary"].values():
+        assert t["ci_look"] == pytest.approx(t_interval(t["mean"], t["sd"], t["n"], LOOK_ALPHA))
     assert report["decision"]["default_threshold_mode"] in ("adaptive", "always", "never")
     assert set(report["stability"]) == set(report["design"]["arms"])
     assert "## 5. Mechanism" in (tmp_path / "headroom.md").read_text()
