@@ -215,7 +215,7 @@ def compute_advantages(
         if session is None:
             raise ValueError(f"{method.name}: AVSPO needs the run's session (its threshold state)")
         return session.token_advantages(token_level_rewards, response_mask, uids,
-                                   avspo_config_from_algorithm(algorithm)).advantages
+                                        avspo_config_from_algorithm(algorithm)).advantages
     estimator = method.estimator_fn()
     if method.estimator in LAB_ESTIMATORS:
         advantages, _ = estimator(token_level_rewards=token_level_rewards, response_mask=response_mask, index=uids,

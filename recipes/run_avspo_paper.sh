@@ -12,11 +12,11 @@
 # The default is never (AVSPO measures and logs, and adds no virtual rewards), by the rule fixed before the
 # lab's headroom study (docs/evidence/results.md): always hurt and adaptive hurt on its primary endpoint. Where
 # GRPO had room to learn, adaptive ended below GRPO on 2 of 2 bases (-0.1497 [-0.2788, -0.0207] tier-5 test
-# accuracy, 12 seed pairs; Holm-significant at 0.0294: at T = 0.3 -0.1686 [-0.2814, -0.0558], at T = 0.6 -0.1787
-# [-0.2781, -0.0793], at T = 1.0 -0.1410 [-0.2043, -0.0777], pass@8 -0.1739 [-0.2994, -0.0483]); always ended
+# accuracy, 12 seed pairs; Holm-significant at 0.0294: at T = 0.3 -0.1686 [-0.2968, -0.0404], at T = 0.6 -0.1787
+# [-0.2917, -0.0657], at T = 1.0 -0.1410 [-0.2129, -0.0691], pass@8 -0.1739 [-0.3166, -0.0312]); always ended
 # below GRPO on 2 of 2 bases (-0.1633 [-0.2973, -0.0294] tier-5 test accuracy, 12 seed pairs; Holm-significant
-# at 0.0294: at T = 0.3 -0.1777 [-0.2969, -0.0586], at T = 0.6 -0.1831 [-0.2925, -0.0737], at T = 1.0 -0.1485
-# [-0.2184, -0.0786], pass@8 -0.1929 [-0.3164, -0.0695]).
+# at 0.0294: at T = 0.3 -0.1777 [-0.3132, -0.0423], at T = 0.6 -0.1831 [-0.3075, -0.0587], at T = 1.0 -0.1485
+# [-0.2280, -0.0690], pass@8 -0.1929 [-0.3332, -0.0526]).
 # <!-- END EVIDENCE paper-recipe -->
 set -euo pipefail
 

@@ -9,8 +9,9 @@ so they never drift from it; the ``avspo_`` prefix keeps them apart from GRPOCon
 The names the paper's README used are accepted as aliases: ``acr_threshold_init`` sets
 ``avspo_threshold_init``, ``virtual_sample_alpha`` sets ``avspo_alpha``, and ``use_avspo=False`` sets
 ``avspo_threshold_mode="never"`` (ACR metrics only, GRPO's own advantages); ``use_avspo=True`` turns on
-the paper's trigger (``adaptive``) where the mode is left at its default (never), and keeps a mode that acts. An alias and its key set to different values is an error; a key left at its
-default counts as not set.
+the paper's trigger (``adaptive``) where the mode is left at its default (never), and keeps a mode that
+acts. An alias and its key set to different values is an error; a key left at its default counts as not
+set.
 
 docs/using/trl.md's table of these options is rendered by renderer/trl_options_table.py (``python -m renderer``).
 """

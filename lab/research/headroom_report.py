@@ -47,9 +47,14 @@ def verdict_alpha(report: dict) -> float:
 
 def verdict_level(report: dict) -> str:
     """The confidence of the intervals verdicts read, in words."""
-    look = report["design"].get("second_look")
-    return (f"{1 - look['look_alpha']:.2%} interval: Pocock's per-look level over the study's two looks, 0.05 in all"
-            if look else "95% interval")
+    return (f"{1 - verdict_alpha(report):.2%} interval: Pocock's per-look level over the study's two looks, 0.05 in "
+            "all" if report["design"].get("second_look") else "95% interval")
+
+
+def _span(values: list[float], spec: str) -> str:
+    """The values' lowest and highest, formatted by ``spec``, as one figure where they print alike."""
+    low, high = format(min(values), spec), format(max(values), spec)
+    return low if low == high else f"{low}-{high}"
 
 
 def looks_sentence(report: dict, first_look: dict, folder: str = "headroom/") -> str:
@@ -244,7 +249,7 @@ def where_room(report: dict) -> str:
         if test is None:
             continue
         below = sum(v["mean"] < 0 for v in test["per_base"].values())
-        others = [f"{'at ' + name.replace('=', ' = ') if name.startswith('T=') else name} {interval(t)}" for name, t in
+        others = [f"{'at ' + name.replace('=', ' = ') if name.startswith('T=') else name} {verdict_interval(t)}" for name, t in
                   ((n, f.get(arm)) for n, f in report["comparison"].items() if n not in ("primary", "greedy"))
                   if t and t.get("p_holm", 1.0) < verdict_alpha(report) and not name.startswith("T=0.0")]
         parts.append(f"{SHORT_TITLES[arm]} ended below GRPO on {below} of {len(test['per_base'])} bases "
@@ -265,8 +270,7 @@ def power_sentence(report: dict) -> str:
         return (f"{SHORT_TITLES.get(arm, 'GRPO')} seed SD per base up to {max(s['seed_sd'].values()):.2f}, "
                 f"{round(s['fell_share'] * s['runs'])} of {s['runs']} runs ending more than {report['design']['fall']} "
                 "below their own best greedy reading")
-    realized = f"{min(mdes):.2f}" if f"{min(mdes):.2f}" == f"{max(mdes):.2f}" else f"{min(mdes):.2f}-{max(mdes):.2f}"
-    return (f"The primary's realized MDE was {realized} against the {planned:.3f} planned from "
+    return (f"The primary's realized MDE was {_span(mdes, '.2f')} against the {planned:.3f} planned from "
             f"GRPO's pilot seeds: runs varied far more than the pilot showed ({'; '.join(spread(a) for a in ('grpo', 'avspo', 'avspo_always'))}).")
 
 
@@ -279,9 +283,7 @@ def strength_sentence(report: dict) -> str:
         return ""
 
     def holm_p(endpoint: str) -> str:
-        values = sorted({report["comparison"][endpoint][a]["p_holm"] for a in acting})
-        return "-".join(f"{v:.2g}" for v in (values[0], values[-1]) if v is not None) if len(values) > 1 \
-            else f"{values[0]:.2g}"
+        return _span([report["comparison"][endpoint][a]["p_holm"] for a in acting], ".2g")
     greedy_p = max(report["comparison"]["greedy"][a]["p_holm"] for a in acting)
     sampled = report["comparison"].get("T=1.0", {})
     return (f"Beyond the rule (each arm's own interval), Holm's correction over the arms: the acting modes' adjusted p "
