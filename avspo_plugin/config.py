@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
+from .threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 
 STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed_partial", "exp_decay")
 # Strategies whose virtual rewards are placed between reward_low and reward_high.
 BOUNDED_STRATEGIES = frozenset(STRATEGIES) - {"stratified_observed"}
 # The values of the keys that choose collapsed groups by their kind (augmented_collapses, counted_collapses).
 COLLAPSE_CHOICES = ("all", "all_fail", "all_pass")
-# Why threshold_mode has its default: one sentence rendered from the lab's learning-or-sharpening study
-# (python -m renderer writes the file; tests/test_rendered.py checks both agree).
+# What the lab measured of acting, rendered from its studies' JSON (python -m renderer writes the file;
+# tests/test_rendered.py checks both agree): quoted by the doctor and analyze, never read to choose a default.
 DEFAULT_EVIDENCE = json.loads(Path(__file__).with_name("default_evidence.json").read_text(encoding="utf-8"))
 STD_KINDS = ("unbiased", "population")
 
@@ -190,7 +190,9 @@ def key_help(key: dataclasses.Field) -> str:
 
 def _threshold_mode_help() -> str:
     meanings = "; ".join(f"{mode.name}: {mode.meaning}" for mode in THRESHOLD_MODES.values())
-    return f"When virtual samples are added. {meanings}. {DEFAULT_EVIDENCE['threshold_mode_reason']}"
+    return (f"When virtual samples are added. {meanings}. The default is the paper's trigger (adaptive): "
+            "adv_estimator=avspo runs the paper's AVSPO. To measure collapse without acting, run the ACR monitor "
+            "beside any estimator (algorithm.avspo_monitor.enable=true).")
 
 
 def _stagnation_steps_help() -> str:
@@ -404,7 +406,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         OneOf(COLLAPSE_CHOICES),
     )
     # Threshold: when virtual samples are added (Eqs. 11-12).
-    threshold_mode: str = _key("never", THRESHOLD, _threshold_mode_help, OneOf(THRESHOLD_MODES))
+    threshold_mode: str = _key(PAPER_MODE, THRESHOLD, _threshold_mode_help, OneOf(THRESHOLD_MODES))
     threshold_init: float = _key(
         0.5, THRESHOLD, "tau_0 of the adaptive threshold (between threshold_min and threshold_max), and the threshold "
         "of mode fixed.", Number(0.0, 1.0), "ACR is a fraction of groups",

@@ -67,14 +67,15 @@ THRESHOLD_MODES = {
                         "operating point)",
         ),
         ThresholdMode(
-            "never", "monitor only (plain GRPO advantages, all metrics)",
+            "never", "measure only (plain GRPO advantages, all metrics): the mode the ACR monitor runs in",
             augments=False, reads_threshold=False, adapts_threshold=False,
             launch_note="no virtual samples are added: the run trains on plain GRPO advantages and logs every "
-                        "collapse metric; threshold_mode=adaptive (the paper's trigger) or always turns acting on",
+                        "collapse metric (the ACR monitor beside adv_estimator=grpo does the same)",
         ),
     )
 }
-# The trigger of the paper's equations (Eqs. 11-12): what the paper's README switch use_avspo=True turns on.
+# The trigger of the paper's equations (Eqs. 11-12): the default, and what the paper's README switch use_avspo=True
+# runs.
 PAPER_MODE = "adaptive"
 # The mode that measures and never acts: collapse measured, no virtual sample, every advantage plain GRPO's. The ACR
 # monitor runs in it.

@@ -175,7 +175,8 @@ def run_lab(args: argparse.Namespace) -> int:
         "base": base,
         "summary": summarize(runs),
         "runs": {name: {str(seed): run for seed, run in by_seed.items()} for name, by_seed in runs.items()},
-        "timing": run_timing(started, jobs),
+        "timing": {**run_timing(started, jobs),
+                   "runs_cpu_s": sum(run["cpu_s"] for by_seed in runs.values() for run in by_seed.values())},
     }
     write_report(out, "report", report, lab_markdown(report))
     plot_lab(runs, out, labels={m.name: setting_label(m) for m in methods})

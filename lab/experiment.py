@@ -238,7 +238,9 @@ def write_report(out: Path, name: str, report: dict, markdown: str) -> None:
 
 
 def run_timing(started: float, jobs: int) -> dict:
-    """Wall seconds since ``started``, CPU seconds of this process and its workers, and the worker count."""
+    """Wall seconds since ``started``, CPU seconds of this process and of the children it waited for, and the worker
+    count. The pool's workers are the forkserver's children, not this process's: a run's own CPU seconds are its
+    ``cpu_s``, summed by the caller as ``runs_cpu_s``."""
     return {"wall_s": time.perf_counter() - started, "cpu_s": own_cpu_s() + children_cpu_s(), "jobs": jobs}
 
 

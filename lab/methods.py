@@ -31,7 +31,6 @@ from avspo_plugin.core.advantage import augmented_group_stats, compute_group_adv
 from avspo_plugin.core.collapse import collapse_kinds, collapsed_groups, effectively_collapsed_groups, group_rate
 from avspo_plugin.core.groups import factorize_labels, group_stats, label_array
 from avspo_plugin.core.threshold import ThresholdState
-from avspo_plugin.threshold_modes import THRESHOLD_MODES
 from avspo_plugin.verl.run_config import avspo_config_from_algorithm
 
 from .settings import LabSettings
@@ -89,23 +88,18 @@ PRESETS: dict[str, Method] = {
                acts_on="all_fail"),
         Method("dapo", "grpo", "DAPO dynamic sampling: drop zero-variance groups, sample more prompts, GRPO advantages",
                dynamic_sampling=True),
-        Method("avspo", "avspo", "AVSPO as in the paper: stratified virtual rewards, K by Eq. 9, adaptive threshold",
+        Method("avspo", "avspo", "AVSPO as in the paper and as algorithm.adv_estimator=avspo runs it: stratified "
+               "virtual rewards, K by Eq. 9, adaptive threshold",
                avspo={"threshold_mode": "adaptive"}, acts_on="all"),
         Method("avspo_opposite", "avspo", "AVSPO with the authors' released rule: virtual rewards at the opposite bound",
                avspo={"threshold_mode": "adaptive", "strategy": "opposite"}, acts_on="all"),
         Method("avspo_always", "avspo", "AVSPO stratified, K by Eq. 9 at the batch ACR, every collapsed group augmented "
                "at every step (threshold_mode=always)", avspo={"threshold_mode": "always"}, acts_on="all"),
-        # AVSPO as algorithm.adv_estimator=avspo runs it: it sets no algorithm.avspo key, so it follows AVSPOConfig's
-        # defaults (a change of default changes this arm, and whether it claims to act).
-        Method("avspo_default", "avspo", "AVSPO as algorithm.adv_estimator=avspo runs it: every algorithm.avspo key at "
-               "its default (AVSPOConfig)",
-               acts_on="all" if THRESHOLD_MODES[AVSPOConfig().threshold_mode].augments else None),
     )
 }
-# What `python -m lab` (make demo) compares by default: GRPO, the usual fix for collapse (DAPO), and AVSPO's two
-# acting modes: the paper's adaptive trigger and threshold_mode=always. The default (never, since the headroom study:
-# docs/evidence/results.md) trains on GRPO's advantages, so it would repeat the GRPO arm; the studies compare more.
-DEFAULT_METHODS = ("grpo", "dapo", "avspo", "avspo_always")
+# What `python -m lab` (make demo) compares by default: GRPO, the usual fix for collapse (DAPO), and AVSPO as
+# algorithm.adv_estimator=avspo runs it (the paper's method at its defaults); the studies compare more.
+DEFAULT_METHODS = ("grpo", "dapo", "avspo")
 
 
 def setting_label(method: Method) -> str:

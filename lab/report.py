@@ -11,6 +11,8 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from avspo_plugin.commands.analyze.paired import signed
+
 # Two-sided 95% quantiles of Student's t, t_{0.975, df}, df = 1..30.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
@@ -219,10 +221,11 @@ def resolution_lines(report: dict, baseline: str = "grpo") -> list[str]:
             verdict = f"{NO_INTERVAL}: no difference can be told apart from seed noise"
         else:
             low, high = delta["mean"] - delta["ci95"], delta["mean"] + delta["ci95"]
-            verdict = (f"[{low:+.3f}, {high:+.3f}] includes 0: not told apart from {baseline}; a true difference "
+            bounds = f"[{signed(low)}, {signed(high)}]"
+            verdict = (f"{bounds} includes 0: not told apart from {baseline}; a true difference "
                        f"smaller than about {delta['ci95']:.3f} would not show here" if low <= 0 <= high else
-                       f"[{low:+.3f}, {high:+.3f}] excludes 0: told apart from {baseline} at this budget")
-        lines.append(f"- {label_of(report, name)}: {delta['mean']:+.3f}, 95% interval {verdict}.")
+                       f"{bounds} excludes 0: told apart from {baseline} at this budget")
+        lines.append(f"- {label_of(report, name)}: {signed(delta['mean'])}, 95% interval {verdict}.")
     lines += ["", f"{report['settings']['steps']} steps and {seeds} seeds are a demonstration, not a powered "
               "comparison: accuracy differences of the size the lab's study measured (docs/evidence/results.md, "
               "many more pairs and steps) need that study's design.", ""]
@@ -319,8 +322,8 @@ def lab_markdown(report: dict) -> str:
     timing = report["timing"]
     lines += [
         "",
-        f"Wall time {timing['wall_s']:.0f} s; CPU time {timing['cpu_s']:.0f} s ({timing['jobs']} worker processes, "
-        f"one torch thread each); warm-up {report['base']['warmup_cpu_s']:.0f} CPU s.",
+        f"Wall time {timing['wall_s']:.0f} s; CPU time of the runs {timing['runs_cpu_s']:.0f} s (each run's own, "
+        f"{timing['jobs']} worker processes, one torch thread each); warm-up {report['base']['warmup_cpu_s']:.0f} CPU s.",
         "",
         "Plots: acr.png (ACR, effective ACR, all-fail and all-pass over steps), accuracy.png (held-out accuracy over "
         "steps and over rollouts), entropy.png (mean token entropy over steps).",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ACR monitoring on plain GRPO (avspo_paper_monitor.yaml: threshold_mode=never), the paper's setting.
+# ACR monitoring on plain GRPO (avspo_paper_monitor.yaml: verl's GRPO with the ACR monitor), the paper's setting.
 # Usage: [MODEL_PATH=...] [DATA_DIR=...] bash recipes/run_avspo_paper_monitor.sh [hydra overrides]
 # Settings (MODEL_PATH, DATA_DIR, TRAIN_FILES, VAL_FILES, N_GPUS_PER_NODE, NNODES, ...): recipes/common.sh.
 set -euo pipefail

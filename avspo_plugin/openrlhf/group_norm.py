@@ -24,6 +24,7 @@ import torch
 from ..config import AVSPOConfig
 from ..core.advantage import reward_range_problem
 from ..core.host import Host
+from ..launch import announce
 from .args import ArgLayout, avspo_config_from_args, layout_of, read_arg
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ def group_advantages(rewards: torch.Tensor, args: Any) -> torch.Tensor:
     if problem is not None:
         raise ValueError(problem)
     prompts, samples = rewards.shape
+    announce(config, prompts, samples, "OpenRLHF")
     # Group labels name the prompt's row in the rollout batch, as errors about a reward show them.
     index = np.array([f"prompt {row}" for row in range(prompts) for _ in range(samples)], dtype=object)
     advantages = SESSION.group_advantages(rewards.reshape(-1), index, config).advantages.reshape(prompts, samples)

@@ -8,9 +8,8 @@ so they never drift from it; the ``avspo_`` prefix keeps them apart from GRPOCon
 
 The names the paper's README used are accepted as aliases: ``acr_threshold_init`` sets
 ``avspo_threshold_init``, ``virtual_sample_alpha`` sets ``avspo_alpha``, and ``use_avspo=False`` sets
-``avspo_threshold_mode="never"`` (ACR metrics only, GRPO's own advantages); ``use_avspo=True`` turns on
-the paper's trigger (``adaptive``) where the mode is left at its default (never), and keeps a mode that
-acts. An alias and its key set to different values is an error; a key left at its default counts as not
+``avspo_threshold_mode="never"`` (ACR metrics only, GRPO's own advantages); ``use_avspo=True`` keeps the
+configured mode (default ``adaptive``, the paper's trigger; ``never`` is a contradiction, refused). An alias and its key set to different values is an error; a key left at its default counts as not
 set.
 
 docs/using/trl.md's table of these options is rendered by renderer/trl_options_table.py (``python -m renderer``).
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from ..config import AVSPOConfig, ConfigError, key_help, misspelt_name
-from ..threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
+from ..threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 from .checked_imports import GRPOConfig
 from .conventions import host_settings
 
@@ -85,8 +84,8 @@ class AVSPOGRPOConfig(GRPOConfig):
         default=None,
         metadata={
             "help": "Alias from the paper's README: false sets avspo_threshold_mode=never (ACR metrics only, "
-            "GRPO's own advantages); true sets avspo_threshold_mode=adaptive (the paper's trigger) where it is left "
-            "at its default (never), and keeps a mode that acts."
+            "GRPO's own advantages); true keeps avspo_threshold_mode (default adaptive, the paper's trigger; an error "
+            "if it is never)."
         },
     )
     acr_threshold_init: float | None = field(
@@ -135,9 +134,7 @@ class AVSPOGRPOConfig(GRPOConfig):
         name = FIELD_PREFIX + "threshold_mode"
         mode = getattr(self, name)
         if self.use_avspo and mode in THRESHOLD_MODES and not THRESHOLD_MODES[mode].augments:
-            if mode != _default("threshold_mode"):
-                raise ConfigError(f"use_avspo=True contradicts {name}={mode!r} (monitoring only): set one")
-            setattr(self, name, PAPER_MODE)  # the paper's README switch turns on the paper's trigger
+            raise ConfigError(f"use_avspo=True contradicts {name}={mode!r} (measure only): set one")
         if not self.use_avspo:
             if mode not in (MEASURE_ONLY_MODE, _default("threshold_mode")):
                 raise ConfigError(

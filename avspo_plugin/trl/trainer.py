@@ -35,6 +35,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 from ..core import AVSPOSession, aggregate_metrics
 from ..core.host import Host
 from ..core.session import STATE_FORMAT
+from ..launch import announce
 from ..names import METRIC_PREFIX, STATE_FILE
 from ..state_files import load_json, write_json
 from .checked_imports import GRPOTrainer
@@ -71,6 +72,9 @@ class AVSPOGRPOTrainer(GRPOTrainer):
         self.avspo_config = args.avspo_config()
         self.avspo_session = HOST.new_session()
         self.avspo_session.configure(self.avspo_config)
+        generations = getattr(args, "generation_batch_size", None)
+        announce(self.avspo_config, generations // args.num_generations if generations else None, args.num_generations,
+                 "TRL")
         self.avspo_state_callback = AVSPOStateCallback(self.avspo_session)
         self.add_callback(self.avspo_state_callback)
         self._avspo_eval_metrics: list[dict[str, float]] = []

@@ -36,6 +36,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from ..import_patching import after_import, is_patched, rebind, wrap
+from ..launch import announce
 from .checkpoint import load_with_state, save_with_state
 from .estimator import register_estimator, session
 from .guards import (
@@ -202,6 +203,9 @@ def prepare_trainer(config: Any) -> None:
     # verl's own unit tests clear the registry; a run must not depend on the import order.
     register_estimator()
     session().configure(avspo_config_from_algorithm(config.algorithm))
+    rollout = config_entry(config_entry(config, "actor_rollout_ref"), "rollout")
+    announce(session().config, config_entry(config_entry(config, "data"), "train_batch_size"),
+             config_entry(rollout, "n"), "verl")
     require_hooks(trainer_of(config), AVSPO)
     logger.info("avspo estimator registered in process %d with %s", os.getpid(), session().config)
 

@@ -58,7 +58,7 @@ def test_avspo_acts_on_the_run_session_and_leaves_the_adapter_state_alone():
         compute_advantages(method, method.algorithm_config(), token_rewards(), MASK, UIDS)
 
 
-@pytest.mark.parametrize("name", ["avspo", "avspo_default", "avspo_always"])
+@pytest.mark.parametrize("name", ["avspo", "avspo_always"])
 def test_avspo_equals_verl_registered_estimator_step_after_step(name):
     """The oracle is the host: verl's registered ``avspo`` estimator (the adapter's process session), called as verl's
     trainer calls it, step after step (the adaptive threshold moving between steps) on batches whose ACR varies."""
@@ -208,15 +208,13 @@ def test_the_arms_as_in_the_paper_keep_its_adaptive_trigger(name):
 def test_every_arm_is_labelled_by_its_setting():
     from lab.methods import DEFAULT_METHODS, parse_method, setting_label
 
-    mode = AVSPOConfig().threshold_mode
-    assert mode == "never"  # the default the headroom study chose (docs/evidence/results.md)
+    # The named method is the paper's: adv_estimator=avspo at its defaults runs the adaptive trigger.
+    assert AVSPOConfig().threshold_mode == "adaptive"
+    assert AVSPOConfig.from_mapping(dict(PRESETS["avspo"].avspo)) == AVSPOConfig()
     assert [setting_label(parse_method(name)) for name in DEFAULT_METHODS] == [
         "grpo (adv_estimator=grpo)", "dapo (adv_estimator=grpo, + dynamic sampling)",
-        "avspo (threshold_mode=adaptive, the paper's trigger)", "avspo_always (threshold_mode=always)"]
-    assert setting_label(PRESETS["avspo_default"]) == "avspo_default (threshold_mode=never, the default)"
-    assert PRESETS["avspo_default"].acts_on is None  # the default does not act: no manipulation check claims it
-    # The default arm sets no key: it is what algorithm.adv_estimator=avspo does, whatever the defaults are.
-    assert PRESETS["avspo_default"].avspo == {}
+        "avspo (threshold_mode=adaptive, the default, the paper's trigger)"]
+    assert setting_label(PRESETS["avspo_always"]) == "avspo_always (threshold_mode=always)"
     assert setting_label(parse_method("avspo:strategy=opposite")) == \
-        "avspo:strategy=opposite (threshold_mode=never, strategy=opposite)"
+        "avspo:strategy=opposite (threshold_mode=adaptive, the paper's trigger, strategy=opposite)"
     assert setting_label(PRESETS["drgrpo"]) == "drgrpo (adv_estimator=grpo, norm_adv_by_std_in_grpo=False)"

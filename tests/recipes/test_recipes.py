@@ -219,15 +219,16 @@ def test_grpo_baseline_differs_in_the_estimator_alone(composed):
 
 
 def test_monitor_only_variant(composed):
-    from avspo_plugin.verl import avspo_config_from_algorithm
+    """Measuring without acting has one route: verl's GRPO with the ACR monitor beside it."""
+    from avspo_plugin.verl.run_config import monitor_config_from_algorithm, uses_avspo, uses_monitor
 
     config = composed["avspo_paper_monitor"]
-    assert config.algorithm.adv_estimator == "avspo"
-    assert OmegaConf.to_container(config.algorithm.avspo) == AVSPOConfig(threshold_mode="never").to_dict()
-    assert avspo_config_from_algorithm(config.algorithm) == AVSPOConfig(threshold_mode="never")
-    paper = flat(composed["avspo_paper"])
-    differences = {key for key, value in flat(config).items() if paper.get(key) != value}
-    assert differences == {"algorithm.avspo.threshold_mode", "trainer.experiment_name"}
+    assert config.algorithm.adv_estimator == "grpo" and uses_monitor(config) and not uses_avspo(config)
+    assert monitor_config_from_algorithm(config.algorithm).enable
+    grpo = flat(composed["grpo_paper"])
+    differences = {key for key, value in flat(config).items() if grpo.get(key) != value}
+    assert differences == {key for key in flat(config) if key.startswith("algorithm.avspo_monitor.")} | {
+        "trainer.experiment_name"}
 
 
 def test_dapo_variant(composed):

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .paired import paired_difference
 from .records import AnalyzeError, ScalarLog
 from .timeline import Timeline
 
@@ -47,7 +48,8 @@ def accuracy_curve(scalars: ScalarLog | None, key: str, timeline: Timeline, sour
 
 
 def compare_accuracy(labels: list[str], curves: list[dict[str, Any]]) -> dict[str, Any]:
-    """Against the first run's final accuracy: the step and rollouts at which each run first reached it."""
+    """Against the first run's final accuracy: the step and rollouts at which each run first reached it; runs labelled
+    ARM@SEED are also compared seed by seed (paired.py), whose answer replaces the caveat of one seed."""
     reference = curves[0]["final"]
     runs = []
     for label, curve in zip(labels, curves):
@@ -57,5 +59,6 @@ def compare_accuracy(labels: list[str], curves: list[dict[str, Any]]) -> dict[st
             "reached_at_step": None if reached is None else reached["step"],
             "rollouts_to_reference_final": None if reached is None else reached["rollouts"],
         })
+    paired = paired_difference(labels, [curve["final"]["accuracy"] for curve in curves])
     return {"key": curves[0]["key"], "reference": labels[0], "reference_final": reference, "runs": runs,
-            "caveat": ONE_SEED_CAVEAT}
+            "paired": paired, "caveat": ONE_SEED_CAVEAT if paired is None else paired["answer"]}

@@ -161,6 +161,14 @@ def accuracy_cells(accuracy: dict[str, Any]) -> tuple[list[str], list[list[str]]
     return ["run", "first", "final", "best", reach], cells
 
 
+def paired_cells(paired: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """(titles, cells) of the seed-paired comparison: each seed's final values and their difference."""
+    reference, other = paired["reference"], paired["other"]
+    return (["seed", reference, other, f"{other} - {reference}"],
+            [[row["seed"], f"{row[reference]:.3f}", f"{row[other]:.3f}", f"{row['difference']:+.3f}"]
+             for row in paired["per_seed"]])
+
+
 def accuracy_block(accuracy: dict[str, Any]) -> str:
     return "\n".join([f"== accuracy: {printable(accuracy['key'])}", *_aligned(*accuracy_cells(accuracy)),
                       accuracy["caveat"]])
@@ -209,8 +217,10 @@ def markdown(results: list[RunResult], rows: list[dict[str, Any]], accuracy: dic
               "it; else its ACR, as GRPO's advantages are zero in exactly the collapsed groups).", "",
               *_markdown_table(*comparison_cells(rows)), ""]
     if accuracy is not None:
-        lines += [f"## Accuracy: `{printable(accuracy['key'])}`", "", *_markdown_table(*accuracy_cells(accuracy)), "",
-                  accuracy["caveat"], ""]
+        lines += [f"## Accuracy: `{printable(accuracy['key'])}`", "", *_markdown_table(*accuracy_cells(accuracy)), ""]
+        if accuracy["paired"] is not None:
+            lines += ["### Seed by seed", "", *_markdown_table(*paired_cells(accuracy["paired"])), ""]
+        lines += [accuracy["caveat"], ""]
     plots = [Path(path).name for run in document["runs"] for name, path in run["files"].items() if name != "prompts_csv"]
     plots += [Path(document[key]).name for key in ("comparison_plot", "accuracy_plot") if key in document]
     if plots:

@@ -21,7 +21,8 @@ import traceback
 from importlib import metadata
 from typing import Any
 
-from avspo_plugin.config import DEFAULT_EVIDENCE, AVSPOConfig, ConfigError
+from avspo_plugin.config import AVSPOConfig, ConfigError
+from avspo_plugin.launch import evidence_sentence, what_runs
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 
@@ -290,14 +291,13 @@ def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> l
         notes.append(("warn", f"algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n={n}: each prompt has a "
                               "single response, so no group can collapse or be augmented (avspo/groups 0); set "
                               "rollout.n >= 2 for groups"))
+    notes.append(("ok", f"this run: {what_runs(avspo, prompts, None if n is None else int(n))}"))
     mode = THRESHOLD_MODES[avspo.threshold_mode]
     if mode.can_stay_shut:
         notes.append(trigger_note(avspo, n, prompts))
     elif mode.launch_note is not None:
-        # The default, where it does not act, says why (what the lab measured of acting).
-        default = mode.name == AVSPOConfig().threshold_mode and not mode.augments
-        why = f". Why acting is not the default: {DEFAULT_EVIDENCE['acting_evidence']}" if default else ""
-        notes.append(("ok", mode_note(avspo, prompts) + why))
+        notes.append(("ok", mode_note(avspo, prompts)))
+    notes.append(("ok", f"evidence: {evidence_sentence()}"))
     return notes
 
 

@@ -13,6 +13,8 @@ from commands.analyze.generated_runs import PROMPTS, G, avspo_rows, draw_run, tr
 
 from avspo_plugin.commands.analyze import plots
 from avspo_plugin.commands.analyze.accuracy import ONE_SEED_CAVEAT
+from avspo_plugin.commands.analyze.paired import answer, paired_difference
+from avspo_plugin.commands.analyze.records import AnalyzeError
 
 ACCURACY = "val-core/gsm8k/acc/mean@1"
 STEPS = 8
@@ -96,3 +98,69 @@ def test_an_accuracy_key_the_runs_did_not_log_is_an_error_naming_what_they_did(t
     code, _, _, err = analyze(f"grpo={grpo_log}", f"avspo={avspo_log}", "--accuracy", "val-core/gsm8k/acc/mean@4")
     assert code == 2
     assert f"no value of --accuracy 'val-core/gsm8k/acc/mean@4' in this log; keys of that kind here: {ACCURACY}" in err
+
+
+# Final accuracies of a three-seed A/B: AVSPO ahead on every seed, by 0.02, 0.03, 0.04.
+SEEDED_FINALS = {"1": (0.40, 0.42), "2": (0.35, 0.38), "3": (0.45, 0.49)}
+
+
+def seeded_logs(tmp_path, finals):
+    """Each arm's run per seed (labelled ARM@SEED), validation at steps 0 and 8, the final one given."""
+    paths = []
+    for seed, (grpo_final, avspo_final) in finals.items():
+        for arm, final in (("grpo", grpo_final), ("avspo", avspo_final)):
+            rows = avspo_rows(truth(draw_run(STEPS, seed=int(seed))))
+            for step in rows:
+                rows[step]["avspo/samples"] = float(SAMPLES)
+            rows.setdefault(0, {})[ACCURACY] = 0.30
+            rows[STEPS][ACCURACY] = final
+            log = write_verl_file_log(tmp_path / f"{arm}.seed{seed}.metrics.jsonl", dict(sorted(rows.items())))
+            paths.append(f"{arm}@{seed}={log}")
+    return paths
+
+
+def test_seeded_runs_are_compared_seed_by_seed_and_pooled_with_an_interval(tmp_path, analyze):
+    code, document, out, _ = analyze(*seeded_logs(tmp_path, SEEDED_FINALS), "--accuracy", ACCURACY)
+    assert code == 0, out
+    paired = document["accuracy_comparison"]["paired"]
+    assert (paired["reference"], paired["other"], paired["seeds"]) == ("grpo", "avspo", 3)
+    assert [row["difference"] for row in paired["per_seed"]] == pytest.approx([0.02, 0.03, 0.04])
+    assert paired["mean_difference"] == pytest.approx(0.03)
+    # sd 0.01 over 3 pairs: 0.03 -+ t_{0.975, 2} * 0.01 / sqrt(3) = 0.03 -+ 0.0248.
+    assert paired["interval"] == pytest.approx([0.03 - 0.024841, 0.03 + 0.024841], abs=1e-5)
+    assert paired["answer"] in out and "avspo ahead of grpo: the 95% interval excludes 0" in paired["answer"]
+    assert "ahead on 3 of 3" in paired["answer"] and "detect a difference of about" in paired["answer"]
+    report = (tmp_path / "out" / "analysis.md").read_text()
+    assert "### Seed by seed" in report and "| 3 | 0.450 | 0.490 | +0.040 |" in report
+
+
+def test_one_seed_per_arm_says_it_cannot_tell_and_gives_no_interval(tmp_path, analyze):
+    code, document, out, _ = analyze(*seeded_logs(tmp_path, {"7": (0.40, 0.43)}), "--accuracy", ACCURACY)
+    assert code == 0, out
+    paired = document["accuracy_comparison"]["paired"]
+    assert paired["interval"] is None and paired["detectable"] is None
+    assert "One seed per arm cannot tell the method from the seed" in paired["answer"]
+
+
+def test_an_interval_that_includes_zero_shows_no_difference(tmp_path, analyze):
+    finals = {"1": (0.40, 0.42), "2": (0.40, 0.37), "3": (0.40, 0.41)}
+    code, document, out, _ = analyze(*seeded_logs(tmp_path, finals), "--accuracy", ACCURACY)
+    assert code == 0, out
+    assert "no difference shown: the 95% interval includes 0" in document["accuracy_comparison"]["paired"]["answer"]
+
+
+@pytest.mark.parametrize("labels, message", [
+    (["grpo@1", "avspo@1", "avspo@2"], "seed 2 was run by one arm only"),
+    (["grpo@1", "avspo@1", "dapo@1"], "name 3 arms"),
+    (["grpo@1", "avspo"], "carry no seed while others do"),
+    (["grpo@1", "grpo@1", "avspo@1"], "has seed 1 twice"),
+])
+def test_seed_labels_that_do_not_pair_are_an_error_naming_why(labels, message):
+    with pytest.raises(AnalyzeError, match=message):
+        paired_difference(labels, [0.5] * len(labels))
+
+
+def test_a_bound_near_zero_prints_its_sign():
+    text = answer({"reference": "grpo", "other": "avspo", "seeds": 3, "mean_difference": 0.007, "ahead_on": 3,
+                   "behind_on": 0, "interval": [0.0002, 0.0138], "level": 0.95, "detectable": 0.01})
+    assert "[+0.0002, +0.014]" in text and "excludes 0" in text

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from avspo_plugin.commands.doctor.trigger import PAPER_GRPO_ACR, trigger_note, trigger_outlook
+from avspo_plugin.commands.doctor.trigger import trigger_note
 from avspo_plugin.config import AVSPOConfig
+from avspo_plugin.launch import PAPER_GRPO_ACR, trigger_outlook
 
 
 @pytest.mark.parametrize("prompts", [1, 8, 128, 1024])
