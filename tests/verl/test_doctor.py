@@ -117,6 +117,34 @@ def test_the_readme_monitor_line_is_checked_verbatim(capsys):
     assert "[FAIL]" not in out
 
 
+def readme_overrides(command: str) -> list[str]:
+    """The overrides of the README's line that starts with ``command`` (what follows it, up to a comment)."""
+    line = next(text for text in (Path(__file__).parents[2] / "README.md").read_text().splitlines()
+                if text.startswith(command))
+    return line.split("#")[0].split()[len(command.split()):]
+
+
+def test_the_readme_acting_line_runs_the_papers_method_and_says_so(capsys):
+    """README: `avspo doctor algorithm.adv_estimator=avspo`: the paper's AVSPO, acting, with one evidence sentence."""
+    overrides = readme_overrides("avspo doctor")
+    assert overrides == ["algorithm.adv_estimator=avspo"]
+    assert main(["doctor", "--no-ray", *overrides]) == 0
+    out = capsys.readouterr().out
+    assert "this run: acting (the paper's AVSPO): virtual samples in collapsed groups' mean and std, " \
+           "threshold_mode=adaptive" in out
+    assert "evidence: The paper reports +3.7 to +6.1 points" in out and "recipes/run_ab_1gpu.sh" in out
+    assert "[FAIL]" not in out
+
+
+def test_the_readme_override_of_a_key_composes_on_stock_verl(capsys):
+    """README: `++algorithm.avspo.threshold_mode=always` on verl's stock ppo_trainer (which has no avspo block)."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "`++algorithm.avspo.threshold_mode=always`" in readme
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "++algorithm.avspo.threshold_mode=always"]) == 0
+    out = capsys.readouterr().out
+    assert "not default: threshold_mode='always'" in out and "every collapsed group at every step" in out
+
+
 def test_the_plugins_packaged_config_is_composed_when_named(capsys):
     options = ["--config-path", "pkg://avspo_plugin.verl.config", "--config-name", "avspo_trainer"]
     assert main(["doctor", "--no-ray", *options, "algorithm.avspo.alpha=0.3"]) == 0
