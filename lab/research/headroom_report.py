@@ -1,10 +1,13 @@
-"""What ``python -m lab headroom`` writes: headroom.md, from the report it built (headroom.json)."""
+"""What ``python -m lab headroom`` writes: headroom.md, from the report it built (headroom.json); and the record the
+product quotes of it (results.md, headroom.md, the packaged evidence), every figure computed from headroom.json and
+first_look.json."""
 
 from __future__ import annotations
 
 import functools
 import re
 import textwrap
+from collections.abc import Sequence
 
 from avspo_plugin.evidence.regimes import REGIME_TITLES, collapse_regime
 
@@ -20,6 +23,15 @@ def markdown_table(headers: list, rows: list[list]) -> str:
 def room_greedy(full: dict) -> float:
     """A full reading's greedy accuracy on the evaluated tiers."""
     return full["accuracy"]["0.0"]
+
+
+def crossing(readings: Sequence[tuple[int, float]], target: float, tolerance: float) -> int | None:
+    """Endpoint (b)'s rule: the rollouts of the first reading at or above ``target`` from which every later reading
+    of the run stays at or above target - ``tolerance`` (None: no such reading)."""
+    for i, (rollouts, accuracy) in enumerate(readings):
+        if accuracy >= target and all(a >= target - tolerance for _, a in readings[i:]):
+            return rollouts
+    return None
 
 
 def _f(value: float | None, digits: int = 3) -> str:
@@ -243,7 +255,7 @@ def regime_words(report: dict) -> str:
     return " and ".join(REGIME_TITLES[r] for r in sorted({c["regime"] for c in cases(report)}))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def look_error_rate(first_n: int, first_alpha: float, second_n: int, second_alpha: float) -> dict:
     """statistics.two_look_error_rate, once per render."""
     return two_look_error_rate(first_n, first_alpha, second_n, second_alpha)
@@ -299,18 +311,16 @@ def shared_budget(report: dict) -> int:
 
 def rollouts_within(report: dict) -> dict:
     """Endpoint (b) within shared_budget: per base, GRPO's target and per arm how many runs' greedy test curves, cut
-    at that budget, reach it and stay (headroom.sustained_crossing); GRPO's own runs are cut there too (the report's
-    endpoint (b) counts GRPO's to its longer horizon)."""
-    from .headroom import sustained_crossing  # headroom.py imports this module
-
-    budget = shared_budget(report)
+    at that budget, reach it and stay (:func:`crossing` at the design's sustain_tolerance); GRPO's own runs are cut
+    there too (the report's endpoint (b) counts GRPO's to its longer horizon)."""
+    budget, tolerance = shared_budget(report), report["design"]["sustain_tolerance"]
     out = {}
     for base, r in report["rollouts_to_target"].items():
         arms = {}
         for arm in report["design"]["arms"]:
             runs = report["curves"][arm][base].values()
-            crossed = [sustained_crossing([(e["rollouts"], e["test"]["greedy"]) for e in c if e["rollouts"] <= budget],
-                                          r["target_greedy"]) for c in runs]
+            crossed = [crossing([(e["rollouts"], e["test"]["greedy"]) for e in c if e["rollouts"] <= budget],
+                                r["target_greedy"], tolerance) for c in runs]
             arms[arm] = {"reached": sum(x is not None for x in crossed), "runs": len(crossed)}
         out[base] = {"target": r["target_greedy"], "arms": arms}
     return out
