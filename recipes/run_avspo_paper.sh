@@ -7,16 +7,11 @@
 # samples under threshold_mode always, adaptive and fixed alike (ACR 1 exceeds any threshold below 1; never augments
 # nothing): the paper's operating point. With more prompts per step (data.train_batch_size > 1) always keeps that
 # operating point and the adaptive trigger seldom opens (docs/evidence/study.md). This recipe sets
-# threshold_mode=adaptive (shared/paper_setting.yaml), the paper's trigger; the package's default acts not:
+# threshold_mode=adaptive (shared/paper_setting.yaml), the paper's trigger. What the lab found of acting:
 # <!-- BEGIN EVIDENCE paper-recipe: rendered by `python -m renderer` from docs/evidence/headroom/ -->
-# The default is never (AVSPO measures and logs, and adds no virtual rewards), by the rule fixed before the
-# lab's headroom study (docs/evidence/results.md): always hurt and adaptive hurt on its primary endpoint. Where
-# GRPO had room to learn, adaptive ended below GRPO on 2 of 2 bases (-0.1497 [-0.2788, -0.0207] tier-5 test
-# accuracy, 12 seed pairs; Holm-significant at 0.0294: at T = 0.3 -0.1686 [-0.2968, -0.0404], at T = 0.6 -0.1787
-# [-0.2917, -0.0657], at T = 1.0 -0.1410 [-0.2129, -0.0691], pass@8 -0.1739 [-0.3166, -0.0312]); always ended
-# below GRPO on 2 of 2 bases (-0.1633 [-0.2973, -0.0294] tier-5 test accuracy, 12 seed pairs; Holm-significant
-# at 0.0294: at T = 0.3 -0.1777 [-0.3132, -0.0423], at T = 0.6 -0.1831 [-0.3075, -0.0587], at T = 1.0 -0.1485
-# [-0.2280, -0.0690], pass@8 -0.1929 [-0.3332, -0.0526]).
+# In the lab's CPU headroom study, on one task (two warm-up lengths) in an all-fail-dominant regime, the
+# registered look showed neither help nor harm from acting AVSPO (adaptive or always); a second look chosen
+# after it (real error rate about 0.068) read harm (docs/evidence/results.md).
 # <!-- END EVIDENCE paper-recipe -->
 set -euo pipefail
 

@@ -1,7 +1,8 @@
 """The reference pages docs/using/config.md and docs/using/metrics.md, rendered from the config dataclass and metric table,
 the generated part of docs/using/selection.md (its keys, from SelectionConfig), the sample outputs of the docs (each
-from a real run of the current code), and the study figures quoted in README, results.md, the paper recipe and
-avspo_plugin/default_evidence.json (from the study's JSON). renderer/files.py puts each where it goes.
+from a real run of the current code), and the study figures quoted in results.md, headroom.md, the paper recipe
+and avspo_plugin/default_evidence.json (from the study's JSON; README.md is written by hand). renderer/files.py puts
+each where it goes.
 
 A sample is either run when rendered (the one-GPU A/B recipe's dry run: a shell script, instant) or recorded from a
 run kept in docs/using/samples/ (``avspo verl-demo``: a minute and a half of verl on CPU; ``python -m renderer record
@@ -242,7 +243,7 @@ def sample_markers(name: str) -> tuple[str, str]:
 
 
 # ----------------------------------------------------------------------------------------------
-# The evidence behind the default, quoted from one study's JSON
+# What the lab found of acting AVSPO, quoted from one study's JSON
 # ----------------------------------------------------------------------------------------------
 
 EVIDENCE_SOURCE = DOCS / "evidence" / "headroom" / "headroom.json"
@@ -254,7 +255,7 @@ PACKAGED_EVIDENCE = ROOT / "avspo_plugin" / "default_evidence.json"
 EVIDENCE_BEGIN = "<!-- BEGIN EVIDENCE {name}: rendered by `python -m renderer` from {source} -->"
 EVIDENCE_END = "<!-- END EVIDENCE {name} -->"
 # The folder each block's figures come from (the headroom study's, unless named here).
-EVIDENCE_FOLDERS = {"headroom": "docs/evidence/sharpening/", "readme-sharpening": "docs/evidence/sharpening/",
+EVIDENCE_FOLDERS = {"headroom": "docs/evidence/sharpening/",
                     "results-sharpening": "docs/evidence/sharpening/"}
 
 
@@ -263,14 +264,13 @@ def evidence_blocks() -> dict[str, tuple[Path, str, str]]:
     report = json.loads(EVIDENCE_SOURCE.read_text())
     sharpening = json.loads(SHARPENING_SOURCE.read_text())
     first_look = json.loads(FIRST_LOOK_SOURCE.read_text())
-    return {"readme": (ROOT / "README.md", "", headroom.readme_block(report, first_look)),
-            "readme-sharpening": (ROOT / "README.md", "", "- " + evidence.ceiling_sentence(sharpening)),
-            "results": (DOCS / "evidence" / "results.md", "", headroom.results_block(report, first_look)),
+    return {"results": (DOCS / "evidence" / "results.md", "", headroom.results_block(report, first_look)),
             "results-sharpening": (DOCS / "evidence" / "results.md", "", evidence.results_block(sharpening)),
-            "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", headroom.recipe_comment(report)),
+            "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", headroom.recipe_comment(report, first_look)),
             "headroom": (DOCS / "evidence" / "sharpening.md", "",
                          evidence.headroom_summary(json.loads(HEADROOM_SOURCE.read_text()))),
-            "headroom-pilot": (DOCS / "evidence" / "headroom.md", "", headroom.pilot_summary(report["pilot"]))}
+            "headroom-pilot": (DOCS / "evidence" / "headroom.md", "", headroom.pilot_summary(report["pilot"])),
+            "headroom-record": (DOCS / "evidence" / "headroom.md", "", headroom.headroom_record(report, first_look))}
 
 
 def evidence_markers(name: str, prefix: str) -> tuple[str, str]:
@@ -278,15 +278,16 @@ def evidence_markers(name: str, prefix: str) -> tuple[str, str]:
     return prefix + EVIDENCE_BEGIN.format(name=name, source=source), prefix + EVIDENCE_END.format(name=name)
 
 
-def packaged_evidence(report: dict) -> dict:
-    """What avspo_plugin/default_evidence.json holds: the default the headroom study's decision chose and its
-    one-sentence reason, which config.py quotes in threshold_mode's help; what the study showed of acting AVSPO,
-    which ``avspo analyze`` and the doctor add where they name threshold_mode; and each base's case (its GRPO runs'
-    early all-fail and all-pass shares and what each arm did there), from which analyze names the case nearest a
-    run."""
+def packaged_evidence(report: dict, first_look: dict) -> dict:
+    """What avspo_plugin/default_evidence.json holds: what the headroom study found of acting AVSPO in one plain
+    sentence at its strength (``acting_evidence``, which ``avspo analyze``, the doctor and threshold_mode's help quote)
+    and with its figures (``acting_evidence_detail``); and each base's case (its GRPO runs' early all-fail and
+    all-pass shares and what each arm did there), from which analyze names the case nearest a run. The study chose no
+    default. ``threshold_mode_reason`` repeats acting_evidence until config.py stops reading it."""
+    acting = headroom.acting_evidence(report, first_look)
     return {"source": "docs/evidence/headroom/headroom.json",
-            "default_threshold_mode": report["decision"]["default_threshold_mode"],
-            "threshold_mode_reason": headroom.default_reason(report),
-            "acting_evidence": headroom.acting_evidence(report),
+            "acting_evidence": acting,
+            "acting_evidence_detail": headroom.acting_evidence_detail(report, first_look),
+            "threshold_mode_reason": acting,
             "cases": [{"base": c["base"], "all_fail": c["all_fail"], "all_pass": c["all_pass"],
                        "clause": headroom.case_clause(c)} for c in headroom.cases(report)]}

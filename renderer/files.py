@@ -25,6 +25,7 @@ from . import (
 from .docs_pages import (
     DOCS,
     EVIDENCE_SOURCE,
+    FIRST_LOOK_SOURCE,
     PACKAGED_EVIDENCE,
     PAGES,
     SAMPLES,
@@ -38,7 +39,7 @@ from .docs_pages import (
     selection_config_markdown,
     with_block,
 )
-from .forecast import FORECAST_BEGIN, FORECAST_END, readme_forecast, sweep_forecast
+from .forecast import FORECAST_BEGIN, FORECAST_END, sweep_forecast
 from .gpu_constraints import render_gpu_constraints
 from .verl_hydra_configs import render_configs
 
@@ -78,7 +79,8 @@ def generated_files() -> dict[Path, str]:
         block(sample.page, *sample.markers(), doctor_samples.doctor_sample(name))
     # The evidence behind the default: the study's figures where they are quoted, and the packaged sentence.
     report = json.loads(EVIDENCE_SOURCE.read_text(encoding="utf-8"))
-    files[PACKAGED_EVIDENCE] = json.dumps(packaged_evidence(report), indent=1) + "\n"
+    first_look = json.loads(FIRST_LOOK_SOURCE.read_text(encoding="utf-8"))
+    files[PACKAGED_EVIDENCE] = json.dumps(packaged_evidence(report, first_look), indent=1) + "\n"
     for name, (page, prefix, text) in evidence_blocks().items():
         block(page, *evidence_markers(name, prefix), text)
     block(results_page.PAGE, results_page.BEGIN, results_page.END, results_page.results_history())
@@ -94,9 +96,8 @@ def generated_files() -> dict[Path, str]:
     files[CONFIRMATION / "sweep.json"] = json_text(confirmation_report)
     files[CONFIRMATION / "sweep.md"] = report_markdown(confirmation_report)
     block(EVIDENCE / "sweep.md", PREREGISTERED_BEGIN, PREREGISTERED_END, "\n".join(preregistered_markdown(prereg)))
-    for page, name, source, text in ((ROOT / "README.md", "readme", "docs/evidence/sweep/fit.json", readme_forecast(prereg)),
-                                     (EVIDENCE / "sweep.md", "sweep", "sweep/fit.json", sweep_forecast(prereg))):
-        block(page, FORECAST_BEGIN.format(name=name, source=source), FORECAST_END.format(name=name), text)
+    block(EVIDENCE / "sweep.md", FORECAST_BEGIN.format(name="sweep", source="sweep/fit.json"),
+          FORECAST_END.format(name="sweep"), sweep_forecast(prereg))
     block(ANALYZE_PAGE, ANALYZE_BEGIN, ANALYZE_END, fenced(evidence_lines(lab_evidence(fit, SWEEP_FIT))))
     return files
 

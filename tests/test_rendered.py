@@ -1,6 +1,6 @@
 """Every generated file of the checkout (renderer/files.py: reference pages, options tables, packaged YAML, samples,
 quoted study figures, the packaged evidence) is exactly what its sources render now; and what the renderer's sources
-promise of the product (every key documented, the default the study decided)."""
+promise of the product (every key documented, the packaged evidence in one plain sentence)."""
 
 import difflib
 import json
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.config import AVSPOConfig, SelectionConfig, key_help
+from avspo_plugin.config import AVSPOConfig, SelectionConfig
 from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS
-from renderer.docs_pages import EVIDENCE_SOURCE, PACKAGED_EVIDENCE, PAGES, VERL_DEMO_RECORD, demo_step_metrics
+from renderer.docs_pages import PACKAGED_EVIDENCE, PAGES, VERL_DEMO_RECORD, demo_step_metrics
 from renderer.files import generated_files, stale_files, with_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ def test_the_renderer_covers_every_generated_place():
     relative = {str(path.relative_to(ROOT)) for path in GENERATED}
     assert {"docs/using/config.md", "docs/using/metrics.md", "docs/using/selection.md", "docs/using/trl.md",
             "docs/using/openrlhf.md", "docs/using/verl-cpu.md", "docs/using/recipes.md", "docs/using/analyze.md",
-            "README.md", "docs/evidence/results.md", "docs/evidence/sharpening.md", "docs/evidence/sweep.md",
+            "docs/evidence/results.md", "docs/evidence/sharpening.md", "docs/evidence/sweep.md",
             "docs/evidence/headroom.md",
             "recipes/run_avspo_paper.sh", "avspo_plugin/default_evidence.json",
             "avspo_plugin/evidence/lab_sweep_fit.json", "docs/evidence/sweep/fit.json",
@@ -86,12 +86,22 @@ def test_the_recorded_verl_demo_ran_under_the_current_defaults():
                 assert metrics["augmented_groups"] == 0 and metrics["effective_acr"] == metrics["acr"], (step, metrics)
 
 
-def test_the_default_threshold_mode_is_the_one_the_study_decided_and_its_help_says_why():
-    decision = json.loads(EVIDENCE_SOURCE.read_text())["decision"]
-    assert AVSPOConfig().threshold_mode == decision["default_threshold_mode"]
-    reason = json.loads(PACKAGED_EVIDENCE.read_text())["threshold_mode_reason"]
-    (threshold_mode,) = [f for f in AVSPOConfig.ordered_fields() if f.name == "threshold_mode"]
-    assert key_help(threshold_mode).endswith(reason)
+def test_readme_is_written_by_hand():
+    """README.md holds no generated block: the renderer writes none there."""
+    assert ROOT / "README.md" not in GENERATED
+
+
+def test_the_packaged_evidence_chose_no_default_and_says_what_the_lab_found_in_one_plain_sentence():
+    """default_evidence.json no longer names a default chosen by the study; acting_evidence is one plain sentence
+    (no intervals, under 300 characters) pointing to results.md, its figures in acting_evidence_detail."""
+    packaged = json.loads(PACKAGED_EVIDENCE.read_text())
+    assert "default_threshold_mode" not in packaged
+    acting = packaged["acting_evidence"]
+    assert len(acting) < 300 and "[" not in acting and acting.count(". ") == 0 and "docs/evidence/results.md" in acting
+    assert "[" in packaged["acting_evidence_detail"] and all(
+        case["clause"] in packaged["acting_evidence_detail"] for case in packaged["cases"])
+    # Until config.py stops reading it, threshold_mode_reason repeats acting_evidence (to be removed then).
+    assert packaged.get("threshold_mode_reason", acting) == acting
 
 
 @pytest.mark.parametrize("gains, verdict", [

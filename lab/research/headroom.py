@@ -76,7 +76,7 @@ from ..task import (
     Problems,
 )
 from ..train import load_policy
-from .headroom_report import headroom_markdown, room_greedy
+from .headroom_report import crossing, headroom_markdown, room_greedy
 from .sharpening import (
     BASELINE,
     CLIP_BOUND_LIMIT,
@@ -518,12 +518,8 @@ def compare(endpoints: Mapping[str, Mapping[str, Mapping[int, dict]]], counted: 
 
 
 def sustained_crossing(readings: Sequence[tuple[int, float]], target: float) -> int | None:
-    """Endpoint (b)'s rule: the rollouts of the first reading at or above ``target`` from which every later reading
-    of the run stays at or above target - SUSTAIN_TOLERANCE (None: no such reading)."""
-    for i, (rollouts, accuracy) in enumerate(readings):
-        if accuracy >= target and all(a >= target - SUSTAIN_TOLERANCE for _, a in readings[i:]):
-            return rollouts
-    return None
+    """Endpoint (b)'s rule at SUSTAIN_TOLERANCE (headroom_report.crossing)."""
+    return crossing(readings, target, SUSTAIN_TOLERANCE)
 
 
 def rollouts_to_target(runs: Mapping[str, Mapping[str, Mapping[int, dict]]], budget: int,

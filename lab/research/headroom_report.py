@@ -1,13 +1,19 @@
-"""What ``python -m lab headroom`` writes: headroom.md, from the report it built (headroom.json)."""
+"""What ``python -m lab headroom`` writes: headroom.md, from the report it built (headroom.json); and the record the
+product quotes of it (results.md, headroom.md, the packaged evidence), every figure computed from headroom.json and
+first_look.json."""
 
 from __future__ import annotations
 
+import functools
+import re
 import textwrap
+from collections.abc import Sequence
 
 from avspo_plugin.evidence.regimes import REGIME_TITLES, collapse_regime
 
 from ..report import markdown_table as _markdown_table
 from .sharpening_report import _lr, _p, _rollouts, _temperature, interval
+from .statistics import holm, paired_test, two_look_error_rate
 
 
 def markdown_table(headers: list, rows: list[list]) -> str:
@@ -17,6 +23,15 @@ def markdown_table(headers: list, rows: list[list]) -> str:
 def room_greedy(full: dict) -> float:
     """A full reading's greedy accuracy on the evaluated tiers."""
     return full["accuracy"]["0.0"]
+
+
+def crossing(readings: Sequence[tuple[int, float]], target: float, tolerance: float) -> int | None:
+    """Endpoint (b)'s rule: the rollouts of the first reading at or above ``target`` from which every later reading
+    of the run stays at or above target - ``tolerance`` (None: no such reading)."""
+    for i, (rollouts, accuracy) in enumerate(readings):
+        if accuracy >= target and all(a >= target - tolerance for _, a in readings[i:]):
+            return rollouts
+    return None
 
 
 def _f(value: float | None, digits: int = 3) -> str:
@@ -55,26 +70,6 @@ def _span(values: list[float], spec: str) -> str:
     """The values' lowest and highest, formatted by ``spec``, as one figure where they print alike."""
     low, high = format(min(values), spec), format(max(values), spec)
     return low if low == high else f"{low}-{high}"
-
-
-def looks_sentence(report: dict, first_look: dict, folder: str = "headroom/") -> str:
-    """The second look in words: what the first found, what changed before the second, and the third base's search
-    (``folder``: where first_look.md lies from the page quoting it)."""
-    look = report["design"].get("second_look")
-    if not look:
-        return ""
-    searched = [c for c in report["pilot"]["candidates"] if c.startswith("wide0warm")
-                and report["pilot"]["candidates"][c]["warmup_steps"] in look["warmup_family"]]
-    found = [c for c in searched if c in report["pilot"]["accepted"]]
-    first = "; ".join(f"{SHORT_TITLES[a]} {verdict_interval(first_look['comparison']['primary'][a])}"
-                      for a in ("avspo", "avspo_always"))
-    return (f"This is the study's second look, fixed in code after the first and before any of its runs "
-            f"([{folder}first_look.md]({folder}first_look.md): {len(first_look['design']['comparison_seeds'])} "
-            f"seeds per base, {first}, verdicts: "
-            + ", ".join(f"{m} {v}" for m, v in first_look["decision"]["verdicts"].items())
-            + f"): the seed pairs doubled to {look['pairs']}, the third base was searched again "
-            f"({len(searched)} more warm-up lengths: {', '.join(found) if found else 'none passed'}), and a verdict "
-            f"reads its {verdict_level(report)}.")
 
 
 def headroom_markdown(report: dict) -> str:
@@ -196,11 +191,24 @@ def headroom_markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-# --- The sentences the product quotes (README, results.md, config help, the paper recipe, analyze's advice) -------
+# --- The record the product quotes (results.md, headroom.md, the packaged evidence that analyze, the doctor, the
+# config help and the paper recipe quote), every figure from headroom.json and first_look.json -------------------
 ARM_TITLES = {"avspo": "`threshold_mode=adaptive` (the paper's trigger)", "avspo_always": "`threshold_mode=always`",
               "dapo": "DAPO dynamic sampling"}
-VERDICT_WORDS = {"helps": "helped", "hurts": "hurt", "not shown": "was not shown to help or hurt",
-                 "not tested": "was not tested (it did not act, or GRPO did not learn)"}
+SHORT_TITLES = {"avspo_always": "always", "avspo": "adaptive", "dapo": "DAPO", "grpo": "GRPO"}
+ACTING_ARMS = ("avspo", "avspo_always")
+# The level the first look's verdicts read (its 95% intervals), before a second look existed.
+FIRST_LOOK_ALPHA = 0.05
+# A trigger open on at least this share of steps acts as always does.
+OPEN_TRIGGER = 0.9
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+# A look's verdicts in words ("mixed": the modes differ).
+READ_AS = {"hurts": "harm", "helps": "help", "not shown": "neither help nor harm", "not tested": "nothing",
+           "mixed": "a different verdict per mode"}
+
+
+def _count(n: int) -> str:
+    return NUMBER_WORDS.get(n, str(n))
 
 
 def primary(report: dict, arm: str) -> dict | None:
@@ -208,7 +216,8 @@ def primary(report: dict, arm: str) -> dict | None:
 
 
 def arm_figure(report: dict, arm: str) -> str:
-    """An arm's primary difference to GRPO: seed pairs, bases as the unit, and its worst base."""
+    """An arm's primary difference to GRPO at the level its verdict reads: seed pairs, bases as the unit, its worst
+    base."""
     test = primary(report, arm)
     if test is None:
         check = next(iter(report["manipulation"].get(arm, {}).values()), None)
@@ -219,43 +228,248 @@ def arm_figure(report: dict, arm: str) -> str:
             f"{worst[1]['mean']:+.3f})")
 
 
-def testbed_sentence(report: dict) -> str:
-    learns = report["grpo_learns"]
-    starts = [g["base_greedy"] for g in learns.values()]
-    ends = [g["end_greedy"] for g in learns.values()]
-    return (f"a tiny model on addition whose tier-5 problems GRPO took from {min(starts):.2f}-{max(starts):.2f} to "
-            f"{min(ends):.2f}-{max(ends):.2f} greedy accuracy, {len(learns)} bases ("
-            + "; ".join(f"{b}: {made_of(report['pilot']['candidates'][b])}" for b in learns) + "), "
-            f"{len(report['design']['comparison_seeds'])} seeds each, every arm tuned on validation and read once on test")
+def task(report: dict) -> dict:
+    """The counted bases as the pilot made them: their task seeds and warm-up lengths."""
+    made = {b: report["pilot"]["candidates"][b] for b in report["grpo_learns"]}
+    return {"task_seeds": sorted({c["task_seed"] for c in made.values()}),
+            "warmups": {b: c.get("warmup_steps") for b, c in made.items()}}
 
 
-def default_reason(report: dict) -> str:
-    """Why threshold_mode has its default, and in plain words what acting did where GRPO had room (config help, YAML,
-    the host pages, the paper recipe)."""
-    verdicts, mode = report["decision"]["verdicts"], report["decision"]["default_threshold_mode"]
-    meaning = " (AVSPO measures and logs, and adds no virtual rewards)" if mode == "never" else ""
-    return (f"The default is {mode}{meaning}, by the rule fixed before the lab's headroom study "
-            "(docs/evidence/results.md): "
-            f"always {VERDICT_WORDS[verdicts['always']]} and adaptive {VERDICT_WORDS[verdicts['adaptive']]} on its "
-            f"primary endpoint. {where_room(report)}")
+def task_words(report: dict, short: bool = False) -> str:
+    """What the bases are: "one task (task seed 0) at two warm-up lengths (wide0: 1,000 steps; ...)" where they share
+    a task seed (the same initialisation, warm-up data stream, problems and RL seeds), else so many tasks."""
+    t = task(report)
+    seeds, lengths = t["task_seeds"], sorted({w for w in t["warmups"].values() if w}, reverse=True)
+    if len(seeds) > 1:
+        return f"{_count(len(seeds))} tasks" + ("" if short else f" (task seeds {', '.join(map(str, seeds))})")
+    if len(lengths) < 2:
+        return "one task" + ("" if short else f" (task seed {seeds[0]})")
+    if short:
+        return f"one task ({_count(len(lengths))} warm-up lengths)"
+    return (f"one task (task seed {seeds[0]}) at {_count(len(lengths))} warm-up lengths ("
+            + "; ".join(f"{b}: {w:,} steps" for b, w in t["warmups"].items()) + ")")
 
 
-def where_room(report: dict) -> str:
-    """One plain sentence per acting mode: on how many bases it ended below GRPO, its primary difference, and every
-    other endpoint where Holm finds a difference."""
-    parts = []
-    for arm in ("avspo", "avspo_always"):
-        test = primary(report, arm)
-        if test is None:
-            continue
-        below = sum(v["mean"] < 0 for v in test["per_base"].values())
-        others = [f"{'at ' + name.replace('=', ' = ') if name.startswith('T=') else name} {verdict_interval(t)}" for name, t in
-                  ((n, f.get(arm)) for n, f in report["comparison"].items() if n not in ("primary", "greedy"))
-                  if t and t.get("p_holm", 1.0) < verdict_alpha(report) and not name.startswith("T=0.0")]
-        parts.append(f"{SHORT_TITLES[arm]} ended below GRPO on {below} of {len(test['per_base'])} bases "
-                     f"({verdict_interval(test)} tier-5 test accuracy, {test['n']} seed pairs"
-                     + (f"; Holm-significant at {verdict_alpha(report):g}: {', '.join(others)}" if others else "") + ")")
-    return "Where GRPO had room to learn, " + "; ".join(parts) + "."
+def regime_words(report: dict) -> str:
+    """The regimes GRPO's early groups showed on the counted bases ("all-fail dominant")."""
+    return " and ".join(REGIME_TITLES[r] for r in sorted({c["regime"] for c in cases(report)}))
+
+
+@functools.cache
+def look_error_rate(first_n: int, first_alpha: float, second_n: int, second_alpha: float) -> dict:
+    """statistics.two_look_error_rate, once per render."""
+    return two_look_error_rate(first_n, first_alpha, second_n, second_alpha)
+
+
+def pairs_of(report: dict, arm: str, seeds: list[int]) -> list[float]:
+    """The arm's primary minus GRPO's, per counted base and seed of ``seeds``."""
+    endpoints, baseline = report["endpoints"], report["design"]["baseline"]
+    return [endpoints[arm][b][str(s)]["primary"] - endpoints[baseline][b][str(s)]["primary"]
+            for b in primary(report, arm)["per_base"] for s in seeds]
+
+
+def looks(report: dict, first_look: dict) -> dict | None:
+    """The two looks as they were run: the registered first (its pairs, verdicts at FIRST_LOOK_ALPHA, 95% intervals),
+    the second, chosen after the first's result (its pairs, level, searched warm-up lengths), the chance that the two
+    as run reject with no true difference (two_look_error_rate), and the pairs the second added, read alone (95%)."""
+    second = report["design"].get("second_look")
+    if not second:
+        return None
+    first_seeds = first_look["design"]["comparison_seeds"]
+    new_seeds = [s for s in report["design"]["comparison_seeds"] if s not in first_seeds]
+    first_n = first_look["comparison"]["primary"][ACTING_ARMS[0]]["n"]
+    searched = [c for c, v in report["pilot"]["candidates"].items()
+                if c not in first_look["pilot"]["candidates"] and v.get("warmup_steps") in second["warmup_family"]]
+    return {"first": {"n": first_n, "seeds": first_seeds, "verdicts": first_look["decision"]["verdicts"],
+                      "default": first_look["decision"]["default_threshold_mode"],
+                      "tests": first_look["comparison"]["primary"]},
+            "second": {"n": second["pairs"], "alpha": second["look_alpha"], "verdicts": report["decision"]["verdicts"],
+                       "searched": searched, "found": [c for c in searched if c in report["pilot"]["accepted"]]},
+            "error": look_error_rate(first_n, FIRST_LOOK_ALPHA, second["pairs"], second["look_alpha"]),
+            "new_seeds": new_seeds,
+            "new": {arm: paired_test(pairs_of(report, arm, new_seeds)) for arm in report["comparison"]["primary"]}}
+
+
+def distinct_holm(report: dict) -> dict[str, float]:
+    """Each arm's Holm-adjusted p on the primary over arms x {primary, greedy} with each distinct reading counted once:
+    where an arm's primary is its greedy reading (its best temperature greedy) the two are one test, which the
+    report's family (design point 4) counts twice."""
+    family = {}
+    for arm, test in report["comparison"]["primary"].items():
+        family[("primary", arm)] = dict(test)
+        same = all(v["primary"] == v["greedy"] for by in report["endpoints"][arm].values() for v in by.values())
+        if not same and arm in report["comparison"].get("greedy", {}):
+            family[("greedy", arm)] = dict(report["comparison"]["greedy"][arm])
+    holm(family)
+    return {arm: family[("primary", arm)]["p_holm"] for arm in report["comparison"]["primary"]}
+
+
+def shared_budget(report: dict) -> int:
+    """The rollouts every arm ran to (GRPO's runs went on to grpo_budget_factor x)."""
+    return min(a["max_rollouts"] for r in report["rollouts_to_target"].values() for a in r["arms"].values())
+
+
+def rollouts_within(report: dict) -> dict:
+    """Endpoint (b) within shared_budget: per base, GRPO's target and per arm how many runs' greedy test curves, cut
+    at that budget, reach it and stay (:func:`crossing` at the design's sustain_tolerance); GRPO's own runs are cut
+    there too (the report's endpoint (b) counts GRPO's to its longer horizon)."""
+    budget, tolerance = shared_budget(report), report["design"]["sustain_tolerance"]
+    out = {}
+    for base, r in report["rollouts_to_target"].items():
+        arms = {}
+        for arm in report["design"]["arms"]:
+            runs = report["curves"][arm][base].values()
+            crossed = [crossing([(e["rollouts"], e["test"]["greedy"]) for e in c if e["rollouts"] <= budget],
+                                r["target_greedy"], tolerance) for c in runs]
+            arms[arm] = {"reached": sum(x is not None for x in crossed), "runs": len(crossed)}
+        out[base] = {"target": r["target_greedy"], "arms": arms}
+    return out
+
+
+def updates(report: dict, arm: str) -> dict:
+    """The arm's updates (optimizer steps) within shared_budget, per run, against GRPO's in the same base and seed."""
+    budget, baseline = shared_budget(report), report["design"]["baseline"]
+
+    def steps(curve: list[dict]) -> int:
+        return max(e["step"] for e in curve if e["rollouts"] <= budget)
+    runs = [(steps(c), steps(report["curves"][baseline][b][s])) for b, by in report["curves"][arm].items()
+            for s, c in by.items()]
+    return {"steps": [a for a, _ in runs], "baseline_steps": [g for _, g in runs],
+            "shares": [a / g for a, g in runs]}
+
+
+def open_triggers(report: dict, arm: str = "avspo") -> dict[str, float]:
+    """The bases where the arm's trigger was open on at least OPEN_TRIGGER of steps, with that share."""
+    return {b: m["trigger_rate"] for b, m in report["manipulation"].get(arm, {}).items()
+            if m and m.get("trigger_rate") is not None and m["trigger_rate"] >= OPEN_TRIGGER}
+
+
+def _look_verdict(verdicts: dict) -> str:
+    """The modes' verdicts of one look in words ("showed neither help nor harm from acting AVSPO (adaptive or
+    always)")."""
+    read = {READ_AS[v] for v in verdicts.values()}
+    if len(read) == 1:
+        return f"showed {read.pop()} from acting AVSPO ({' or '.join(verdicts)})"
+    return "showed " + ", ".join(f"{READ_AS[v]} from {m}" for m, v in verdicts.items())
+
+
+def acting_evidence(report: dict, first_look: dict) -> str:
+    """One plain sentence of what the lab found of acting AVSPO, at the strength it carries, and where the figures
+    are: what analyze, the doctor and threshold_mode's help quote (under 300 characters)."""
+    lk = looks(report, first_look)
+    regime = regime_words(report).replace(" ", "-")
+    head = f"In the lab's CPU headroom study, on {task_words(report, short=True)} in an {regime} regime, "
+    if lk is None:
+        return head + f"the look {_look_verdict(report['decision']['verdicts'])} (docs/evidence/results.md)."
+    return (head + f"the registered look {_look_verdict(lk['first']['verdicts'])}; a second look chosen after it "
+            f"(real error rate about {lk['error']['two_sided']:.3f}) read {READ_AS[_one(lk['second']['verdicts'])]} "
+            "(docs/evidence/results.md).")
+
+
+def _one(verdicts: dict) -> str:
+    """The verdict every mode shares, else "mixed"."""
+    values = set(verdicts.values())
+    return values.pop() if len(values) == 1 else "mixed"
+
+
+
+def looks_paragraph(report: dict, first_look: dict, folder: str = "headroom/") -> str:
+    """The two looks in words: the registered one's figures and verdicts, the second's, chosen after it, with the
+    error rate of the two as run, and the second's new pairs alone (``folder``: where first_look.md lies)."""
+    lk = looks(report, first_look)
+    if lk is None:
+        return ""
+    first, second, error = lk["first"], lk["second"], lk["error"]
+    acting = [a for a in ACTING_ARMS if a in first["tests"]]
+    figures = "; ".join(f"{SHORT_TITLES[a]} {interval(first['tests'][a])}" for a in acting)
+    later = "; ".join(f"{SHORT_TITLES[a]} {verdict_interval(primary(report, a))}" for a in acting)
+    new = "; ".join(f"{SHORT_TITLES[a]} {lk['new'][a]['mean']:+.3f} [{lk['new'][a]['ci95'][0]:+.3f}, "
+                    f"{lk['new'][a]['ci95'][1]:+.3f}]" for a in acting)
+    seeds = lk["new_seeds"]
+    return (f"**The looks.** The registered look ([{folder}first_look.md]({folder}first_look.md): "
+            f"{first['n']} seed pairs, 95% intervals) {_look_verdict(first['verdicts'])}: {figures} against GRPO "
+            f"(verdicts: " + ", ".join(f"{m} {v}" for m, v in first["verdicts"].items())
+            + f"; the default stayed {first['default']}). A second look was chosen after that result: "
+            f"{second['n']} seed pairs (the first look's {first['n']} among them), verdicts at Pocock's per-look "
+            f"{second['alpha']:g}, the third base searched again ({len(second['searched'])} more warm-up lengths: "
+            f"{', '.join(second['found']) or 'none passed'}). It read " + ", ".join(
+                f"{m} {v}" for m, v in second["verdicts"].items())
+            + f": {later} ({verdict_level(report)}). Pocock's level holds for two looks planned before the first; "
+            "a look added because the first did not reject is optional stopping. Simulated with no true difference "
+            f"({error['draws']:,} studies of normal paired differences, seed {error['seed']}: a t-test at "
+            f"{error['first_n']} pairs at {error['first_alpha']:g}, then at {error['second_n']} at "
+            f"{error['second_alpha']:g}), the two looks as run reject {error['two_sided']:.3f} of the time, "
+            f"{error['harm']:.3f} for harm alone, against the {error['first_alpha']:g} and {error['nominal_harm']:g} "
+            f"of one test. The second look's {len(seeds) * len(primary(report, acting[0])['per_base'])} new pairs "
+            f"alone (seeds {seeds[0]}-{seeds[-1]}, 95%) do not confirm it: {new}. Seeds "
+            f"{first['seeds'][0]}-{first['seeds'][-1]} were not read once on test: their test readings were "
+            "published with the first look before the second was chosen.")
+
+
+def task_paragraph(report: dict) -> str:
+    """What the evidence is: one task at so many warm-up lengths, where each base started, the one regime the gate
+    kept, and bases where adaptive acted as always."""
+    learns, room = report["grpo_learns"], ", ".join(map(str, report["design"]["room_tiers"]))
+    starts = "; ".join(f"{b} from {g['base_greedy']:.2f} to {g['end_greedy']:.2f}" for b, g in learns.items())
+    high = [b for b, g in learns.items() if g["base_greedy"] >= 0.5]
+    t = task(report)
+    same = ("the same initialisation, warm-up data stream, problems and RL seeds, warmed up for different lengths"
+            if len(t["task_seeds"]) == 1 else "different tasks")
+    opened = open_triggers(report)
+    alike = "; ".join(f"on {b} adaptive's trigger was open on {rate:.0%} of steps, so there adaptive ran as always "
+                      "and the two arms are nearly the same runs, not two findings" for b, rate in opened.items())
+    started = f" ({', '.join(high)} started above half: not a hard tier learnt from little)" if high else ""
+    return (f"**One task, one regime.** The {len(learns)} bases are {task_words(report)}: {same}. GRPO took tier "
+            f"{room} (validation, greedy) {starts}{started}. The gate kept one evaluated tier (tier {room}), and "
+            f"GRPO's early groups were {regime_words(report)} on every base: what was read is acting AVSPO in that "
+            "regime on that task" + (f"; {alike}" if alike else "") + ".")
+
+
+def other_paragraph(report: dict) -> str:
+    """Holm over the distinct tests, rollouts to target within the shared budget, and DAPO's setup."""
+    acting = [a for a in ACTING_ARMS if primary(report, a)]
+    level = verdict_alpha(report)
+    distinct = distinct_holm(report)
+    reported = _span([primary(report, a)["p_holm"] for a in acting], ".2g")
+    adjusted = _span([distinct[a] for a in acting], ".2g")
+    budget = shared_budget(report)
+    longest = max(a["max_rollouts"] for r in report["rollouts_to_target"].values() for a in r["arms"].values())
+    within = rollouts_within(report)
+    reach = "; ".join(f"{b} (target {w['target']:.3f}): " + ", ".join(
+        f"{SHORT_TITLES[a]} {v['reached']}/{v['runs']}" for a, v in w["arms"].items()) for b, w in within.items())
+    greedy = [SHORT_TITLES[a] for a, t in report["best_temperature"].items() if t["temperature"] == 0.0]
+    which = "every arm's" if len(greedy) == len(report["best_temperature"]) else f"{', '.join(greedy) or 'no'} arm's"
+    parts = [f"**The other readings.** Holm over arms x {{primary, greedy}} counts one reading twice where an arm's "
+             f"primary is its greedy reading (its best temperature greedy: {which} here): over the distinct tests the "
+             f"acting modes' adjusted p is {adjusted} (the report's table: {reported}), "
+             f"{'below' if max(distinct[a] for a in acting) < level else 'above'} the second look's {level:g}. "
+             f"Rollouts to GRPO's mean greedy test accuracy at the budget: GRPO ran to {longest:,} rollouts, the other "
+             f"arms to {budget:,}, so counted within the shared {budget:,} (runs reaching it and staying): {reach}."]
+    dapo = primary(report, "dapo")
+    if dapo is not None:
+        rate = report["learning_rates"]["dapo"]
+        u = updates(report, "dapo")
+        parts.append(f"DAPO ran untuned (at {rate['from'].upper() if rate['from'] == 'grpo' else rate['from']}'s "
+                     f"learning rate) and, its dropped groups counted in the same budget, made "
+                     f"{_span(u['steps'], 'd')} updates to GRPO's {_span(u['baseline_steps'], 'd')} "
+                     f"({_span([100 * s for s in u['shares']], '.0f')}%): its {verdict_interval(dapo)} is of that "
+                     "setup, not of DAPO tuned.")
+    return " ".join(parts)
+
+
+def record_paragraphs(report: dict, first_look: dict, folder: str = "headroom/") -> list[str]:
+    """The record as it stands, in three paragraphs (results.md, headroom.md)."""
+    return [p for p in (looks_paragraph(report, first_look, folder), task_paragraph(report), other_paragraph(report))
+            if p]
+
+
+def acting_evidence_detail(report: dict, first_look: dict) -> str:
+    """The figures behind acting_evidence, with their intervals (results.md's, for the doctor's --verbose): the
+    looks, the bases, each base's case."""
+    text = " ".join(record_paragraphs(report, first_look, "docs/evidence/headroom/")).replace("**", "")
+    return (re.sub(r"\[([^]]+)\]\([^)]+\)", r"\1", text)
+            + " By base (second look, " + verdict_level(report) + "): "
+            + "; ".join(case_clause(c) for c in cases(report)) + ".")
 
 
 def power_sentence(report: dict) -> str:
@@ -263,7 +477,7 @@ def power_sentence(report: dict) -> str:
     runs varied and fell back, against GRPO's."""
     stability = report["stability"]
     planned = report["pilot"]["seeds_for_mde"]["mde_at_seeds"]
-    mdes = [primary(report, a)["mde"] for a in ("avspo", "avspo_always") if primary(report, a)]
+    mdes = [primary(report, a)["mde"] for a in ACTING_ARMS if primary(report, a)]
 
     def spread(arm: str) -> str:
         s = stability[arm]
@@ -271,25 +485,8 @@ def power_sentence(report: dict) -> str:
                 f"{round(s['fell_share'] * s['runs'])} of {s['runs']} runs ending more than {report['design']['fall']} "
                 "below their own best greedy reading")
     return (f"The primary's realized MDE was {_span(mdes, '.2f')} against the {planned:.3f} planned from "
-            f"GRPO's pilot seeds: runs varied far more than the pilot showed ({'; '.join(spread(a) for a in ('grpo', 'avspo', 'avspo_always'))}).")
-
-
-def strength_sentence(report: dict) -> str:
-    """How firm the acting arms' verdicts are beyond the rule: Holm over arms x {primary, greedy} and over the arms at
-    T = 1, against the level a verdict reads."""
-    level = verdict_alpha(report)
-    acting = [a for a in ("avspo", "avspo_always") if primary(report, a)]
-    if not acting:
-        return ""
-
-    def holm_p(endpoint: str) -> str:
-        return _span([report["comparison"][endpoint][a]["p_holm"] for a in acting], ".2g")
-    greedy_p = max(report["comparison"]["greedy"][a]["p_holm"] for a in acting)
-    sampled = report["comparison"].get("T=1.0", {})
-    return (f"Beyond the rule (each arm's own interval), Holm's correction over the arms: the acting modes' adjusted p "
-            f"is {holm_p('greedy')} at greedy decoding, {'below' if greedy_p < level else 'above'} the per-look "
-            f"{level:g}" + (f", and {holm_p('T=1.0')} when sampling at T = 1" if all(a in sampled for a in acting)
-                            else "") + ".")
+            f"GRPO's pilot seeds: runs varied far more than the pilot showed "
+            f"({'; '.join(spread(a) for a in ('grpo', *ACTING_ARMS))}).")
 
 
 CASE_ARMS = ("avspo_always", "avspo", "dapo")
@@ -329,93 +526,39 @@ def case_clause(case: dict) -> str:
             + ", ".join(f"{SHORT_TITLES[a]} {_difference(case['arms'][a])}" for a in CASE_ARMS))
 
 
-SHORT_TITLES = {"avspo_always": "always", "avspo": "adaptive", "dapo": "DAPO", "grpo": "GRPO"}
-
-
-def acting_evidence(report: dict) -> str:
-    """What ``avspo analyze`` and the doctor add where they name threshold_mode: what the headroom study showed of
-    acting AVSPO, pooled and by base."""
-    verdicts = report["decision"]["verdicts"]
-    return (f"In the lab's headroom study (docs/evidence/results.md), where GRPO learned a hard tier from little, "
-            f"always {VERDICT_WORDS[verdicts['always']]} ({arm_figure(report, 'avspo_always')}) and adaptive "
-            f"{VERDICT_WORDS[verdicts['adaptive']]} ({arm_figure(report, 'avspo')}) against GRPO; by base, "
-            + "; ".join(case_clause(c) for c in cases(report)) + ".")
-
-
 def results_table(report: dict) -> list[str]:
     """Per base and arm: the primary's difference to GRPO (seed pairs), with the base's regime in GRPO's logs."""
     arms = [a for a in report["design"]["arms"] if a != report["design"]["baseline"]]
     rows = [[case["base"], f"{case['base_greedy']:.2f} → {report['grpo_learns'][case['base']]['end_greedy']:.2f}",
              f"{case['all_fail']:.0%} / {case['all_pass']:.0%} ({REGIME_TITLES[case['regime']]})",
              *[_difference(case["arms"][arm]) for arm in arms]] for case in cases(report)]
-    pooled = [arm_figure(report, a) for a in arms]
-    rows.append(["all bases", "", "", *pooled])
+    rows.append(["all bases", "", "", *[arm_figure(report, a) for a in arms]])
     return [markdown_table(["base", "GRPO tier 5 greedy (validation, base → budget)",
                             "GRPO's early groups all-fail / all-pass (its regime)",
                             *[ARM_TITLES.get(a, a) for a in arms]], rows)]
 
 
 def results_block(report: dict, first_look: dict) -> str:
-    """The opening of docs/evidence/results.md: the decision, per base and pooled, and what to set."""
-    decision = report["decision"]
-    lines = [f"**{default_reason(report)}** The rule was fixed before the run ([headroom.md](headroom.md), point 6); "
-             f"the testbed: {testbed_sentence(report)}. {looks_sentence(report, first_look)}".rstrip(), "",
-             "Tier-5 test accuracy at the budget minus GRPO's, each arm at its best temperature, by base (seed pairs, "
-             f"{verdict_level(report)}) and pooled:", "", *results_table(report), "",
-             "What to set, by what was measured here: " + setting_advice(report) + " " + where_room(report),
-             " ".join(filter(None, (strength_sentence(report), power_sentence(report)))),
-             "Full report, with every run's curve: [headroom/headroom.md](headroom/headroom.md). Verdicts: "
-             + ", ".join(f"{m}: {v}" for m, v in decision["verdicts"].items()) + "."]
-    return "\n".join(lines)
+    """The opening of docs/evidence/results.md: what was found at its strength, the record, per base and pooled."""
+    paragraphs = record_paragraphs(report, first_look)
+    return "\n".join([f"**{acting_evidence(report, first_look).removesuffix(' (docs/evidence/results.md).')}.**", "",
+                      *[line for p in paragraphs for line in (p, "")],
+                      "Tier-5 test accuracy at the budget minus GRPO's, each arm at its best temperature, by base "
+                      f"and pooled, at the second look ({verdict_level(report)}):", "",
+                      *results_table(report), "", power_sentence(report),
+                      "Full report, with every run's curve: [headroom/headroom.md](headroom/headroom.md)."])
 
 
-def setting_advice(report: dict) -> str:
-    """What to turn on and what to avoid, one clause per arm, from the verdicts and the per-base signs."""
-    clauses = []
-    for arm in ("avspo_always", "avspo", "dapo"):
-        test = primary(report, arm)
-        if test is None:
-            clauses.append(f"{ARM_TITLES[arm]}: not compared here")
-            continue
-        word = report["verdicts"][arm]
-        signs = [v["mean"] for v in test["per_base"].values()]
-        spread = (f"ahead on {sum(s > 0 for s in signs)} of {len(signs)} bases" if signs else "")
-        clauses.append(f"{ARM_TITLES[arm]} {VERDICT_WORDS[word]} ({spread})")
-    return "; ".join(clauses) + "."
+def headroom_record(report: dict, first_look: dict) -> str:
+    """docs/evidence/headroom.md's account of how the study was read (after its point 7)."""
+    return "\n\n".join([f"**As read:** {acting_evidence(report, first_look)}",
+                        *record_paragraphs(report, first_look)])
 
 
-def readme_block(report: dict, first_look: dict) -> str:
-    """The README's paragraph on what AVSPO does by default and what the evidence says."""
-    mode = report["decision"]["default_threshold_mode"]
-    what = {"always": "every collapsed group gets virtual rewards at every step",
-            "adaptive": "virtual rewards are added when the batch's ACR exceeds the adaptive threshold (the paper's "
-                        "Eqs. 12-13); `threshold_mode=always` augments every collapsed group at every step",
-            "never": "AVSPO measures and logs collapse and adds no virtual rewards; `threshold_mode=adaptive` (the "
-                     "paper's trigger) or `always` turns acting on"}[mode]
-    dapo = primary(report, "dapo")
-    cost = report["run_cost"]
-    lines = [f"By default (`threshold_mode={mode}`) {what}. **What the evidence says** (the lab's headroom study, "
-             f"[docs/evidence/results.md](docs/evidence/results.md): {testbed_sentence(report)}; tier-5 test accuracy "
-             f"at the budget against GRPO, each arm at its best temperature, {verdict_level(report)}):", ""]
-    lines += [f"- {ARM_TITLES[a]}: {arm_figure(report, a)}: {VERDICT_WORDS[report['verdicts'][a]] if primary(report, a) else 'not compared'};"
-              for a in ("avspo_always", "avspo")]
-    if dapo is not None:
-        grpo_wall = cost["grpo"]["wall_s"] / report["design"]["grpo_budget_factor"]
-        lines.append(f"- DAPO dynamic sampling at the same budget of sampled rollouts (its discarded ones counted), "
-                     f"at GRPO's learning rate: {arm_figure(report, 'dapo')}: "
-                     f"{VERDICT_WORDS[report['verdicts']['dapo']]}; a run took {cost['dapo']['wall_s'] / grpo_wall:.2f}x "
-                     "GRPO's wall time for the same budget.")
-    lines.append(f"- in plain words: {where_room(report)} {strength_sentence(report)} {power_sentence(report)}")
-    if looks := looks_sentence(report, first_look, "docs/evidence/headroom/"):
-        lines.append(f"- how it was read: {looks}")
-    lines.append("- by base (`avspo analyze` names the base whose GRPO runs' early split of collapsed groups lies "
-                 "nearest a run's): " + "; ".join(case_clause(c) for c in cases(report)) + ".")
-    return "\n".join(lines)
-
-
-def recipe_comment(report: dict) -> str:
-    """The comment of recipes/run_avspo_paper.sh on the default it runs with."""
-    return "\n".join(f"# {line}" for line in textwrap.wrap(default_reason(report), 110, break_on_hyphens=False))
+def recipe_comment(report: dict, first_look: dict) -> str:
+    """The comment of recipes/run_avspo_paper.sh on what the lab found of acting."""
+    return "\n".join(f"# {line}" for line in textwrap.wrap(acting_evidence(report, first_look), 110,
+                                                         break_on_hyphens=False))
 
 
 def made_of(candidate: dict) -> str:

@@ -186,15 +186,6 @@ def results_block(report: dict) -> str:
     return "\n".join(lines)
 
 
-def ceiling_sentence(report: dict) -> str:
-    """The README's line on this study, now that the headroom study decides the default: what it could not see."""
-    test, t1 = _endpoint(report, PRIMARY_ENDPOINT), _endpoint(report, "T=1.0")
-    return (f"The study before it (learning or sharpening, [docs/evidence/sharpening.md](docs/evidence/sharpening.md)) "
-            f"read a test set GRPO nearly solved (greedy accuracy {1 - test['grpo_error']:.3f}): always's gain at T = 1 "
-            f"({interval(t1)}) was not shown to be more than sharpening ({interval(test)}, each at its best "
-            "temperature), and no help or harm could show there.")
-
-
 def headroom_summary(pilot: dict) -> str:
     """What the headroom pilot (headroom_pilot.py) found, in the words of docs/evidence/sharpening.md."""
     classes = [(base, tier, carries, c["greedy"], c["problems"]) for base, by_tier in pilot["carry_classes"].items()

@@ -68,3 +68,29 @@ def mean_interval(values: Sequence[float]) -> float | None:
     """Half-width of the 95% t-interval of the mean (None below 3 values)."""
     v = np.asarray(values, dtype=np.float64)
     return float(stats.t.ppf(1 - ALPHA / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)) if v.size >= 3 else None
+
+
+def two_look_error_rate(first_n: int, first_alpha: float, second_n: int, second_alpha: float,
+                        draws: int = 100_000, seed: int = 56) -> dict[str, Any]:
+    """How often a study with no true difference rejects when it reads a paired t-test at ``first_n`` pairs at level
+    ``first_alpha`` and, not having rejected, adds pairs and reads again at ``second_n`` (the first pairs among them)
+    at ``second_alpha``: ``draws`` simulated studies of standard normal paired differences, seeded by ``seed``.
+    ``two_sided``: a rejection either way at either look; ``harm``: one with a negative mean (against the nominal
+    ``first_alpha / 2`` of one two-sided test, ``nominal_harm``)."""
+    if not 2 <= first_n < second_n:
+        raise ValueError(f"looks at {first_n} then {second_n} pairs: need 2 <= first < second")
+    d = np.random.default_rng(seed).standard_normal((draws, second_n))
+
+    def rejects(x: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+        n = x.shape[1]
+        mean = x.mean(axis=1)
+        t = mean / (x.std(axis=1, ddof=1) / math.sqrt(n))
+        return np.abs(t) > stats.t.ppf(1 - alpha / 2, n - 1), mean < 0
+
+    first, first_negative = rejects(d[:, :first_n], first_alpha)
+    second, second_negative = rejects(d, second_alpha)
+    either = first | (~first & second)
+    harm = (first & first_negative) | (~first & second & second_negative)
+    return {"two_sided": float(either.mean()), "harm": float(harm.mean()), "nominal_harm": first_alpha / 2,
+            "first_n": first_n, "first_alpha": first_alpha, "second_n": second_n, "second_alpha": second_alpha,
+            "draws": draws, "seed": seed}

@@ -4,6 +4,7 @@ the training loop records, and the quick pipeline's report."""
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -223,3 +224,43 @@ def test_a_base_is_read_once_per_settings_and_evaluation(tmp_path, monkeypatch):
     other = dataclasses.replace(evaluation, read_test=True)
     with pytest.raises(AssertionError, match="read again"):
         headroom.base_reading(settings, {}, other, tmp_path)
+
+
+def test_two_looks_as_run_reject_more_often_than_their_last_level():
+    """A second look at Pocock's per-look 0.0294 added after a first read at 0.05 (6 then 12 pairs): with no true
+    difference the two reject about 0.07 of the time, 0.034 for harm alone; seeded, so the same every render."""
+    from lab.research.statistics import two_look_error_rate
+
+    rate = two_look_error_rate(6, 0.05, 12, 0.0294, draws=20_000, seed=3)
+    assert 0.06 < rate["two_sided"] < 0.078 and 0.028 < rate["harm"] < 0.041 and rate["nominal_harm"] == 0.025
+    assert rate == two_look_error_rate(6, 0.05, 12, 0.0294, draws=20_000, seed=3)
+    planned = two_look_error_rate(6, 0.0294, 12, 0.0294, draws=20_000, seed=3)["two_sided"]
+    assert 0.04 < planned < 0.06  # Pocock's level at both looks keeps 0.05 in all
+    with pytest.raises(ValueError):
+        two_look_error_rate(12, 0.05, 6, 0.0294)
+
+
+def test_the_record_is_computed_from_the_json():
+    """What results.md, headroom.md and the packaged evidence quote of the looks, the bases, Holm, the horizons and
+    DAPO's updates, from headroom.json and first_look.json (issue 56)."""
+    from lab.research import headroom_report as h
+
+    folder = Path(__file__).parents[2] / "docs" / "evidence" / "headroom"
+    report = json.loads((folder / "headroom.json").read_text())
+    first_look = json.loads((folder / "first_look.json").read_text())
+    looks = h.looks(report, first_look)
+    assert looks["first"]["n"] == 6 and looks["second"]["n"] == 12 and looks["new_seeds"] == [3, 4, 5]
+    assert set(looks["first"]["verdicts"].values()) == {"not shown"}
+    new = looks["new"]
+    assert round(new["avspo"]["mean"], 3) == -0.081 and [round(x, 3) for x in new["avspo"]["ci95"]] == [-0.184, 0.022]
+    assert round(new["avspo_always"]["mean"], 3) == -0.126
+    assert h.task(report)["task_seeds"] == [0] and "one task (two warm-up lengths)" in h.acting_evidence(report, first_look)
+    assert round(h.open_triggers(report)["wide0warm700"], 2) == 0.98
+    distinct = h.distinct_holm(report)
+    assert round(distinct["avspo"], 3) == round(distinct["avspo_always"], 3) == 0.022
+    assert h.shared_budget(report) == 128_000
+    within = h.rollouts_within(report)
+    assert within["wide0"]["arms"]["grpo"]["reached"] == 3 and within["wide0warm700"]["arms"]["grpo"]["reached"] == 2
+    assert within["wide0"]["arms"]["avspo_always"]["reached"] == 3
+    shares = h.updates(report, "dapo")["shares"]
+    assert round(min(shares), 2) == 0.32 and round(max(shares), 2) == 0.46

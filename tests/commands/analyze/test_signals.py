@@ -193,4 +193,5 @@ def test_the_packaged_cases_are_the_headroom_studys_bases_and_each_is_its_own_ne
     assert [case["base"] for case in DEFAULT_EVIDENCE["cases"]] == list(report["grpo_learns"])
     for case in DEFAULT_EVIDENCE["cases"]:
         assert signals.nearest_lab_case(case["all_fail"], case["all_pass"]) is case
-        assert case["clause"].startswith(case["base"] + " (") and case["clause"] in DEFAULT_EVIDENCE["acting_evidence"]
+        assert (case["clause"].startswith(case["base"] + " (")
+                and case["clause"] in DEFAULT_EVIDENCE["acting_evidence_detail"])
