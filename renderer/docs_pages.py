@@ -283,11 +283,10 @@ def packaged_evidence(report: dict, first_look: dict) -> dict:
     sentence at its strength (``acting_evidence``, which ``avspo analyze``, the doctor and threshold_mode's help quote)
     and with its figures (``acting_evidence_detail``); and each base's case (its GRPO runs' early all-fail and
     all-pass shares and what each arm did there), from which analyze names the case nearest a run. The study chose no
-    default. ``threshold_mode_reason`` repeats acting_evidence until config.py stops reading it."""
+    default."""
     acting = headroom.acting_evidence(report, first_look)
     return {"source": "docs/evidence/headroom/headroom.json",
             "acting_evidence": acting,
             "acting_evidence_detail": headroom.acting_evidence_detail(report, first_look),
-            "threshold_mode_reason": acting,
             "cases": [{"base": c["base"], "all_fail": c["all_fail"], "all_pass": c["all_pass"],
                        "clause": headroom.case_clause(c)} for c in headroom.cases(report)]}

@@ -100,8 +100,7 @@ def test_the_packaged_evidence_chose_no_default_and_says_what_the_lab_found_in_o
     assert len(acting) < 300 and "[" not in acting and acting.count(". ") == 0 and "docs/evidence/results.md" in acting
     assert "[" in packaged["acting_evidence_detail"] and all(
         case["clause"] in packaged["acting_evidence_detail"] for case in packaged["cases"])
-    # Until config.py stops reading it, threshold_mode_reason repeats acting_evidence (to be removed then).
-    assert packaged.get("threshold_mode_reason", acting) == acting
+    assert "threshold_mode_reason" not in packaged  # the default is fixed in the design, not chosen by a study
 
 
 @pytest.mark.parametrize("gains, verdict", [

@@ -669,10 +669,11 @@ def test_recipe_yaml_files_are_plain_yaml():
     assert "hydra" not in yaml.safe_load((RECIPES / "shared" / "paper_setting.yaml").read_text())
 
 
-# The one-GPU A/B (recipes/ab_1gpu.yaml, run_ab_1gpu.sh): its dry run prints two main_ppo commands and the
-# `avspo analyze` that compares them; verl's main_ppo composes each command's config and verl's validation passes it;
-# the two runs differ in the estimator alone (and where each writes); AVSPO's run takes the paper's trigger and
-# every other algorithm.avspo key at its default; the data comes from the `prepare gsm8k` and `prepare eval` steps.
+# The one-GPU A/B (recipes/ab_1gpu.yaml, run_ab_1gpu.sh): its dry run prints two main_ppo commands per seed and the
+# `avspo analyze` that compares them seed by seed; verl's main_ppo composes each command's config and verl's
+# validation passes it; the two runs of a seed differ in the estimator alone (and where each writes); AVSPO's run
+# takes every algorithm.avspo key at its default (the paper's method); the data comes from the `prepare gsm8k` and
+# `prepare eval` steps.
 AB_SCRIPT = RECIPES / "run_ab_1gpu.sh"
 
 
@@ -680,6 +681,11 @@ def ab_dry_run(**env: str) -> subprocess.CompletedProcess:
     settings = {key: value for key, value in os.environ.items() if key not in ("MODEL_PATH", "N_GPUS_PER_NODE", "NNODES")}
     settings.update(PYTHON=sys.executable, DRY_RUN="1", **env)
     return subprocess.run(["bash", str(AB_SCRIPT)], env=settings, capture_output=True, text=True, timeout=60)
+
+
+def arm_free(argument: str, arm: str) -> str:
+    """A run's argument with its arm's name (estimator, metrics file, checkpoint folder) replaced by ARM."""
+    return argument.replace(f"adv_estimator={arm}", "adv_estimator=ARM").replace(f"/{arm}.seed", "/ARM.seed")
 
 
 @pytest.fixture(scope="module")
@@ -690,13 +696,18 @@ def ab(tmp_path_factory):
     gsm8k = str(FIXTURES / "gsm8k_test.jsonl")
     assert prepare.main(["gsm8k", "--local", gsm8k, "--out", str(data / "gsm8k_train.parquet")]) == 0
     assert prepare.main(["eval", "--out-dir", str(data / "eval"), "--benchmarks", "gsm8k", f"--local=gsm8k={gsm8k}"]) == 0
-    run = ab_dry_run(DATA_DIR=str(data), OUT_DIR=str(out))
+    run = ab_dry_run(DATA_DIR=str(data), OUT_DIR=str(out), SEEDS="2", STEPS="40")
     assert run.returncode == 0, run.stderr
     print(run.stdout)  # the dry run, as a user sees it
-    grpo, avspo, analyze = commands(run.stdout)
+    *runs, analyze = commands(run.stdout)
+    assert len(runs) == 4  # two seeds, two arms each
+    grpo, avspo = runs[:2]
+    for seed, (grpo_seed, avspo_seed) in enumerate(zip(runs[::2], runs[1::2]), start=1):
+        assert f"data.seed={seed}" in grpo_seed and f"actor_rollout_ref.rollout.seed={seed}" in avspo_seed
+        assert [arm_free(arg, "grpo") for arg in grpo_seed] == [arm_free(arg, "avspo") for arg in avspo_seed]
     configs = {}
     for name, command in (("grpo", grpo), ("avspo", avspo)):
-        assert command[:2] == ["env", f"VERL_FILE_LOGGER_PATH={out / name}.metrics.jsonl"], command
+        assert command[:2] == ["env", f"VERL_FILE_LOGGER_PATH={out / name}.seed1.metrics.jsonl"], command
         assert command[2:5] == [sys.executable, "-m", "verl.trainer.main_ppo"], command
         configs[name] = OmegaConf.create(composed_job(command[5:]))
     return {"data": data, "out": out, "configs": configs, "analyze": analyze, "stdout": run.stdout, "stderr": run.stderr}
@@ -720,11 +731,10 @@ def test_ab_runs_differ_in_the_estimator_alone(ab):
     assert {key for key in grpo.keys() | avspo.keys() if grpo.get(key) != avspo.get(key)} == {
         "algorithm.adv_estimator", "trainer.default_local_dir"}
     assert (grpo["algorithm.adv_estimator"], avspo["algorithm.adv_estimator"]) == ("grpo", "avspo")
-    # AVSPO with the paper's trigger (the default, never, would not act), every other key at its default.
-    assert OmegaConf.to_container(ab["configs"]["avspo"].algorithm.avspo) == \
-        AVSPOConfig(threshold_mode="adaptive").to_dict()
+    # AVSPO at its defaults: the paper's method.
+    assert OmegaConf.to_container(ab["configs"]["avspo"].algorithm.avspo) == AVSPOConfig().to_dict()
     # The same seeds: data order and vLLM sampling.
-    assert (avspo["data.seed"], avspo["actor_rollout_ref.rollout.seed"]) == (1, 42)
+    assert (avspo["data.seed"], avspo["actor_rollout_ref.rollout.seed"]) == (1, 1)
 
 
 def test_ab_setting_is_one_gpu_a_small_open_model_and_gsm8k(ab):
@@ -734,13 +744,14 @@ def test_ab_setting_is_one_gpu_a_small_open_model_and_gsm8k(ab):
     assert list(config.data.train_files) == [str(data / "gsm8k_train.parquet")]
     assert list(config.data.val_files) == [str(data / "eval" / "gsm8k.parquet")]
     assert config.reward.custom_reward_function.path == "pkg://avspo_plugin.math.reward"
-    assert "file" in config.trainer.logger and config.trainer.total_training_steps == 100
+    assert "file" in config.trainer.logger and config.trainer.total_training_steps == 40  # STEPS=40
     assert (config.data.train_batch_size, config.actor_rollout_ref.rollout.n) == (64, 8)
 
 
 def test_ab_analyze_compares_the_two_runs_metrics(ab):
     out = ab["out"]
-    assert ab["analyze"] == ["avspo", "analyze", f"grpo={out}/grpo.metrics.jsonl", f"avspo={out}/avspo.metrics.jsonl",
+    assert ab["analyze"] == ["avspo", "analyze", *(f"{arm}@{seed}={out}/{arm}.seed{seed}.metrics.jsonl"
+                                                   for seed in (1, 2) for arm in ("grpo", "avspo")),
                              "--accuracy", "val-core/gsm8k/acc/mean@1", "--out", f"{out}/analysis"]
     # The GRPO run logs ACR through the monitor (what analyze reads); the AVSPO run logs it itself.
     from avspo_plugin.verl.run_config import uses_avspo, uses_monitor
@@ -748,15 +759,22 @@ def test_ab_analyze_compares_the_two_runs_metrics(ab):
     grpo, avspo = ab["configs"]["grpo"], ab["configs"]["avspo"]
     assert uses_monitor(grpo) and not uses_avspo(grpo) and uses_avspo(avspo) and not uses_monitor(avspo)
     said = header(ab["stdout"])
-    assert said["writes"].startswith(f"{out}/grpo.metrics.jsonl and {out}/avspo.metrics.jsonl (each run's metrics), "
-                                     f"{out}/analysis/ (analysis.md, analysis.json and the plots)")
-    assert "1-1.5 hours per run" in said["estimated cost"]
+    assert said["writes"].startswith(f"{out}/grpo.seed<s>.metrics.jsonl and {out}/avspo.seed<s>.metrics.jsonl for "
+                                     f"s = 1..2 (each run's metrics), {out}/analysis/ (analysis.md, analysis.json and")
+    assert "1-1.5 hours per run" in said["estimated cost"] and "2 seed(s) here" in said["estimated cost"]
     assert ab["stderr"].count("no such file") == 0  # the data the prepare steps wrote is what the runs read
+
+
+@pytest.mark.parametrize("setting", ["SEEDS=0", "SEEDS=two", "STEPS=-5"])
+def test_ab_refuses_a_count_that_is_not_a_whole_number_naming_it(tmp_path, setting):
+    name, value = setting.split("=")
+    run = ab_dry_run(DATA_DIR=str(tmp_path), OUT_DIR=str(tmp_path / "out"), **{name: value})
+    assert run.returncode == 1 and f"error: {setting}: a whole number" in run.stderr
 
 
 def test_ab_dry_run_without_data_names_the_commands_that_write_it(tmp_path):
     run = ab_dry_run(DATA_DIR=str(tmp_path), OUT_DIR=str(tmp_path / "out"))
-    assert run.returncode == 0 and len(commands(run.stdout)) == 3, run.stderr
+    assert run.returncode == 0 and len(commands(run.stdout)) == 7, run.stderr  # SEEDS=3 by default: 6 runs, analyze
     # Each missing file is one note, though both runs read it.
     assert run.stderr.count(f"prepare gsm8k --out {tmp_path / 'gsm8k_train.parquet'}") == 1
     assert run.stderr.count(f"prepare eval --out-dir {tmp_path / 'eval'} --benchmarks gsm8k") == 1

@@ -361,7 +361,7 @@ def advice(run: dict[str, Any]) -> list[str]:
             f"these rewards: triggered on {_pct(avspo['triggered_steps'])} of "
             f"steps, gave advantages to {_pct(avspo['augmented_groups'])} of groups; effective ACR "
             f"{_pct(avspo['effective_acr'])} vs GRPO's {_pct(avspo['acr'])}, at no extra rollouts (estimate: with "
-            "AVSPO the policy, and so later rewards, would have differed). Acting is not the default: "
+            "AVSPO the policy, and so later rewards, would have differed). What the lab found: "
             + DEFAULT_EVIDENCE["acting_evidence"]
         )
     elif avspo["source"] == "logged":
