@@ -51,11 +51,14 @@ run cache; nothing is extended and no family is added after a result.
    its leave-one-task-out accuracy beats the majority sign's (fitted on the same folds) and a permutation test
    (PERMUTATIONS, the signs shuffled over tasks within each arm) gives p < PREDICTOR_ALPHA; else the report says it
    cannot tell.
-7. **Cost** (COST_NOTE): a run of BUDGET_STEPS steps costs about 100-170 CPU-s (the headroom study's 128,000-rollout
-   runs: 99-149 CPU-s; the brief's estimate 170); the readings are batched, one generate call per reading (a T = 1
-   reading of 600 frontier problems x 16 samples: 3.8 CPU-s, three per run). 12 tasks x 4 arms x 2 seeds = 96 runs,
-   about 1.4-2.3 hours of wall time with --jobs 2, plus about 10-25 minutes of warm-ups: about 2.5 hours at most,
-   and resumable across sessions from the run cache in --out.
+7. **Cost** (COST_NOTE), measured before the registration on the shared 2-core machine, one torch thread: a step
+   costs about 0.44 CPU-s (16 GRPO steps at these settings from a 300-step checkpoint with one full endpoint reading:
+   11.0 CPU-s, the always arm 11.5); the readings are batched, one generate call per reading and temperature: a curve
+   reading 0.32 CPU-s, one with the 16-sample T = 1 reading of 600 frontier test problems (9,600 rows) 2.6 CPU-s, the
+   reading at the budget 4.0 CPU-s; a warm-up step 0.037 CPU-s. A run: about 120 CPU-s (the brief's estimate 170);
+   a task's warm-up with its checkpoint readings about 60. 12 tasks x 4 arms x 2 seeds = 96 runs: 1.6 hours of wall
+   time with --jobs 2 on idle cores (2.3 at 170 CPU-s a run), plus 10-20 minutes of warm-ups (12-40 candidates):
+   about 2.5 hours at most, and resumable across sessions from the run cache in --out.
 """
 
 from __future__ import annotations
@@ -153,8 +156,9 @@ PERMUTATIONS = 999
 PREDICTOR_ALPHA = 0.05
 MIN_PREDICTOR_TASKS = 6
 
-COST_NOTE = ("96 runs (12 tasks x 4 arms x 2 seeds) at 100-170 CPU-s each and up to 40 warm-ups: at most about 2.5 "
-             "hours wall on 2 cores (--jobs 2), resumable across sessions from the run cache in --out")
+COST_NOTE = ("96 runs (12 tasks x 4 arms x 2 seeds) at about 120 CPU-s each (measured; 170 planned for) and 12-40 "
+             "warm-ups of about 60: 1.8-2.5 hours wall on 2 cores (--jobs 2), resumable across sessions from the run "
+             "cache in --out")
 
 # The pipeline on a toy budget (--quick): two candidates taken whatever the rule says, a few steps.
 QUICK_SIZES = {"prompts": 16, "warmup_steps": 40, "checkpoints": (20, 40), "budget_steps": 4, "read_every": 16 * 4,
@@ -631,7 +635,7 @@ def predictor(samples: Sequence[Mapping[str, Any]], permutations: int = PERMUTAT
     y = np.array([float(s["effect"] > 0) for s in kept])
     if len(tasks) < MIN_PREDICTOR_TASKS or len(np.unique(y)) < 2:
         out.update(verdict="cannot tell", why=f"{len(tasks)} tasks (at least {MIN_PREDICTOR_TASKS}) with effects of "
-                                              f"{'both signs' if len(np.unique(y)) == 2 else 'one sign'}")
+                                              f"{'both signs' if len(np.unique(y)) == 2 else 'one sign or none'}")
         return out
     x = np.array([[s["features"][f] for f in FEATURES] for s in kept], dtype=np.float64)
     groups = np.array([s["task"] for s in kept])
