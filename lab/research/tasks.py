@@ -1,9 +1,10 @@
 """``python -m lab tasks``: tasks as the unit. On new tasks built to have room, does the paper's AVSPO beat GRPO?
 
 Issue 56, items 1-5 and 7, registered here in code before any of its runs (docs/evidence/tasks.md states it in words;
-its registration section is rendered from this module by tasks_report.registration_markdown). One look: the design
-below is run once, in one invocation (``python -m lab tasks --out docs/evidence/tasks --jobs 2``), resumable from its
-run cache; nothing is extended and no family is added after a result.
+its registration section is rendered from this module's design() and planned_mde() by
+tasks_report.registration_markdown). One look: the design below is run once, in one invocation
+(``python -m lab tasks --out docs/evidence/tasks --jobs 2``), resumable from its run cache; nothing is extended and no
+family is added after a result.
 
 1. **Tasks with room by construction** (:func:`choose_tasks`, validation only). A task is a task seed never used by
    an earlier study (TASK_SEEDS, from 5600; the earlier ones are EARLIER_TASK_SEEDS: the headroom study's 0-23, and 0,
@@ -100,6 +101,7 @@ from . import headroom
 from .sharpening import verified
 from .statistics import ALPHA, holm, minimum_detectable_effect, paired_test
 from .study import EFFECTIVE_SERIES
+from .tasks_report import tasks_markdown
 
 # --- 1. Tasks with room by construction -------------------------------------------------------------------------
 TIERS = headroom.TIERS  # (2, 3, 4, 5, 6)
@@ -720,7 +722,8 @@ def design(quick: bool) -> dict[str, Any]:
             "budget_steps": size.budget_steps, "budget": size.budget, "read_every": size.read_every,
             "endpoint_readings": ENDPOINT_READINGS, "t1_samples": T1_SAMPLES, "early_share": EARLY_SHARE,
             "features": list(FEATURES), "predictor_l2": PREDICTOR_L2, "permutations": PERMUTATIONS,
-            "predictor_alpha": PREDICTOR_ALPHA, "alpha": ALPHA, "cost": COST_NOTE, "quick": quick}
+            "predictor_alpha": PREDICTOR_ALPHA, "alpha": ALPHA, "planning_tau": PLANNING_TAU, "cost": COST_NOTE,
+            "quick": quick}
 
 
 def registration() -> dict[str, Any]:
@@ -744,8 +747,6 @@ def run(args) -> int:
     """``--phase bases`` writes bases.json (the frontier rule, validation only); ``all`` (the default) goes on with every
     registered run and writes tasks.json and tasks.md. A second invocation with the same --out reads back every
     warm-up and finished run."""
-    from .tasks_report import tasks_markdown
-
     quiet_process()
     started = time.perf_counter()
     jobs = args.jobs or default_jobs()

@@ -274,7 +274,7 @@ def test_checkpoints_along_one_warm_up_end_at_the_warm_up():
 
 def test_the_registration_page_holds_the_design_as_the_code_fixes_it():
     page = (ROOT / "docs" / "evidence" / "tasks.md").read_text()
-    assert registration_markdown() in page
+    assert registration_markdown(tasks.design(quick=False), tasks.planned_mde()) in page
 
 
 def test_help_starts_no_run(monkeypatch, capsys):
