@@ -98,14 +98,18 @@ def prepare_bases(settings: list[LabSettings], cache: Path, jobs: int) -> None:
     """Warm up into ``cache`` every base of ``settings`` not there yet, ``jobs`` at a time (each in a worker process
     forked as :func:`run_all`'s are); :func:`prepare_base` then reads each back."""
     todo = [s for s in settings if not (cache / f"{content_fingerprint(s.to_dict())}.json").exists()]
-    if jobs <= 1 or len(todo) <= 1:
-        for s in todo:
-            prepare_base(s, cache)
-        return
+    in_workers(prepare_base, [(s, cache) for s in todo], jobs)
+
+
+def in_workers(function, arguments: list[tuple], jobs: int) -> list:
+    """``function(*a)`` for each ``a`` of ``arguments``, in order; with jobs > 1 (and more than one call) in that many
+    worker processes forked as :func:`run_all`'s are (``function`` must be a module-level function)."""
+    if jobs <= 1 or len(arguments) <= 1:
+        return [function(*a) for a in arguments]
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
-    with context.Pool(min(jobs, len(todo))) as pool:
-        pool.starmap(prepare_base, [(s, cache) for s in todo])
+    with context.Pool(min(jobs, len(arguments))) as pool:
+        return pool.starmap(function, arguments)
 
 
 _BASE: tuple[dict[str, torch.Tensor], dict | None] | None = None

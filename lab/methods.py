@@ -134,6 +134,12 @@ STUDY_EXTRA: dict[str, Method] = {
         Method("avspo_all_pass", "avspo", "AVSPO as in the paper, augmenting all-pass groups only "
                "(augmented_collapses=all_pass)",
                avspo={"threshold_mode": "adaptive", "augmented_collapses": "all_pass"}, acts_on="all_pass"),
+        Method("avspo_always_all_fail", "avspo", "avspo_always on all-fail groups only: K by Eq. 9 at the batch ACR, every "
+               "all-fail group augmented at every step (augmented_collapses=all_fail)",
+               avspo={"threshold_mode": "always", "augmented_collapses": "all_fail"}, acts_on="all_fail"),
+        Method("avspo_always_all_pass", "avspo", "avspo_always on all-pass groups only: K by Eq. 9 at the batch ACR, every "
+               "all-pass group augmented at every step (augmented_collapses=all_pass)",
+               avspo={"threshold_mode": "always", "augmented_collapses": "all_pass"}, acts_on="all_pass"),
         Method("avspo_fixed_threshold", "avspo", "AVSPO with a fixed threshold: augment when ACR_t > 0.5 (tau_0), "
                "no Eq. 12 update", avspo={"threshold_mode": "fixed"}, acts_on="all"),
         Method("avspo_fixed_k", "avspo", "AVSPO with K = 2 virtual samples in every augmented group instead of "

@@ -71,6 +71,15 @@ def held_out(settings: LabSettings):
 def warm_up(settings: LabSettings) -> dict[str, torch.Tensor]:
     """The base policy's weights: warmup_steps of supervised training (token-mean NLL) on traces whose carries
     are each dropped with probability warmup_carry_drop (0: correct answers only)."""
+    return warm_up_checkpoints(settings, (settings.warmup_steps,))[settings.warmup_steps]
+
+
+def warm_up_checkpoints(settings: LabSettings, at: tuple[int, ...]) -> dict[int, dict[str, torch.Tensor]]:
+    """The weights after each step count of ``at`` (each within 1..warmup_steps) of one warm-up of warmup_steps
+    steps (:func:`warm_up`'s, whose learning rate decays over all of them): checkpoints along the way."""
+    if not at or any(not 1 <= k <= settings.warmup_steps for k in at):
+        raise ValueError(f"checkpoints {at} must lie within 1..warmup_steps={settings.warmup_steps}")
+    checkpoints: dict[int, dict[str, torch.Tensor]] = {}
     policy = build_policy(settings.shape, settings.task_seed)
     rng = np.random.default_rng([settings.task_seed, 1])
     sampler = ProblemSampler(settings.tiers, settings.weights("warmup_mix"), held_out(settings), rng)
@@ -78,7 +87,7 @@ def warm_up(settings: LabSettings) -> dict[str, torch.Tensor]:
     # Linear decay to 0, so that the base policy is the end of a settled run, not a snapshot mid-oscillation.
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1 - k / settings.warmup_steps)
     policy.train()
-    for _ in range(settings.warmup_steps):
+    for step in range(settings.warmup_steps):
         problems = sampler.draw(settings.warmup_batch)
         batch = supervised_batch(problems, answers_dropping_carries(problems.a, problems.b,
                                                                     settings.warmup_carry_drop, rng))
@@ -89,7 +98,11 @@ def warm_up(settings: LabSettings) -> dict[str, torch.Tensor]:
         torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.warmup_grad_clip)
         optimizer.step()
         schedule.step()
-    return {k: v.detach().clone() for k, v in policy.state_dict().items()}
+        if step + 1 in at:
+            checkpoints[step + 1] = {k: v.detach().clone() for k, v in policy.state_dict().items()}
+        if len(checkpoints) == len(set(at)):
+            break
+    return checkpoints
 
 
 @dataclass

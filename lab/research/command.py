@@ -13,10 +13,11 @@ from pathlib import Path
 
 from ..methods import PRESETS, STUDY_EXTRA
 from ..settings import QUICK_SEEDS
-from . import headroom, sharpening, study, sweep, tuning
+from . import headroom, sharpening, study, sweep, tasks, tuning
 
 RUNS: dict[str, Callable[[argparse.Namespace], int]] = {"study": study.run, "tune": tuning.run, "sweep": sweep.run,
-                                                        "sharpening": sharpening.run, "headroom": headroom.run}
+                                                        "sharpening": sharpening.run, "headroom": headroom.run,
+                                                        "tasks": tasks.run}
 # The options each action shares with the demo (`python -m lab`). They have default SUPPRESS here, so that one given
 # before the action's name, where the demo's parser reads it, stands as it does after the name; the demo's other
 # options given there are refused (lab/command.py).
@@ -26,6 +27,7 @@ SHARED_WITH_DEMO = {
     "sweep": ("quick", "seeds", "jobs", "out", "no_progress"),
     "sharpening": ("quick", "jobs", "out", "no_progress"),
     "headroom": ("quick", "jobs", "out", "no_progress"),
+    "tasks": ("quick", "jobs", "out", "no_progress"),
 }
 STUDY_HELP = "the powered comparison of docs/evidence/study.md: gates, then every method on the bases that pass (hours of CPU)"
 TUNE_HELP = "one round of tuning GRPO alone on the study's bases, on seeds the study does not use (docs/evidence/tuning/)"
@@ -38,6 +40,10 @@ SHARPENING_HELP = ("learning or sharpening: GRPO and AVSPO's default each tuned 
 
 HEADROOM_HELP = ("where GRPO has room to learn: GRPO, DAPO, AVSPO's default and always, tuned alike on validation, read "
                  "on test with every curve kept (docs/evidence/headroom.md, at most 2.5 hours on 2 cores)")
+
+TASKS_HELP = ("tasks as the unit (issue 56): new tasks with room by construction, two regimes on purpose, GRPO against the "
+              "paper's AVSPO and always on all-pass or all-fail groups only, one look with the test locked "
+              "(docs/evidence/tasks.md, about 2.5 hours on 2 cores, resumable)")
 
 
 def add_parsers(actions: argparse._SubParsersAction) -> None:
@@ -99,6 +105,13 @@ def add_parsers(actions: argparse._SubParsersAction) -> None:
     headroom_parser.add_argument("--phase", choices=("pilot", "all"), default="all",
                                  help="pilot: the testbed pilot alone (validation only); all: pilot, tuning, "
                                       "comparison and report (default)")
+    tasks_parser = _add_fixed_design_parser(
+        actions, "tasks", TASKS_HELP, "Its design is registered in lab/research/tasks.py: nothing else is an option; a "
+        "second invocation with the same --out reads every warm-up and finished run back.", "the design on a toy "
+        "budget and warm-up, two tasks taken whatever the rule says: a pipeline check")
+    tasks_parser.add_argument("--phase", choices=("bases", "all"), default="all",
+                              help="bases: the warm-ups and the frontier rule alone (validation only); all: bases, "
+                                   "every registered run and the report (default)")
 
 
 def _add_fixed_design_parser(actions: argparse._SubParsersAction, name: str, help_text: str, fixed: str,
