@@ -27,7 +27,7 @@ from avspo_plugin.config import DEFAULT_EVIDENCE, AVSPOConfig, ConfigError
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 
-from .findings import installed_version, line
+from .findings import NOT_READY, READY, installed_version, line
 from .ray_cluster import connect_ray
 from .trigger import mode_note, trigger_note
 
@@ -387,13 +387,13 @@ def run(args: argparse.Namespace) -> int:
             remote = probe_in_ray_actor(args.ray_address, runtime_env)
         except Exception as err:
             line("FAIL", f"fresh Ray actor: could not run the check: {err!r}")
-            return 1
+            return NOT_READY
         where = f"a fresh Ray actor (pid {remote['pid']} on {remote['host']}, in {remote['ray']})"
         failed |= _print_interpreter(where, local, remote)
         failed |= _print_registration(where, remote)
         if remote.get("versions") != local.get("versions"):
             line("warn", f"the Ray actor has other versions: {_versions_line(remote)}")
-    return 1 if failed else 0
+    return NOT_READY if failed else READY
 
 
 def _print_interpreter(where: str, local: dict[str, Any], remote: dict[str, Any]) -> bool:
