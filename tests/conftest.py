@@ -44,6 +44,7 @@ E2E_TESTS = {
     "test_doc_examples.py::test_example_runs_as_written",  # TRL trains a tiny model per example of the docs
     "lab/test_study.py::test_quick_study_writes_the_gates_and_the_paired_differences",  # the CPU lab's quick study
     "lab/test_study.py::test_a_warmed_up_base_is_kept_and_read_back_not_warmed_up_again",  # the lab's warm-up
+    "test_entry_points.py::test_every_entry_point_answers_help_with_its_usage",  # a process per program, each importing torch or verl
 }
 
 

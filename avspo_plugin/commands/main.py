@@ -13,10 +13,11 @@ traceback is always shown, followed by an ``internal error`` line, and the exit 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 
 from avspo_plugin.names import install_line
@@ -67,6 +68,21 @@ def missing_extra(extra: str | None, err: ModuleNotFoundError) -> str | None:
     if extra is None or (err.name or "").split(".")[0] == "avspo_plugin":
         return None
     return f"needs the '{extra}' extra: {install_line(extra)} ({err})"
+
+
+@contextlib.contextmanager
+def extra_imports(module: str, prog: str, extra: str) -> Iterator[None]:
+    """The imports of a checkout program (``python -m ...``) that need ``extra``: run as the program (``module`` is
+    its ``__name__``, ``"__main__"``), a package of the extra missing ends it with one line naming the install
+    command and exit status 2, as the console script's commands; imported as a library, the error is raised."""
+    try:
+        yield
+    except ModuleNotFoundError as err:
+        message = missing_extra(extra, err)
+        if module != "__main__" or message is None:
+            raise
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _add_arguments(sub: argparse.ArgumentParser, command: str) -> str | None:

@@ -13,9 +13,9 @@ carry count (:func:`lab.task.carry_counts`), on fresh problems:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +102,13 @@ def main(out: Path) -> None:
     out.write_text(json.dumps(report, indent=1) + "\n")
 
 
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m lab.research.headroom_pilot",
+                                     description=__doc__.split("\n\n")[0] + " (several CPU-minutes)")
+    parser.add_argument("out", type=Path, help="the pilot's JSON report, e.g. docs/evidence/sharpening/headroom_pilot.json")
+    return parser.parse_args(argv)
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(parse_arguments().out)
 

@@ -26,11 +26,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-from verl.utils.reward_score import math_dapo, math_reward, math_verify
+from avspo_plugin.commands.main import extra_imports
 
-from avspo_plugin.math.answer import EVALUATION_SOURCES, TRAINING_SOURCES
-from avspo_plugin.math.reward import score_answer
+PROG = "python -m recipes.math_data.agreement"
+
+with extra_imports(__name__, PROG, "verl,math"):
+    import yaml
+    from verl.utils.reward_score import math_dapo, math_reward, math_verify
+
+    from avspo_plugin.math.answer import EVALUATION_SOURCES, TRAINING_SOURCES
+    from avspo_plugin.math.reward import score_answer
 
 OURS_TRAINING = "avspo (training rule)"
 OURS_EVALUATION = "avspo (evaluation rule)"
@@ -182,7 +187,7 @@ def replace_between(text: str, start: str, end: str, body: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m recipes.math_data.agreement", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("pairs", help="YAML file of labelled (response, reference, expected) pairs")
     parser.add_argument("--timing", action="store_true", help="also measure the time per sample of each scorer")
     parser.add_argument("--repeats", type=int, default=5, help="timing passes over the pairs, the fastest counts (default: 5)")

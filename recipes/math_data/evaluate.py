@@ -25,11 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from avspo_plugin.commands.main import run_command
-from avspo_plugin.math.answer import EVALUATION_SOURCES
-from avspo_plugin.math.reward import score_many
-from recipes.math_data.generation import Engine, Sampling, generate_chat
-from recipes.math_data.sources import BENCHMARKS, DataError, read_verl_parquet
+from avspo_plugin.commands.main import extra_imports, run_command
+
+PROG = "python -m recipes.math_data.evaluate"
+
+with extra_imports(__name__, PROG, "math"):
+    from avspo_plugin.math.answer import EVALUATION_SOURCES
+    from avspo_plugin.math.reward import score_many
+    from recipes.math_data.generation import Engine, Sampling, generate_chat
+    from recipes.math_data.sources import BENCHMARKS, DataError, read_verl_parquet
 
 PAPER_TEMPERATURE = 0.1
 PAPER_MAX_TOKENS = 2048
@@ -291,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m recipes.math_data.evaluate`` from the checkout's root, with the console script's error messages."""
-    return run_command("python -m recipes.math_data.evaluate", sys.modules[__name__], argv)
+    return run_command(PROG, sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -20,21 +20,25 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from avspo_plugin.commands.main import run_command
-from recipes.math_data.generation import Engine, Sampling
-from recipes.math_data.level3 import measure_pass_rates, read_pass_rates, select, write_pass_rates
-from recipes.math_data.sources import (
-    BENCHMARKS,
-    GSM8K_TRAIN,
-    MATH_TRAIN,
-    SYSTEM_PROMPT,
-    DataError,
-    parse_level,
-    read_rows,
-    read_verl_parquet,
-    to_verl_rows,
-    write_parquet,
-)
+from avspo_plugin.commands.main import extra_imports, run_command
+
+PROG = "python -m recipes.math_data.prepare"
+
+with extra_imports(__name__, PROG, "math"):
+    from recipes.math_data.generation import Engine, Sampling
+    from recipes.math_data.level3 import measure_pass_rates, read_pass_rates, select, write_pass_rates
+    from recipes.math_data.sources import (
+        BENCHMARKS,
+        GSM8K_TRAIN,
+        MATH_TRAIN,
+        SYSTEM_PROMPT,
+        DataError,
+        parse_level,
+        read_rows,
+        read_verl_parquet,
+        to_verl_rows,
+        write_parquet,
+    )
 
 
 def _local_map(items: Sequence[str]) -> dict[str, str]:
@@ -176,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m recipes.math_data.prepare`` from the checkout's root, with the console script's error messages."""
-    return run_command("python -m recipes.math_data.prepare", sys.modules[__name__], argv)
+    return run_command(PROG, sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def doctor_with_ray(path: Path, ray_address: str) -> subprocess.CompletedProcess
 
 
 def test_openrlhf_not_installed(capsys):
-    assert main(["doctor", "--host", "openrlhf", "--no-ray"]) == 2
+    assert main(["doctor", "--host", "openrlhf", "--no-ray"]) == 1
     out = capsys.readouterr().out
     assert "versions: avspo-plugin " in out and "openrlhf not installed" in out
     assert "[FAIL] OpenRLHF is not installed in this Python environment" in out

@@ -8,7 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from avspo_plugin.commands.doctor.verl import VERL_CONFIG, VERL_CONFIG_NAME, compose_config
 from avspo_plugin.commands.main import main
+
+# What a run's command gives verl beside the avspo keys: the micro-batch sizes verl's validate_config asks for, which
+# the stock ppo_trainer config leaves unset (the doctor checks the config as main_ppo will).
+RUNNABLE = ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"]
 
 # verl imports its plugins inside `import verl` and swallows their errors; here the plugin's
 # import fails as it would with a broken dependency, and the doctor must show the real error.
@@ -28,7 +37,7 @@ sys.exit(main(["doctor", "--no-ray", "--no-config"]))
 
 def test_healthy_install_and_valid_config(capsys):
     overrides = ["algorithm.adv_estimator=avspo", "+algorithm.avspo.alpha=0.3", "algorithm.use_kl_in_reward=true"]
-    assert main(["doctor", "--no-ray", *overrides]) == 0
+    assert main(["doctor", "--no-ray", *overrides, *RUNNABLE]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[:2] == [f"avspo doctor: READY ({out.count('[warn]')} warning(s) below)", "avspo doctor"]
     assert ("config ppo_trainer from pkg://verl.trainer.config (what python -m verl.trainer.main_ppo composes) with "
@@ -48,13 +57,13 @@ def test_healthy_install_and_valid_config(capsys):
 def test_at_launch_the_doctor_says_what_the_batch_means_for_the_trigger(capsys):
     """The shares themselves: tests/commands/doctor/test_trigger.py."""
     assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "actor_rollout_ref.rollout.n=8",
-                 "data.train_batch_size=256"]) == 0
+                 "data.train_batch_size=256", *RUNNABLE]) == 0
     assert ("[ok] algorithm.avspo.threshold_mode=never: no virtual samples are added: the run trains on plain GRPO "
             "advantages and logs every collapse metric; threshold_mode=adaptive (the paper's trigger) or always turns "
             "acting on") in capsys.readouterr().out  # the default
     for mode in (["+algorithm.avspo.threshold_mode=adaptive"],):
         assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", *mode, "actor_rollout_ref.rollout.n=8",
-                     "data.train_batch_size=256"]) == 0
+                     "data.train_batch_size=256", *RUNNABLE]) == 0
         out = capsys.readouterr().out
         assert ("[warn] algorithm.avspo.threshold_mode=adaptive: virtual samples are added only on steps whose ACR "
                 "exceeds tau (tau_0 = 0.5, moved after each step by Eq. 12 at threshold_lr=0.01). With 256 prompts per "
@@ -65,7 +74,7 @@ def test_at_launch_the_doctor_says_what_the_batch_means_for_the_trigger(capsys):
     always = ("[ok] algorithm.avspo.threshold_mode=always: every collapsed group is augmented at every step, whatever "
               "the ACR of 256 prompts per step (data.train_batch_size) (the paper's operating point)")
     assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "+algorithm.avspo.threshold_mode=always",
-                 "data.train_batch_size=256"]) == 0
+                 "data.train_batch_size=256", *RUNNABLE]) == 0
     out = capsys.readouterr().out
     assert always in out and "virtual samples are added only on steps" not in out
 
@@ -83,7 +92,7 @@ def test_the_paper_recipe_gets_no_trigger_warning(capsys):
 
 
 def test_avspo_with_one_response_per_prompt_is_a_warning(capsys):
-    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "actor_rollout_ref.rollout.n=1"]) == 0
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=avspo", "actor_rollout_ref.rollout.n=1", *RUNNABLE]) == 0
     assert ("[warn] algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n=1: each prompt has a single "
             "response, so no group can collapse") in capsys.readouterr().out
 
@@ -103,15 +112,35 @@ def test_a_misspelt_block_name_fails_naming_the_block_meant(capsys):
     assert "algorithm.avspo is valid" not in out
 
 
-def test_stock_ppo_trainer_config_without_avspo_is_flagged(capsys):
-    assert main(["doctor", "--no-ray"]) == 0
-    assert "[warn] algorithm.adv_estimator=gae: this run uses nothing of avspo" in capsys.readouterr().out
+def test_stock_ppo_trainer_config_without_avspo_is_flagged_and_refused_as_verl_refuses_it(capsys):
+    assert main(["doctor", "--no-ray"]) == 1
+    out = capsys.readouterr().out
+    assert "[warn] algorithm.adv_estimator=gae: this run uses nothing of avspo" in out
+    assert "[FAIL] verl refuses this config (validate_config, which main_ppo calls before Ray starts): " in out
+
+
+def test_a_config_verl_refuses_is_not_ready_quoting_verl(capsys):
+    """verl's own validate_config is the oracle: the doctor quotes what it raises for the same config."""
+    from verl.trainer.main_ppo import need_critic, need_reference_policy, validate_config
+
+    overrides = ["algorithm.adv_estimator=avspo", "data.train_batch_size=1", *RUNNABLE]
+    config = compose_config(VERL_CONFIG, VERL_CONFIG_NAME, overrides)
+    with pytest.raises(Exception) as refused:
+        validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    assert main(["doctor", "--no-ray", *overrides]) == 1
+    out = capsys.readouterr().out
+    quoted = f"verl refuses this config (validate_config, which main_ppo calls before Ray starts): " \
+             f"{type(refused.value).__name__}: {refused.value}"
+    assert out.splitlines()[0] == f"avspo doctor: NOT READY: {quoted}"
+    assert main(["doctor", "--no-ray", *overrides[:1], *RUNNABLE]) == 0
+    assert "[ok] verl's validate_config accepts it, as main_ppo checks it before Ray starts" in capsys.readouterr().out
 
 
 def test_the_readme_monitor_line_is_checked_verbatim(capsys):
     """README: `python -m verl.trainer.main_ppo ... algorithm.adv_estimator=grpo +algorithm.avspo_monitor.enable=true`,
     then `avspo doctor <same overrides>`."""
-    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=grpo", "+algorithm.avspo_monitor.enable=true"]) == 0
+    assert main(["doctor", "--no-ray", "algorithm.adv_estimator=grpo", "+algorithm.avspo_monitor.enable=true",
+                 *RUNNABLE]) == 0
     out = capsys.readouterr().out
     assert "[ok] algorithm.avspo_monitor is on beside algorithm.adv_estimator=grpo (advantages untouched)" in out
     assert "[FAIL]" not in out
@@ -147,15 +176,15 @@ def test_the_readme_override_of_a_key_composes_on_stock_verl(capsys):
 
 def test_the_plugins_packaged_config_is_composed_when_named(capsys):
     options = ["--config-path", "pkg://avspo_plugin.verl.config", "--config-name", "avspo_trainer"]
-    assert main(["doctor", "--no-ray", *options, "algorithm.avspo.alpha=0.3"]) == 0
+    assert main(["doctor", "--no-ray", *options, "algorithm.avspo.alpha=0.3", *RUNNABLE]) == 0
     out = capsys.readouterr().out
-    assert "config avspo_trainer from pkg://avspo_plugin.verl.config with algorithm.avspo.alpha=0.3:" in out
+    assert "config avspo_trainer from pkg://avspo_plugin.verl.config with algorithm.avspo.alpha=0.3 " in out
     assert "[ok] algorithm.avspo is valid; not default: alpha=0.3" in out
 
 
 def test_the_monitor_beside_grpo_is_checked_with_the_hooks_it_wraps(capsys):
     overrides = ["algorithm.adv_estimator=grpo", "+algorithm.avspo_monitor.enable=true", "algorithm.filter_groups.enable=true"]
-    assert main(["doctor", "--no-ray", *overrides]) == 0
+    assert main(["doctor", "--no-ray", *overrides, *RUNNABLE]) == 0
     out = capsys.readouterr().out
     assert "[ok] algorithm.avspo_monitor is on beside algorithm.adv_estimator=grpo (advantages untouched)" in out
     assert "collapse is counted on the groups as generated, before filtering" in out
@@ -191,7 +220,7 @@ def test_augmentation_with_dapo_group_filtering_fails_naming_it(capsys):
 
 def test_monitor_only_with_dapo_group_filtering_is_ok(capsys):
     overrides = ["algorithm.adv_estimator=avspo", "algorithm.filter_groups.enable=true",
-                 "+algorithm.avspo.threshold_mode=never"]
+                 "+algorithm.avspo.threshold_mode=never", *RUNNABLE]
     assert main(["doctor", "--no-ray", *overrides]) == 0
     out = capsys.readouterr().out
     assert "[ok] algorithm.filter_groups.enable=true: verl evicts the zero-variance groups" in out
@@ -222,3 +251,23 @@ def test_verl_on_pythonpath_is_the_one_reported(tmp_path):
     assert f"[ok] verl imported in this process: 0.99.0.dev0 from {checkout}" in run.stdout, run.stdout + run.stderr
     assert "[warn] the pip-installed verl is 0.9.1, but this process imports verl 0.99.0.dev0" in run.stdout
     assert run.returncode == 1  # the stand-in has no trainer: import of verl.trainer fails, and is shown
+
+
+@pytest.mark.parametrize("python", ["same", "3.11.0 (/elsewhere/bin/python)"])
+def test_an_actor_on_another_python_interpreter_is_a_failure(monkeypatch, capsys, python):
+    """The actor's report is this process's own probe, but for the interpreter it names."""
+    from avspo_plugin.commands.doctor import verl as verl_doctor
+    from avspo_plugin.commands.doctor.ray_cluster import PRIVATE_INSTANCE
+
+    here = verl_doctor.probe()
+    actor = {**here, "ray": PRIVATE_INSTANCE} | ({} if python == "same" else {"python": python})
+    monkeypatch.setattr(verl_doctor, "probe_in_ray_actor", lambda address, runtime_env: actor)
+    code = main(["doctor", "--no-config"])
+    out = capsys.readouterr().out
+    where = f"a fresh Ray actor (pid {here['pid']} on {here['host']}, in {PRIVATE_INSTANCE})"
+    if python == "same":
+        assert code == 0 and f"[ok] {where} runs this Python: {here['python']}" in out
+    else:
+        assert code == 1
+        assert out.splitlines()[0].startswith(f"avspo doctor: NOT READY: {where} runs another Python, {python}, than "
+                                              f"this process's {here['python']}: Ray's workers use another environment")

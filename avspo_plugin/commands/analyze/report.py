@@ -9,7 +9,7 @@ from avspo_plugin.evidence.lab_evidence import LabEvidence, evidence_lines
 from avspo_plugin.evidence.regimes import REGIME_TITLES
 
 from .run_analysis import RunResult
-from .signals import PAPER_FIT
+from .signals import PAPER_FIT, mode_text
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -33,6 +33,9 @@ def _short(text: str, width: int) -> str:
 def run_block(result: RunResult) -> str:
     r = result.report
     lines = [f"== {printable(r['label'])}  ({r['format']}: {printable(r['source'])})", f"  ACR from: {r['basis']}"]
+    mode = r["avspo"]["mode"]
+    if mode is not None:
+        lines.append(f"  AVSPO in this run: {mode_text(mode)}; {mode['evidence']}")
     steps = r["steps"]
     sizes = r.get("group_sizes")
     sizes_text = ""

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from avspo_plugin.config import DEFAULT_EVIDENCE
+from avspo_plugin.config import DEFAULT_EVIDENCE, AVSPOConfig
 from avspo_plugin.core.early_warnings import StreakWarning
+from avspo_plugin.core.threshold import ThresholdState, threshold_in_force
 from avspo_plugin.evidence.regimes import (
     DECISION_TABLE,
     DOMINANCE,
@@ -24,6 +25,8 @@ from avspo_plugin.evidence.regimes import (
     REGIME_TITLES,
     collapse_regime,
 )
+from avspo_plugin.names import METRIC_PREFIX
+from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 
 from .records import AnalyzeError, read_text
 from .timeline import PromptTable, Timeline
@@ -192,24 +195,84 @@ def dapo_estimate(timeline: Timeline) -> dict[str, Any]:
 
 # Below this share of triggered steps, a run that used AVSPO is told it mostly trained as GRPO.
 INERT_TRIGGER_RATE = 0.5
+# The modes that read no threshold, each told from the others by the constant it logs as avspo/threshold.
+UNREAD_THRESHOLD_MODES = tuple(name for name, mode in THRESHOLD_MODES.items() if not mode.reads_threshold)
+# Logged thresholds closer than this are one value (TensorBoard keeps float32).
+THRESHOLD_TOL = 1e-6
+
+
+def _logged_threshold_of(mode: str) -> float:
+    """avspo/threshold as a mode that reads no threshold logs it (the core's stand-in constant)."""
+    config = AVSPOConfig(threshold_mode=mode)
+    return threshold_in_force(config, ThresholdState.initial(config))
+
+
+def run_mode(timeline: Timeline) -> dict[str, Any] | None:
+    """AVSPO's part in the run as its own avspo/* metrics show it: ``acting`` (True: it could add virtual rewards,
+    False: measure-only, None: not known), ``threshold_mode`` (None where the logs do not tell or no estimator
+    ran) and ``evidence``, the logged values that say so. None where the source records no such thing (per-sample
+    dumps, logs of a run without the plugin)."""
+    if timeline.avspo == "replay":
+        return None
+    if timeline.avspo is None:
+        if not timeline.keys.get("acr", "").endswith(f"{METRIC_PREFIX}acr"):
+            return None
+        return {"acting": False, "threshold_mode": None, "monitor": True,
+                "evidence": f"{timeline.keys['acr']} logged without {METRIC_PREFIX}triggered, as "
+                            "algorithm.avspo_monitor logs beside the run's own estimator"}
+    triggered = _finite(timeline.series["triggered"])
+    opened = int((triggered > 0).sum())
+    threshold = _finite(timeline.series["threshold"]) if "threshold" in timeline.series else np.empty(0)
+    key = timeline.keys.get("threshold", f"{METRIC_PREFIX}threshold")
+    if threshold.size == 0:
+        # Only an open trigger tells acting from measure-only without the threshold.
+        return {"acting": True if opened else None, "threshold_mode": None, "monitor": False,
+                "evidence": f"{key} not logged; the trigger opened on {opened} of {triggered.size} steps"}
+    low, high = float(threshold.min()), float(threshold.max())
+    if high - low > THRESHOLD_TOL:
+        mode, evidence = PAPER_MODE, f"{key} moved between {low:g} and {high:g} (Eq. 12)"
+    else:
+        mode = next((name for name in UNREAD_THRESHOLD_MODES if abs(_logged_threshold_of(name) - low) <= THRESHOLD_TOL),
+                    "fixed")
+        evidence = f"{key} {low:g} at every step" + (
+            ": threshold_mode=fixed, or adaptive whose threshold never moved" if mode == "fixed" else
+            f", the value threshold_mode={mode} logs" + (": no ACR exceeds it" if mode == MEASURE_ONLY_MODE else ""))
+    return {"acting": THRESHOLD_MODES[mode].augments, "threshold_mode": mode, "monitor": False,
+            "evidence": f"{evidence}; the trigger opened on {opened} of {triggered.size} steps"}
+
+
+def mode_text(mode: dict[str, Any]) -> str:
+    """The run's mode in words: measure-only or acting, and by which trigger."""
+    if mode["monitor"]:
+        return "measure-only, the ACR monitor"
+    if mode["acting"] is None:
+        return "acting or measure-only: not known, its trigger never opened"
+    trigger = f"threshold_mode={mode['threshold_mode']}" if mode["threshold_mode"] else "trigger not known"
+    return f"{'acting' if mode['acting'] else 'measure-only'}, {trigger}"
 
 
 def avspo_estimate(timeline: Timeline, threshold_init: float) -> dict[str, Any]:
-    """AVSPO on this run: the replay or the run's own AVSPO metrics; else steps above the initial threshold."""
+    """AVSPO on this run: the replay, or the run's own AVSPO metrics where it could act; else (a measure-only run,
+    a run without the plugin) the steps above the initial threshold. ``mode``: :func:`run_mode`."""
     acr_mean = _mean(timeline.series["acr"])
-    if timeline.avspo is not None:
+    mode = run_mode(timeline)
+    if timeline.avspo == "replay" or (timeline.avspo == "logged" and mode["acting"] is not False):
         logged = {name: timeline.get(name) for name in ("triggered", "augmented_groups", "effective_acr")}
         return {
             "source": timeline.avspo,
+            "mode": mode,
             "triggered_steps": None if logged["triggered"] is None else _mean(logged["triggered"]),
             "augmented_groups": None if logged["augmented_groups"] is None else _mean(logged["augmented_groups"]),
             "effective_acr": None if logged["effective_acr"] is None else _mean(logged["effective_acr"]),
             "acr": acr_mean,
         }
-    acr = timeline.series["acr"]
-    acr = acr[np.isfinite(acr)]
-    return {"source": "threshold", "threshold_init": threshold_init,
+    acr = _finite(timeline.series["acr"])
+    return {"source": "threshold", "mode": mode, "threshold_init": threshold_init,
             "steps_above_threshold": float((acr > threshold_init).mean()), "acr": acr_mean}
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values)]
 
 
 def shares(timeline: Timeline) -> dict[str, float | None]:
@@ -308,9 +371,11 @@ def advice(run: dict[str, Any]) -> list[str]:
         avspo = run["avspo"]
         if avspo["source"] == "logged" and avspo["effective_acr"] is not None:
             # An AVSPO run's waste is what its own advantages left at zero, not the collapse of its rewards.
+            added = ("after AVSPO's virtual rewards," if avspo["triggered_steps"] else
+                     "AVSPO's trigger never opened, so no virtual reward was added and")
             lines.append(
-                f"{_pct(share['collapsed'])} of rollouts fell in collapsed groups (ACR){split}; after AVSPO's virtual "
-                f"rewards, {_pct(avspo['effective_acr'])} of groups were left with no advantage (effective ACR): "
+                f"{_pct(share['collapsed'])} of rollouts fell in collapsed groups (ACR){split}; {added} "
+                f"{_pct(avspo['effective_acr'])} of groups were left with no advantage (effective ACR): "
                 "that is what this run's advantages wasted."
             )
         else:
@@ -365,20 +430,30 @@ def advice(run: dict[str, Any]) -> list[str]:
             + DEFAULT_EVIDENCE["acting_evidence"]
         )
     elif avspo["source"] == "logged":
+        mode = avspo["mode"]
         lines.append(
-            f"This run used AVSPO: triggered on {_pct(avspo['triggered_steps'])} of steps; effective ACR "
-            f"{_pct(avspo['effective_acr'])} vs ACR {_pct(avspo['acr'])}."
+            f"This run used AVSPO ({mode_text(mode)}): triggered on "
+            f"{_pct(avspo['triggered_steps'])} of steps; effective ACR {_pct(avspo['effective_acr'])} vs ACR "
+            f"{_pct(avspo['acr'])}."
         )
-        if avspo["triggered_steps"] is not None and avspo["triggered_steps"] < INERT_TRIGGER_RATE:
+        can_stay_shut = mode["threshold_mode"] is None or THRESHOLD_MODES[mode["threshold_mode"]].can_stay_shut
+        if can_stay_shut and avspo["triggered_steps"] is not None and avspo["triggered_steps"] < INERT_TRIGGER_RATE:
+            unknown = (f" (or it ran at threshold_mode={MEASURE_ONLY_MODE}, which never opens it: "
+                       f"{METRIC_PREFIX}threshold, which tells, is not in the log)" if mode["acting"] is None else "")
             lines.append(
                 f"AVSPO hardly acted: on the {_pct(1 - avspo['triggered_steps'])} of steps its trigger stayed shut "
-                "the run trained as GRPO. A batch of many prompts seldom has ACR above the threshold; "
+                f"the run trained as GRPO{unknown}. A batch of many prompts seldom has ACR above the threshold; "
                 "threshold_mode=always augments every collapsed group at every step (docs/method/method.md). "
                 + DEFAULT_EVIDENCE["acting_evidence"]
             )
     elif avspo["acr"] > 0:
+        mode, measured = avspo["mode"], ""
+        if mode is not None:
+            how, advantages = ("the ACR monitor", "its own estimator's") if mode["monitor"] else (
+                f"threshold_mode={mode['threshold_mode']}", "GRPO's")
+            measured = f"This run only measured ({how}): it added no virtual reward and trained on {advantages} advantages. "
         lines.append(
-            f"AVSPO with threshold_mode=always would add virtual rewards to the collapsed groups, "
+            f"{measured}AVSPO with threshold_mode=always would add virtual rewards to the collapsed groups, "
             f"{_pct(avspo['acr'])} of groups on average, at every step; with the paper's adaptive trigger "
             f"(threshold_mode=adaptive) only on "
             f"the {_pct(avspo['steps_above_threshold'])} of logged steps whose ACR exceeded tau_0 = "

@@ -1,7 +1,8 @@
 """What the host checks of ``avspo doctor`` share: findings, versions, the release check, exit codes.
 
-Exit codes of a host's doctor: 0 the adapter applies to what is installed; 1 it does not (a release
-outside the supported ones, or a check failed); 2 the host framework is not installed.
+Exit codes, one pair for every host's doctor: :data:`READY` (0) the adapter applies to what is installed;
+:data:`NOT_READY` (1) it does not: the host framework not installed, a release outside the supported ones, or
+any check failed (the verdict line says ``NOT READY`` and why).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from importlib import metadata
 
 from avspo_plugin.host_versions import SupportedReleases
 
-APPLIES, DOES_NOT_APPLY, NOT_INSTALLED = 0, 1, 2
+READY, NOT_READY = 0, 1
 
 
 def line(level: str, text: str, indent: int = 2) -> None:
@@ -34,11 +35,11 @@ def release_finding(supported: SupportedReleases, version: str | None, install_h
     """Print the installed release against ``supported``; the exit code when that already decides, else None."""
     if version is None:
         line("FAIL", f"{supported.name} is not installed in this Python environment: {install_hint}")
-        return NOT_INSTALLED
+        return NOT_READY
     if supported.known_broken(version):
         line("FAIL", f"{supported.name} {version} is not supported: the adapter supports {supported} (releases before "
                      f"{supported.broken_below} differ in the code it relies on)")
-        return DOES_NOT_APPLY
+        return NOT_READY
     untested = supported.untested(version)
     if untested is not None:
         line("warn", untested)

@@ -25,7 +25,7 @@ from avspo_plugin.openrlhf.source_checks import (
 )
 from avspo_plugin.openrlhf.versions import OPENRLHF
 
-from .findings import APPLIES, DOES_NOT_APPLY, NOT_INSTALLED, line, release_finding, versions_line
+from .findings import NOT_READY, READY, line, release_finding, versions_line
 
 DISTRIBUTIONS = ("avspo-plugin", "openrlhf", "torch", "ray", "deepspeed", "vllm", "flash-attn")
 PATCHED_RELEASE = "0.11.2"
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if package is None:
         line("FAIL", f"OpenRLHF is not installed in this Python environment: {install_line('openrlhf')} "
              "with OpenRLHF's GPU requirements (deepspeed, flash-attn, vllm)")  # fmt: skip
-        return NOT_INSTALLED
+        return NOT_READY
     version = OPENRLHF.installed()
     if version is None:
         line("warn", f"OpenRLHF at {package} has no distribution metadata: its release cannot be checked ({OPENRLHF})")
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         line("FAIL", f"{package}: {finding}")
     if findings:
         line("FAIL", "the avspo runtime route does not apply to this OpenRLHF")
-        return DOES_NOT_APPLY
+        return NOT_READY
     layout = layout_in_source(methods(maker_source, "RemoteExperienceMaker"))
     line("ok", f"the runtime route applies: `avspo openrlhf ... {layout.flag(layout.estimator)} avspo` with "
          f"{layout.flag(layout.avspo_prefix)}<key> options ({layout.name}); {package} has what it wraps")  # fmt: skip
@@ -73,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         line("warn", f"patches/openrlhf-{PATCHED_RELEASE}-avspo.patch is for OpenRLHF {PATCHED_RELEASE} only")
     if args.no_ray:
-        return APPLIES
-    return APPLIES if preflight_finding(args.ray_address) else DOES_NOT_APPLY
+        return READY
+    return READY if preflight_finding(args.ray_address) else NOT_READY
 
 
 def preflight_finding(address: str | None) -> bool:
@@ -90,7 +90,11 @@ def preflight_finding(address: str | None) -> bool:
     if ray.is_initialized():
         line("FAIL", "Ray is initialised in this process already: the preflight needs a job with the avspo setup hook")
         return False
-    where = connect_ray(address, runtime_env=with_setup_hook(None))
+    try:
+        where = connect_ray(address, runtime_env=with_setup_hook(None))
+    except Exception as err:  # an unreachable or bad address, as the verl doctor reports it: NOT READY, not an error
+        line("FAIL", f"preflight: could not join a Ray cluster: {err!r}")
+        return False
     line("ok", f"preflight in {where}")
     try:
         reports = check_nodes()

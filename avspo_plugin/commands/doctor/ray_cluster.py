@@ -1,4 +1,9 @@
-"""Which Ray cluster a doctor check joins: the one a training run started here would use.
+"""Which Ray cluster a doctor check runs in: a private one it starts, unless the user names another.
+
+The doctor judges by a cluster it did not start only when told to: ``--ray-address`` (``auto``: the
+cluster running on this machine, ``ray start --head``), or ``RAY_ADDRESS`` set in the user's
+environment; each is named in the finding. Otherwise it starts a private local instance
+(``address="local"``) and the caller shuts it down.
 
 Joining a cluster is bounded in time: ``ray.init`` to an address that does not answer retries for
 many minutes, so the address is first tried with a plain TCP connection, and ``ray.init`` itself is
@@ -33,36 +38,34 @@ def connect_timeout_s() -> float:
 
 
 def connect_ray(address: str | None, runtime_env: dict | None = None, timeout_s: float | None = None) -> str:
-    """Join the Ray cluster the check belongs in, with ``runtime_env`` for this job; returns where.
+    """Start or join the Ray cluster the check runs in, with ``runtime_env`` for this job; returns where, in words.
 
-    ``address`` (``--ray-address``) or ``RAY_ADDRESS``: that cluster. Else a cluster already running
-    on this machine (``ray start --head``: the one a training run here would join); else a private
-    instance started for the check. Never passes resources when joining a running cluster (Ray
+    ``address`` (``--ray-address``), else ``RAY_ADDRESS``: that cluster (``auto``: the one running on
+    this machine; ``local``: a private instance). Neither: a private instance started for the check,
+    whatever runs on this machine. Never passes resources when joining a running cluster (Ray
     refuses them there). Joining takes at most ``timeout_s`` (default :func:`connect_timeout_s`):
     an address that does not answer is a ConnectionError, one that answers but does not let Ray
-    join in time a TimeoutError, each naming the address.
+    join in time a TimeoutError, each naming the address and where it was given.
     """
     import ray  # here, not at the top: `avspo doctor --host trl` loads this module and runs without Ray
 
     timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
     common = {"include_dashboard": False, "log_to_driver": False, "runtime_env": runtime_env}
     given = "--ray-address" if address else "RAY_ADDRESS"
-    address = address or os.environ.get("RAY_ADDRESS") or None
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
     if address == "local":
         ray.init(address="local", num_cpus=1, **common)
-        return "a private Ray instance started for the check"
-    if address and address != "auto":
+        return PRIVATE_INSTANCE
+    if address == "auto":
+        where = f"the Ray cluster running on this machine (address auto, {given})"
+    else:
         where = f"the Ray cluster at {address} ({given})"
         _answers(address, where, timeout_s)
-        _within(timeout_s, where, lambda: ray.init(address=address, **common))
-        return f"the Ray cluster at {address}"
-    try:
-        _within(timeout_s, "the Ray cluster running on this machine (address auto)",
-                lambda: ray.init(address="auto", **common))
-        return "the Ray cluster running on this machine"
-    except ConnectionError:
-        ray.init(address="local", num_cpus=1, **common)
-        return "a private Ray instance started for the check"
+    _within(timeout_s, where, lambda: ray.init(address=address, **common))
+    return where
+
+
+PRIVATE_INSTANCE = "a private Ray instance started for the check"
 
 
 def _host_port(address: str) -> tuple[str, int] | None:

@@ -16,7 +16,7 @@ import traceback
 from avspo_plugin.names import install_line
 from avspo_plugin.trl.versions import TRL, installed_trl
 
-from .findings import APPLIES, DOES_NOT_APPLY, line, release_finding, versions_line
+from .findings import NOT_READY, READY, line, release_finding, versions_line
 
 DISTRIBUTIONS = ("avspo-plugin", "trl", "transformers", "accelerate", "torch")
 
@@ -61,12 +61,12 @@ def run(args: argparse.Namespace) -> int:
         methods = overridden_methods()
     except Exception:
         line("FAIL", "avspo_plugin.trl does not load:\n" + traceback.format_exc())
-        return DOES_NOT_APPLY
+        return NOT_READY
     differing = {name: pair for name, pair in methods.items() if not takes_the_parents_parameters(*pair)}
     for name, (parent, override) in differing.items():
         line("FAIL", f"GRPOTrainer.{name}({', '.join(parent)}) differs from the override ({', '.join(override)})")
     if differing:
-        return DOES_NOT_APPLY
+        return NOT_READY
     line("ok", f"AVSPOGRPOTrainer applies: it overrides GRPOTrainer.{', GRPOTrainer.'.join(methods)} with their parameters")
     line("ok", "use AVSPOGRPOConfig / AVSPOGRPOTrainer in place of GRPOConfig / GRPOTrainer ('trl grpo' builds the plain trainer)")
-    return APPLIES
+    return READY

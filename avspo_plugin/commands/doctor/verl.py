@@ -14,7 +14,9 @@ here, in :mod:`avspo_plugin.commands.doctor`, and not in the verl adapter's pack
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import os
 import sys
 import traceback
@@ -26,7 +28,7 @@ from avspo_plugin.launch import evidence_sentence, what_runs
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 
-from .findings import installed_version, line
+from .findings import NOT_READY, READY, installed_version, line
 from .ray_cluster import connect_ray
 from .trigger import mode_note, trigger_note
 
@@ -60,7 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-config", action="store_true", help="skip the config check")
     parser.add_argument("--no-ray", action="store_true", help="skip the check in a fresh Ray actor")
     parser.add_argument(
-        "--ray-address", default=None, help="check in an actor of this running Ray cluster (default: start a local one)"
+        "--ray-address", default=None,
+        help="check in an actor of this running Ray cluster (auto: the one started on this machine by ray start "
+             "--head); default: RAY_ADDRESS when set, else a private local instance started and stopped for the check",
     )
 
 
@@ -283,6 +287,41 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     return findings
 
 
+def verl_validation_findings(config: Any) -> list[tuple[str, str]]:
+    """verl's own check of the composed config, called as ``main_ppo`` calls it before Ray starts (its
+    ``auto_set_device``, then ``validate_config`` with its ``need_reference_policy`` and ``need_critic``): (level, text)
+    findings, a refusal quoting verl's message, and what it printed (its notices) as warnings."""
+    try:
+        from verl.trainer import main_ppo
+
+        steps = (main_ppo.auto_set_device, main_ppo.validate_config, main_ppo.need_reference_policy, main_ppo.need_critic)
+    except (ImportError, AttributeError) as err:
+        return [("warn", f"verl's own config check (main_ppo's validate_config) cannot be run with this verl: {err}")]
+    auto_set_device, validate_config, need_reference_policy, need_critic = steps
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            auto_set_device(config)
+            validate_config(config=config, use_reference_policy=need_reference_policy(config),
+                            use_critic=need_critic(config))
+    except Exception as err:
+        return [("FAIL", f"verl refuses this config (validate_config, which main_ppo calls before Ray starts): "
+                         f"{_flat(err)}")]
+    notices = [text.strip() for text in printed.getvalue().splitlines()
+               if text.strip() and not text.startswith(VALIDATED_LINE)]
+    return [("ok", "verl's validate_config accepts it, as main_ppo checks it before Ray starts"),
+            *(("warn", f"verl's validate_config: {notice}") for notice in notices)]
+
+
+# What verl's validate_config prints when every check passed (the doctor says so itself).
+VALIDATED_LINE = "[validate_config] All configuration checks passed"
+
+
+def _flat(err: BaseException) -> str:
+    """An exception as one line: its type and message (hydra's instantiation errors span lines)."""
+    return f"{type(err).__name__}: {' '.join(str(err).split())}" if str(err) else type(err).__name__
+
+
 def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> list[tuple[str, str]]:
     """What a batch of ``prompts`` prompts (data.train_batch_size) means for AVSPO's trigger, and a rollout.n of
     ``n`` that leaves no group: (level, text) findings."""
@@ -334,6 +373,8 @@ def run(args: argparse.Namespace) -> int:
                 findings = config_findings(config)
             except ImportError as err:
                 findings = [("FAIL", f"cannot check algorithm.avspo: importing {PLUGIN_MODULE} fails: {err}")]
+            if not any(level == "FAIL" for level, _ in findings):  # verl's launch would stop at the plugin's check
+                findings += verl_validation_findings(config)
             for level, text in findings:
                 line(level, text, indent=4)
                 failed |= level == "FAIL"
@@ -346,13 +387,25 @@ def run(args: argparse.Namespace) -> int:
             remote = probe_in_ray_actor(args.ray_address, runtime_env)
         except Exception as err:
             line("FAIL", f"fresh Ray actor: could not run the check: {err!r}")
-            return 1
-        failed |= _print_registration(
-            f"a fresh Ray actor (pid {remote['pid']} on {remote['host']}, in {remote['ray']})", remote
-        )
+            return NOT_READY
+        where = f"a fresh Ray actor (pid {remote['pid']} on {remote['host']}, in {remote['ray']})"
+        failed |= _print_interpreter(where, local, remote)
+        failed |= _print_registration(where, remote)
         if remote.get("versions") != local.get("versions"):
             line("warn", f"the Ray actor has other versions: {_versions_line(remote)}")
-    return 1 if failed else 0
+    return NOT_READY if failed else READY
+
+
+def _print_interpreter(where: str, local: dict[str, Any], remote: dict[str, Any]) -> bool:
+    """Print whether the actor runs the doctor's own Python (version and executable); True when it does not: the
+    run's workers would import another environment's packages than the one checked here."""
+    if remote["python"] == local["python"]:
+        line("ok", f"{where} runs this Python: {remote['python']}")
+        return False
+    line("FAIL", f"{where} runs another Python, {remote['python']}, than this process's {local['python']}: Ray's "
+                 "workers use another environment (a runtime_env's py_executable or conda, another node's install), so "
+                 "what is checked here is not what the run will import; start Ray from this environment")
+    return True
 
 
 def _print_imported_verl(where: str, report: dict[str, Any]) -> bool:

@@ -113,7 +113,7 @@ def test_dapo_estimate():
 
 def test_avspo_estimate_without_replay_counts_steps_above_the_initial_threshold():
     estimate = signals.avspo_estimate(timeline([0.2, 0.6, 0.7, 0.4]), 0.5)
-    assert estimate == {"source": "threshold", "threshold_init": 0.5, "steps_above_threshold": 0.5,
+    assert estimate == {"source": "threshold", "mode": None, "threshold_init": 0.5, "steps_above_threshold": 0.5,
                         "acr": pytest.approx(0.475)}
     run = {"rollout_shares": {"collapsed": None}, "dapo": {"dropped_groups": 0}, "avspo": estimate,
            "stagnation": {"fired": False}}
@@ -128,17 +128,35 @@ def test_avspo_estimate_without_replay_counts_steps_above_the_initial_threshold(
 def test_a_logged_avspo_run_whose_trigger_seldom_opened_is_told_it_trained_as_grpo():
     logged = Timeline(steps=np.arange(1, 5), series={k: np.asarray(v, dtype=float) for k, v in {
         "acr": [0.3, 0.3, 0.6, 0.3], "triggered": [0, 0, 1, 0], "augmented_groups": [0, 0, 0.6, 0],
-        "effective_acr": [0.3, 0.3, 0.0, 0.3]}.items()}, basis="test", exact=True, avspo="logged")
+        "effective_acr": [0.3, 0.3, 0.0, 0.3], "threshold": [0.5] * 4}.items()}, basis="test", exact=True,
+        avspo="logged")
     estimate = signals.avspo_estimate(logged, 0.5)
     assert estimate["triggered_steps"] == 0.25 and estimate["effective_acr"] == pytest.approx(0.225)
     run = {"rollout_shares": {"collapsed": None}, "dapo": {"dropped_groups": 0}, "avspo": estimate,
            "stagnation": {"fired": False}}
     advice = signals.advice(run)
-    assert advice[0] == "This run used AVSPO: triggered on 25.0% of steps; effective ACR 22.5% vs ACR 37.5%."
-    assert advice[1].startswith("AVSPO hardly acted: on the 75.0% of steps its trigger stayed shut the run trained as GRPO")
+    assert advice[0] == ("This run used AVSPO (acting, threshold_mode=fixed): triggered on 25.0% of steps; effective ACR "
+                         "22.5% vs ACR 37.5%.")
+    assert advice[1].startswith("AVSPO hardly acted: on the 75.0% of steps its trigger stayed shut the run trained as "
+                                "GRPO. A batch")
     assert advice[1].endswith(DEFAULT_EVIDENCE["acting_evidence"])  # what the lab showed of acting, where always is named
     estimate["triggered_steps"] = 1.0
     assert len(signals.advice(run)) == 1
+
+
+def test_a_logged_run_without_its_threshold_whose_trigger_never_opened_is_not_called_acting_or_measure_only():
+    shut = Timeline(steps=np.arange(1, 4), series={k: np.asarray(v, dtype=float) for k, v in {
+        "acr": [0.3, 0.4, 0.3], "triggered": [0, 0, 0], "effective_acr": [0.3, 0.4, 0.3]}.items()},
+        basis="test", exact=True, avspo="logged")
+    estimate = signals.avspo_estimate(shut, 0.5)
+    assert estimate["mode"] == {"acting": None, "threshold_mode": None, "monitor": False,
+                                "evidence": "avspo/threshold not logged; the trigger opened on 0 of 3 steps"}
+    run = {"rollout_shares": {"collapsed": 0.3, "all_fail": None, "all_pass": None}, "dapo": {"dropped_groups": 0},
+           "avspo": estimate, "stagnation": {"fired": False}}
+    collapsed, used, hardly = signals.advice(run)
+    assert "AVSPO's trigger never opened, so no virtual reward was added and 33.3% of groups" in collapsed
+    assert used.startswith("This run used AVSPO (acting or measure-only: not known, its trigger never opened)")
+    assert "(or it ran at threshold_mode=never, which never opens it: avspo/threshold, which tells, is not in the log)" in hardly
 
 
 def test_a_run_is_told_the_lab_case_nearest_its_early_collapse_split(monkeypatch):

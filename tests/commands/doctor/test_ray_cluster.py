@@ -76,3 +76,19 @@ def test_a_bad_timeout_setting_is_named(monkeypatch, text):
     monkeypatch.setenv(ray_cluster.TIMEOUT_VARIABLE, text)
     with pytest.raises(ValueError, match=rf"{ray_cluster.TIMEOUT_VARIABLE}='{text}': expected a number of seconds"):
         ray_cluster.connect_timeout_s()
+
+
+def test_by_default_the_check_starts_a_private_instance_and_joins_only_a_cluster_the_user_names(monkeypatch):
+    """Whatever runs on this machine, no address given is a private instance; the one given is named with where it was
+    given. ray.init records its arguments here: no cluster is started or joined."""
+    import ray
+
+    calls = []
+    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert ray_cluster.connect_ray(None) == ray_cluster.PRIVATE_INSTANCE
+    assert calls[-1]["address"] == "local"
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    assert ray_cluster.connect_ray(None) == "the Ray cluster running on this machine (address auto, RAY_ADDRESS)"
+    assert ray_cluster.connect_ray("local") == ray_cluster.PRIVATE_INSTANCE  # --ray-address comes first
+    assert [call["address"] for call in calls] == ["local", "auto", "local"]

@@ -45,7 +45,7 @@ def test_a_changed_private_method_does_not_apply(monkeypatch, capsys):
 
 def test_trl_not_installed(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "installed_trl", lambda: None)
-    assert main(["doctor", "--host", "trl"]) == 2
+    assert main(["doctor", "--host", "trl"]) == 1
     assert ("[FAIL] TRL is not installed in this Python environment: pip install -c constraints.txt \".[trl]\" in the "
             "avspo checkout") in capsys.readouterr().out
 
@@ -72,7 +72,7 @@ def test_the_first_line_is_the_verdict(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "avspo doctor: READY" and lines[1] == "avspo doctor --host trl"
     monkeypatch.setattr(doctor, "installed_trl", lambda: None)
-    assert main(["doctor", "--host", "trl"]) == 2
+    assert main(["doctor", "--host", "trl"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == ("avspo doctor: NOT READY: TRL is not installed in this Python environment: "
                         "pip install -c constraints.txt \".[trl]\" in the avspo checkout")
