@@ -93,8 +93,8 @@ def what_runs(avspo: AVSPOConfig, prompts: int | None, group_size: int | None) -
     head = f"acting{paper}: virtual samples in collapsed groups' mean and std, threshold_mode={mode.name}"
     if not mode.reads_threshold:
         return f"{head}, every collapsed group at every step"
-    tau = (f"ACR above tau (tau_0 = {avspo.threshold_init:g}, moved by Eq. 12)" if mode.adapts_threshold
-           else f"ACR above {avspo.threshold_init:g}")
+    tau = (f"ACR is above tau (tau_0 = {avspo.threshold_init:g}, moved by Eq. 12)" if mode.adapts_threshold
+           else f"ACR is above {avspo.threshold_init:g}")
     if not prompts:
         return f"{head}, on steps whose {tau}; prompts per step not known, so how often is not said"
     low, high = outlook_at_paper_acr(avspo, int(prompts), group_size)

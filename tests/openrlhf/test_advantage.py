@@ -212,3 +212,14 @@ def test_the_wrapper_refuses_a_method_that_does_not_call_compute_reward_once_per
     assert maker.advantage_estimator == "avspo" and maker.strategy.args.algo.advantage.estimator == "avspo"
     assert module.compute_reward.__name__ == "<lambda>"  # the module's own function is back
 
+
+
+def test_the_first_call_says_what_runs_once(capsys, monkeypatch):
+    from avspo_plugin import launch
+
+    monkeypatch.setattr(launch, "_ANNOUNCED", set())
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0]])
+    group_advantages(rewards, openrlhf_args(threshold_mode="always"))
+    group_advantages(rewards, openrlhf_args(threshold_mode="always"))
+    assert capsys.readouterr().err.count("avspo (OpenRLHF): acting: virtual samples in collapsed groups' mean and "
+                                         "std, threshold_mode=always, every collapsed group at every step") == 1

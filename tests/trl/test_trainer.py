@@ -266,3 +266,13 @@ def test_a_resume_under_another_threshold_init_starts_over_and_names_the_file(ma
     assert warning.startswith(f"AVSPO threshold state read from {path} was made under threshold_init=0.5; the config "
                               "in force has threshold_init=0.7: the threshold starts over")
     assert resumed.avspo_session.state.tau == 0.7
+
+
+def test_the_trainer_says_at_construction_what_will_run(kit, make_trainer, capsys, monkeypatch):
+    from avspo_plugin import launch
+
+    monkeypatch.setattr(launch, "_ANNOUNCED", set())
+    make_trainer(kit.PresetRewards())
+    err = capsys.readouterr().err
+    assert "avspo (TRL): acting (the paper's AVSPO): virtual samples in collapsed groups' mean and std, " \
+           "threshold_mode=adaptive" in err and launch.evidence_sentence() in err
