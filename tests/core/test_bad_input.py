@@ -54,8 +54,8 @@ def test_all_padding_batch_is_empty_too():
 def test_rewards_outside_the_bounds_name_value_and_uid():
     # Only a mode that places virtual rewards between the bounds needs every reward inside them.
     with pytest.raises(ValueError, match=r"reward 1\.5 of uid 'b' at row 1.*Set reward_low and reward_high"):
-        run([0.0, 1.5, 1.0], ["a", "b", "b"], threshold_mode="adaptive")
-    assert run([0.0, 1.5, 1.0], ["a", "b", "b"]).metrics["groups"] == 1  # the default, never, places none
+        run([0.0, 1.5, 1.0], ["a", "b", "b"])  # the default, the paper's adaptive trigger
+    assert run([0.0, 1.5, 1.0], ["a", "b", "b"], threshold_mode="never").metrics["groups"] == 1  # places none
     # stratified_observed places virtual rewards by the group's own maximum: no bounds needed.
     assert run([0.0, 1.5, 1.0], ["a", "b", "b"], threshold_mode="adaptive",
                strategy="stratified_observed").metrics["groups"] == 1
