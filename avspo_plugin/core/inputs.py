@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..config import AVSPOConfig
+from ..config import AVSPOConfig, warn_inert_keys
 from .threshold import ThresholdState
 
 # What a reward or mask argument may be: a tensor, or what torch.as_tensor makes one of.
@@ -44,14 +44,17 @@ def as_optional_tensor(value: Any, name: str) -> torch.Tensor | None:
 
 def as_config(config: Any) -> AVSPOConfig:
     """An AVSPOConfig as it is (one of another copy of the package as its keys); a mapping of its keys through
-    :meth:`AVSPOConfig.from_mapping` (a bad key or value is its ConfigError)."""
+    :meth:`AVSPOConfig.from_mapping` (a bad key or value is its ConfigError), with a warning, once per process, for
+    each of its keys that cannot act under the others (:func:`~avspo_plugin.config.warn_inert_keys`)."""
     if isinstance(config, AVSPOConfig):
         return config
     if type(config).__name__ == AVSPOConfig.__name__ and callable(getattr(config, "to_dict", None)):
         # The config of another copy of this package (imported under another name, it shares this one's session).
         return AVSPOConfig.from_mapping(config.to_dict())
     if isinstance(config, Mapping):
-        return AVSPOConfig.from_mapping(config)
+        built = AVSPOConfig.from_mapping(config)
+        warn_inert_keys(built, config)  # the mapping's keys are the keys given
+        return built
     raise TypeError(f"config must be an AVSPOConfig or a mapping of its keys (a dict); got {type(config).__name__}")
 
 

@@ -20,16 +20,18 @@ docs/using/trl.md's table of these options is rendered by renderer/trl_options_t
 import dataclasses
 import difflib
 import inspect
+import logging
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..config import AVSPOConfig, ConfigError, NotGiven, key_help, misspelt_name
+from ..config import AVSPOConfig, ConfigError, NotGiven, key_help, misspelt_name, warn_inert_keys
 from ..threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 from .checked_imports import GRPOConfig
 from .conventions import host_settings
 
+logger = logging.getLogger(__name__)
 FIELD_PREFIX = "avspo_"
 # Set by TRL's GRPO conventions, not by the user.
 HOST_KEYS = tuple(host_settings("group"))
@@ -114,7 +116,8 @@ class AVSPOGRPOConfig(GRPOConfig):
                 f"it needs {SUPPORTED_AGGREGATION!r}, where the group statistics are those of one summed reward"
             )
         self._resolve_aliases()
-        self.avspo_config()
+        # Built here, at launch (the trainer builds it again): each key given that cannot act is a warning.
+        warn_inert_keys(self.avspo_config(), self.given_keys(), logger, lambda key: FIELD_PREFIX + key)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A misspelt field given to the constructor is Python's TypeError; set afterwards, it would be a new attribute

@@ -32,7 +32,6 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
-from ..config import warn_inert_keys
 from ..core import AVSPOSession, aggregate_metrics
 from ..core.host import Host
 from ..core.session import STATE_FORMAT
@@ -70,7 +69,6 @@ class AVSPOGRPOTrainer(GRPOTrainer):
             )
         super().__init__(model, reward_funcs, args, *more, **kwargs)
         self.avspo_config = args.avspo_config()
-        warn_inert_keys(self.avspo_config, args.given_keys(), HOST.log, lambda key: f"avspo_{key}")
         self.avspo_session = HOST.new_session()
         self.avspo_session.configure(self.avspo_config)
         self.avspo_state_callback = AVSPOStateCallback(self.avspo_session)
