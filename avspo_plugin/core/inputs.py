@@ -1,7 +1,7 @@
 """What the core's public functions take besides tensors, as docs/using/api.md lists it: rewards and masks as a torch
 tensor, a numpy array or a list of numbers; the config as an AVSPOConfig or a mapping of its keys; the threshold
-state as a ThresholdState, or None for a fresh one. Anything else is a TypeError naming the argument, the type given
-and the types taken.
+state as a ThresholdState, or None for a fresh one; the group labels (index) as a list, a tuple, a numpy array or a
+tensor. Anything else is a TypeError naming the argument, the type given and the types taken.
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ def as_tensor(value: Any, name: str) -> torch.Tensor:
             raise TypeError(f"{name} must be {TENSOR_TYPES}; got a {type(value).__name__} torch cannot read as "
                             f"one ({err})") from None
     raise TypeError(f"{name} must be {TENSOR_TYPES}; got {type(value).__name__}")
+
+
+def as_index(value: Any, name: str = "index") -> Any:
+    """The group labels as given, where they are a list, a tuple, a numpy array or a tensor; anything else (a string
+    would be read as its characters, one label each) is a TypeError naming the argument."""
+    if isinstance(value, (list, tuple, np.ndarray, torch.Tensor)):
+        return value
+    raise TypeError(f"{name} must be a list, a numpy array or a tensor of group labels, one per row; got "
+                    f"{type(value).__name__}")
 
 
 def as_optional_tensor(value: Any, name: str) -> torch.Tensor | None:
