@@ -219,6 +219,17 @@ class ConfigBlock:
     # per process and block; an error when both are set.
     RENAMED: ClassVar[Mapping[str, str]] = {}
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> ConfigBlock:
+        # A key's earlier name given to the constructor: Python's own error ("unexpected keyword argument") would name
+        # nothing a user could write instead (from_mapping reads the earlier name as the key).
+        earlier = sorted(set(kwargs) & set(cls.RENAMED))
+        if earlier:
+            raise ConfigError("; ".join(
+                f"{cls.__name__}({name}=...): {name} is the earlier name of {cls.RENAMED[name]}: write "
+                f"{cls.__name__}({cls.RENAMED[name]}={kwargs[name]!r})" for name in earlier
+            ))  # fmt: skip
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         self.check_keys()
         self.check_rules()
@@ -472,6 +483,105 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         """These settings as the ACR monitor measures with them: ``threshold_mode`` never (the one place the
         monitor's config is made)."""
         return self.replace(threshold_mode=MEASURE_ONLY_MODE)
+
+
+@dataclass(frozen=True)
+class NotGiven:
+    """The default of a host's field or flag for an AVSPO key, standing for "not given by the user": a value the user
+    writes, even one equal to the key's default, is told from it (TRL's fields, OpenRLHF's flags). Shown as the
+    default it stands for (argparse and HfArgumentParser print it in the help)."""
+
+    default: Any
+
+    def __repr__(self) -> str:
+        return repr(self.default)
+
+    def __str__(self) -> str:
+        return str(self.default)
+
+
+@dataclass(frozen=True)
+class InertKey:
+    """A key the user gave that cannot act under the other settings: it acts only where ``needs`` holds
+    ``acting`` (in words, after its name), and the config has ``needs`` = ``actual``."""
+
+    key: str
+    value: Any
+    needs: str
+    acting: str
+    actual: Any
+
+    def message(self, name: Callable[[str], str] = str) -> str:
+        """The warning, each key named as the host spells it (``name``: algorithm.avspo.<key>, avspo_<key>, ...)."""
+        needs = name(self.needs)
+        return (f"{name(self.key)}={self.value!r} has no effect while {needs}={self.actual!r}: it acts only with "
+                f"{needs}{self.acting}; remove it, or change {needs}")
+
+
+@dataclass(frozen=True)
+class _Acts:
+    """One condition a key needs to act: ``key`` holds a value for which ``holds`` is true (``wording``, after the
+    key's name, says which: "=uniform", " >= 1")."""
+
+    key: str
+    holds: Callable[[Any], bool]
+    wording: str
+
+
+def _modes_that(attribute: str) -> _Acts:
+    names = [name for name, mode in THRESHOLD_MODES.items() if getattr(mode, attribute)]
+    wording = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return _Acts("threshold_mode", lambda mode: mode in names, f"={wording}")
+
+
+def _strategy(name: str) -> _Acts:
+    return _Acts("strategy", lambda strategy: strategy == name, f"={name}")
+
+
+def acting_conditions() -> dict[str, tuple[_Acts, ...]]:
+    """What each AVSPO key that does not always act needs of the others, in the order checked (the config's code:
+    virtual samples only in a mode that augments, Eq. 9's alpha only with num_virtual=auto, a strategy's own key only
+    under it, threshold_init only in a mode that reads a threshold, Eq. 12's keys only in one that adapts it, the
+    early-warning limits only with stagnation_steps >= 1). Read from THRESHOLD_MODES as it stands."""
+    augments = _modes_that("augments")
+    warnings_on = _Acts("stagnation_steps", lambda steps: steps >= 1, " >= 1")
+    return {
+        "strategy": (augments,), "num_virtual": (augments,), "augmented_collapses": (augments,),
+        "alpha": (augments, _Acts("num_virtual", lambda num_virtual: num_virtual == "auto", "=auto")),
+        "partial": (augments, _strategy("fixed_partial")), "decay": (augments, _strategy("exp_decay")),
+        "seed": (augments, _strategy("uniform")),
+        "threshold_init": (_modes_that("reads_threshold"),),
+        **dict.fromkeys(("threshold_lr", "threshold_min", "threshold_max"), (_modes_that("adapts_threshold"),)),
+        "stagnation_acr": (warnings_on,), "entropy_floor": (warnings_on,),
+    }  # fmt: skip
+
+
+def inert_keys(config: AVSPOConfig, given: Iterable[str]) -> list[InertKey]:
+    """The keys of ``given`` (the keys the user wrote; an earlier name counts as its key) that cannot act under
+    ``config``'s other settings, in the config's key order: each host warns of them at launch, and the doctor."""
+    given = {AVSPOConfig.RENAMED.get(key, key) for key in given}
+    conditions = acting_conditions()
+    inert = []
+    for key in AVSPOConfig.keys():
+        unmet = next((acts for acts in conditions.get(key, ()) if not acts.holds(getattr(config, acts.key))), None)
+        if key in given and unmet is not None:
+            inert.append(InertKey(key, getattr(config, key), unmet.key, unmet.wording, getattr(config, unmet.key)))
+    return inert
+
+
+# The inert-key warnings already given in this process: a host reads its config at every step.
+_WARNED_INERT: set[str] = set()
+
+
+def warn_inert_keys(
+    config: AVSPOConfig, given: Iterable[str], log: logging.Logger = logger, name: Callable[[str], str] = str
+) -> None:
+    """One warning per key of ``given`` that cannot act (:func:`inert_keys`), once per process, on ``log``."""
+    for inert in inert_keys(config, given):
+        message = inert.message(name)
+        if message not in _WARNED_INERT:
+            _WARNED_INERT.add(message)
+            log.warning(message)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import torch
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core import AVSPOSession
 from avspo_plugin.core.host import Host
+from avspo_plugin.threshold_modes import THRESHOLD_MODES
 
 GROUP_SIZE = 4
 # Every run's AVSPO keys: tau moves (adaptive, from 0.2, below every step's ACR, so collapsed groups get virtual
@@ -33,6 +34,8 @@ STEP_CALLS = [
     ([0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1, 0, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0]),
 ]
 SAVED_STEP = 2
+# The groups a host's filtering (verl's DAPO filter) evicts at each step before any call: {shared value: groups}.
+FILTERED = {0.0: 2, 1.0: 1}
 
 
 @dataclass
@@ -53,17 +56,20 @@ class HostDriver(Protocol):
     """Runs a host's own code for the kit.
 
     host: the adapter's declared Host; calls_per_step: the advantage calls of one host step; host_keys: the AVSPO keys
-    the host fixes (its std convention, its epsilon).
+    the host fixes (its std convention, its epsilon); filters_groups: whether the host's filtering can evict collapsed
+    groups before its advantage calls (verl's DAPO filter), so that ``run`` takes ``keys`` and ``filtered``.
     """
 
     host: Host
     calls_per_step: int
     host_keys: dict[str, Any]
+    filters_groups: bool
 
-    def run(self, steps: list[list[list[float]]], save: bool = False, resume: bool = False) -> Run:
+    def run(self, steps: list[list[list[float]]], save: bool = False, resume: bool = False, **filtering: Any) -> Run:
         """A fresh run (a new trainer, or a new process) of ``steps`` (each a list of calls' rewards) under AVSPO_KEYS,
         numbered from 1, or from SAVED_STEP + 1 when it resumes from the checkpoint an earlier run saved; ``save``:
-        checkpoint at SAVED_STEP, the last step."""
+        checkpoint at SAVED_STEP, the last step. A host that filters groups also takes ``keys`` (the AVSPO keys of
+        the run, instead of AVSPO_KEYS) and ``filtered`` (the groups its filtering evicts at each step, as FILTERED)."""
 
     def session(self) -> AVSPOSession:
         """The session the last run fed."""
@@ -76,14 +82,19 @@ class CoreRun:
     session: AVSPOSession
 
 
-def core_run(config: AVSPOConfig, steps: list[list[list[float]]], entropies: list[float]) -> CoreRun:
-    """The oracle: a bare session fed each call's rewards and groups, closed and logged once per step."""
+def core_run(
+    config: AVSPOConfig, steps: list[list[list[float]]], entropies: list[float], filtered: dict[float, int] | None = None
+) -> CoreRun:
+    """The oracle: a bare session fed each call's rewards and groups (and the groups filtered, after the step's calls),
+    closed and logged once per step."""
     session = AVSPOSession()
     advantages, logged = [], []
     for number, (calls, entropy) in enumerate(zip(steps, entropies), start=1):
         labels = np.arange(len(calls[0])) // GROUP_SIZE
         advantages.append([session.group_advantages(torch.tensor(rows, dtype=torch.float32), labels, config).advantages
                            for rows in calls])  # fmt: skip
+        if filtered:
+            session.observe_filtered_groups(filtered, GROUP_SIZE)
         logged.append(session.pop_metrics(step=number, entropy=entropy))
     return CoreRun(advantages, logged, session)
 
@@ -134,6 +145,23 @@ class HostContract:
                     if record.name.startswith("avspo_plugin")]  # fmt: skip
         assert sorted(warnings) == [(driver.host.log.name, "AVSPO stagnation at step 2"),
                                     (driver.host.log.name, "Entropy collapse at step 2")]  # fmt: skip
+
+    @pytest.mark.parametrize("mode", THRESHOLD_MODES)
+    def test_a_filtered_step_logs_the_threshold_in_force(self, driver, mode):
+        """Groups the host's filtering evicted count in the step's ACR; the threshold logged is the one the step's calls
+        compared against: 1 under never, 0 under always (as every call reports), tau under adaptive and fixed."""
+        if not driver.filters_groups:
+            pytest.skip(f"{driver.host.name} evicts no group before its advantage calls")
+        keys = {**AVSPO_KEYS, "threshold_mode": mode}
+        run = driver.run(self.steps(driver), keys=keys, filtered=FILTERED)
+        entropies = [logged[driver.host.entropy_metric] for logged in run.logged]
+        expected = core_run(AVSPOConfig(**keys, **driver.host_keys), self.steps(driver), entropies, FILTERED)
+        assert [avspo_logged(logged) for logged in run.logged] == [
+            pytest.approx(driver.host.logged(metrics), rel=1e-6, abs=1e-9) for metrics in expected.logged
+        ]
+        first = {"never": 1.0, "always": 0.0}.get(mode, AVSPO_KEYS["threshold_init"])
+        assert run.logged[0]["avspo/threshold"] == first
+        assert [logged["avspo/filtered_groups"] for logged in run.logged] == [sum(FILTERED.values())] * len(STEP_CALLS)
 
     def test_the_state_round_trips_through_the_hosts_checkpoint(self, driver):
         steps = self.steps(driver)

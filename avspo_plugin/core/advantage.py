@@ -32,7 +32,7 @@ from .collapse import (
     share,
 )
 from .groups import GroupStats, factorize_labels, group_stats, label_array, segment_sum
-from .inputs import TensorLike, as_config, as_optional_tensor, as_state, as_tensor
+from .inputs import TensorLike, as_config, as_index, as_optional_tensor, as_state, as_tensor
 from .metrics import CALL_METRICS
 from .threshold import ThresholdState, advance, groups_to_augment, threshold_in_force
 
@@ -172,10 +172,12 @@ def float_rewards(scores: torch.Tensor, labels: np.ndarray) -> torch.Tensor:
         return scores
     if scores.is_complex():
         raise ValueError(f"rewards must be real numbers (a float, integer or bool tensor), got dtype {scores.dtype}")
-    if scores.dtype != torch.bool and scores.numel() and int(scores.abs().max()) > FLOAT32_EXACT_INTEGERS:
-        row = int(scores.abs().argmax())
+    # The magnitude in float64: torch has no abs of uint16, uint32 or uint64.
+    magnitude = scores.to(torch.float64).abs()
+    if scores.dtype != torch.bool and scores.numel() and float(magnitude.max()) > FLOAT32_EXACT_INTEGERS:
+        row = int(magnitude.argmax())
         raise ValueError(
-            f"integer reward {int(scores[row])} at row {row} (uid {label_at(labels, row)!r}) is beyond 2**24, where "
+            f"integer reward {scores[row].item()} at row {row} (uid {label_at(labels, row)!r}) is beyond 2**24, where "
             "float32 (the dtype integer rewards are read in) stops holding integers exactly: pass the rewards "
             "as a float64 tensor"
         )
@@ -408,7 +410,7 @@ def compute_group_advantages(
     state = as_state(state, config)
     scores, valid = as_tensor(scores, "scores"), as_optional_tensor(valid, "valid")
     response_mask = as_optional_tensor(response_mask, "response_mask")
-    labels = label_array(index)
+    labels = label_array(as_index(index))
     check_shapes(scores, labels, valid, response_mask)
     scores = float_rewards(scores.detach(), labels)
     valid = torch.ones_like(scores, dtype=torch.bool) if valid is None else valid.to(torch.bool)

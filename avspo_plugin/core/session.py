@@ -28,7 +28,7 @@ from .collapse import off_bound_message
 from .early_warnings import INERT_TRIGGER, WARNING_FLAGS, EarlyWarnings
 from .inputs import TensorLike, as_config
 from .metrics import aggregate_metrics, filtered_group_metrics
-from .threshold import ThresholdState, advance
+from .threshold import ThresholdState, advance, threshold_in_force
 
 # Version of the dict that state_dict() returns and checkpoints hold.
 STATE_FORMAT = 1
@@ -200,7 +200,8 @@ class AVSPOSession:
             if self.config is None or self.state is None:
                 return
             metrics = filtered_group_metrics(
-                value_counts, group_size, self.config.reward_low, self.config.reward_high, self.state.tau
+                value_counts, group_size, self.config.reward_low, self.config.reward_high,
+                threshold_in_force(self.config, self.state),
             )
             if metrics:
                 self._pending.append(metrics)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import logging
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Union
 
-from ..config import AVSPOConfig, key_help, misspelt_name
+from ..config import AVSPOConfig, NotGiven, key_help, misspelt_name, warn_inert_keys
 from ..names import ESTIMATOR
 
 # The one key whose OpenRLHF default differs from AVSPOConfig's: OpenRLHF's group_norm divides by
@@ -26,6 +27,8 @@ HOST_DEFAULTS: dict[str, Any] = {"epsilon": 1e-9}
 
 _REQUIRED = object()  # read_arg without a default raises
 _MISSING = object()  # a default that stands for "no such argument"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -112,18 +115,23 @@ def default_of(key: str) -> Any:
     return HOST_DEFAULTS.get(key, AVSPOConfig.__dataclass_fields__[key].default)
 
 
-def avspo_config_from_args(args: Any) -> AVSPOConfig:
-    """The AVSPO config in OpenRLHF's ``args``; keys without a flag there take their OpenRLHF default."""
+def given_values(args: Any) -> dict[str, Any]:
+    """The avspo options the user gave in OpenRLHF's ``args`` ({key or earlier name: value}): a flag left out holds
+    its NotGiven default (:func:`add_avspo_arguments`), or is not there at all."""
     layout = layout_of(args)
     values = {}
-    for key in AVSPOConfig.keys():
+    for key in (*AVSPOConfig.keys(), *AVSPOConfig.RENAMED):
         value = read_arg(args, layout.avspo_dest(key), _MISSING)
-        values[key] = default_of(key) if value is _MISSING else value
-    # A key given under its earlier name: AVSPOConfig.from_mapping reads it as the key (both set: an error).
-    for earlier in AVSPOConfig.RENAMED:
-        value = read_arg(args, layout.avspo_dest(earlier), None)
-        if value is not None:
-            values[earlier] = value
+        if value is not _MISSING and value is not None and not isinstance(value, NotGiven):
+            values[key] = value
+    return values
+
+
+def avspo_config_from_args(args: Any) -> AVSPOConfig:
+    """The AVSPO config in OpenRLHF's ``args``; keys not given there take their OpenRLHF default."""
+    layout = layout_of(args)
+    # A key given under its earlier name: AVSPOConfig.from_mapping reads it as the key (both given: an error).
+    values = {key: default_of(key) for key in AVSPOConfig.keys()} | given_values(args)
     return AVSPOConfig.from_mapping(values, where=layout.flag(layout.avspo_prefix).rstrip("._"))
 
 
@@ -143,7 +151,8 @@ def misspelt_flag(flag: str, layout: ArgLayout) -> str | None:
 
 
 def check_avspo_args(args: Any) -> None:
-    """Reject, before any Ray actor starts, what the avspo estimator cannot run with."""
+    """Reject, before any Ray actor starts, what the avspo estimator cannot run with; warn of each avspo option given
+    that cannot act under the others (:func:`~avspo_plugin.config.inert_keys`)."""
     layout = layout_of(args)
     if read_arg(args, layout.estimator) != ESTIMATOR:
         return
@@ -153,12 +162,13 @@ def check_avspo_args(args: Any) -> None:
             f"{layout.flag(layout.estimator)} {ESTIMATOR} groups the samples of each prompt: it needs "
             f"{layout.flag(layout.n_samples_per_prompt)} >= 2, got {n_samples}"
         )
-    avspo_config_from_args(args)
+    warn_inert_keys(avspo_config_from_args(args), given_values(args), logger, lambda key: layout.flag(layout.avspo_dest(key)))
 
 
 def add_avspo_arguments(parser: argparse.ArgumentParser, layout: ArgLayout = DOTTED) -> None:
-    """One flag per AVSPOConfig key, named in the layout's convention, with its default and help; one per earlier
-    name of a key (:func:`earlier_flag_help`), default None."""
+    """One flag per AVSPOConfig key, named in the layout's convention, with its default (NotGiven, so that a value
+    given equal to it is told from it) and help; one per earlier name of a key (:func:`earlier_flag_help`), default
+    None."""
     hints = typing.get_type_hints(AVSPOConfig)
     for field in dataclasses.fields(AVSPOConfig):
         default = default_of(field.name)
@@ -167,7 +177,7 @@ def add_avspo_arguments(parser: argparse.ArgumentParser, layout: ArgLayout = DOT
             help_text += f" Under OpenRLHF the default is {default!r}, as in its group_norm."
         # argparse %-formats help text.
         help_text = f"avspo estimator: {help_text} (default: {default!r})".replace("%", "%%")
-        kwargs: dict[str, Any] = {"default": default, "help": help_text}
+        kwargs: dict[str, Any] = {"default": NotGiven(default), "help": help_text}
         hint = hints[field.name]
         if "choices" in field.metadata:
             kwargs.update(type=str, choices=field.metadata["choices"])

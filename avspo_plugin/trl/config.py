@@ -8,9 +8,11 @@ so they never drift from it; the ``avspo_`` prefix keeps them apart from GRPOCon
 
 The names the paper's README used are accepted as aliases: ``acr_threshold_init`` sets
 ``avspo_threshold_init``, ``virtual_sample_alpha`` sets ``avspo_alpha``, and ``use_avspo=False`` sets
-``avspo_threshold_mode="never"`` (ACR metrics only, GRPO's own advantages); ``use_avspo=True`` keeps the
-configured mode (default ``adaptive``, the paper's trigger; ``never`` is a contradiction, refused). An alias and its key set to different values is an error; a key left at its default counts as not
-set.
+``avspo_threshold_mode="never"`` (ACR metrics only, GRPO's own advantages); ``use_avspo=True`` turns on
+the paper's trigger (``adaptive``) where the mode is not given, and keeps a mode given that acts. An alias
+and its key given different values is an error. A field given counts as given whatever its value: each
+``avspo_<key>`` field defaults to :class:`~avspo_plugin.config.NotGiven` (the key's default, read as it
+once the config is built), and :meth:`AVSPOGRPOConfig.given_keys` lists the keys given.
 
 docs/using/trl.md's table of these options is rendered by renderer/trl_options_table.py (``python -m renderer``).
 """
@@ -18,16 +20,18 @@ docs/using/trl.md's table of these options is rendered by renderer/trl_options_t
 import dataclasses
 import difflib
 import inspect
+import logging
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..config import AVSPOConfig, ConfigError, key_help, misspelt_name
-from ..threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
+from ..config import AVSPOConfig, ConfigError, NotGiven, key_help, misspelt_name, warn_inert_keys
+from ..threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 from .checked_imports import GRPOConfig
 from .conventions import host_settings
 
+logger = logging.getLogger(__name__)
 FIELD_PREFIX = "avspo_"
 # Set by TRL's GRPO conventions, not by the user.
 HOST_KEYS = tuple(host_settings("group"))
@@ -41,6 +45,10 @@ SUPPORTED_AGGREGATION = "sum_then_normalize"
 def exposed_keys() -> tuple[dataclasses.Field, ...]:
     """The AVSPOConfig fields that AVSPOGRPOConfig exposes, in declaration order."""
     return tuple(f for f in dataclasses.fields(AVSPOConfig) if f.name not in HOST_KEYS)
+
+
+# The fields of AVSPO keys and of their earlier names.
+AVSPO_FIELDS = frozenset(FIELD_PREFIX + key.name for key in exposed_keys()) | frozenset(EARLIER_FIELDS)
 
 
 def _argument_type(hint: Any) -> Any:
@@ -62,7 +70,7 @@ def _with_avspo_fields(cls: type) -> type:
         metadata = {"help": key_help(key).replace("%", "%%")}  # argparse formats help with %
         if "choices" in key.metadata:
             metadata["choices"] = key.metadata["choices"]
-        setattr(cls, name, field(default=key.default, metadata=metadata))
+        setattr(cls, name, field(default=NotGiven(key.default), metadata=metadata))
         generated[name] = _argument_type(hints[key.name])
     for name, current in EARLIER_FIELDS.items():
         key = AVSPOConfig.__dataclass_fields__[current.removeprefix(FIELD_PREFIX)]
@@ -84,8 +92,8 @@ class AVSPOGRPOConfig(GRPOConfig):
         default=None,
         metadata={
             "help": "Alias from the paper's README: false sets avspo_threshold_mode=never (ACR metrics only, "
-            "GRPO's own advantages); true keeps avspo_threshold_mode (default adaptive, the paper's trigger; an error "
-            "if it is never)."
+            "GRPO's own advantages); true sets avspo_threshold_mode=adaptive (the paper's trigger) where it is not "
+            "given, and keeps a mode given that acts."
         },
     )
     acr_threshold_init: float | None = field(
@@ -96,6 +104,11 @@ class AVSPOGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self) -> None:
+        # The fields given, then each field not given at the default it stands for (before GRPOConfig reads any).
+        given = {name for name in AVSPO_FIELDS if not isinstance(getattr(self, name), NotGiven | None)}
+        for name in AVSPO_FIELDS - given - set(EARLIER_FIELDS):
+            setattr(self, name, getattr(self, name).default)
+        self._avspo_given = given
         super().__post_init__()
         if self.multi_objective_aggregation != SUPPORTED_AGGREGATION:
             raise ConfigError(
@@ -103,12 +116,13 @@ class AVSPOGRPOConfig(GRPOConfig):
                 f"it needs {SUPPORTED_AGGREGATION!r}, where the group statistics are those of one summed reward"
             )
         self._resolve_aliases()
-        self.avspo_config()
+        # Built here, at launch (the trainer builds it again): each key given that cannot act is a warning.
+        warn_inert_keys(self.avspo_config(), self.given_keys(), logger, lambda key: FIELD_PREFIX + key)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A misspelt field given to the constructor is Python's TypeError; set afterwards, it would be a new attribute
         # that nothing reads, and the run would go on under the field's default.
-        meant = None if name in self.__dataclass_fields__ else misspelt_field(name)
+        meant = None if name in self.__dataclass_fields__ or name == "_avspo_given" else misspelt_field(name)
         if meant is not None:
             raise ConfigError(
                 f"{type(self).__name__} has no field {name!r}: did you mean {meant!r}? Set as it is, nothing would "
@@ -116,6 +130,12 @@ class AVSPOGRPOConfig(GRPOConfig):
                 f"the {FIELD_PREFIX}<key> fields)"
             )
         super().__setattr__(name, value)
+        if name in AVSPO_FIELDS and hasattr(self, "_avspo_given"):
+            self._avspo_given.add(name)  # set once built (or by an alias): given
+
+    def given_keys(self) -> set[str]:
+        """The AVSPO keys given (an alias counts as its key, an earlier name as itself)."""
+        return {name.removeprefix(FIELD_PREFIX) for name in self._avspo_given}
 
     def _resolve_aliases(self) -> None:
         for alias, key in ALIASES.items():
@@ -124,7 +144,7 @@ class AVSPOGRPOConfig(GRPOConfig):
                 continue
             name = FIELD_PREFIX + key
             current = getattr(self, name)
-            if current != _default(key) and current != value:
+            if name in self._avspo_given and current != value:
                 raise ConfigError(
                     f"{alias}={value!r} and {name}={current!r} both set AVSPO's {key}, to different values: set one"
                 )
@@ -133,10 +153,13 @@ class AVSPOGRPOConfig(GRPOConfig):
             return
         name = FIELD_PREFIX + "threshold_mode"
         mode = getattr(self, name)
-        if self.use_avspo and mode in THRESHOLD_MODES and not THRESHOLD_MODES[mode].augments:
-            raise ConfigError(f"use_avspo=True contradicts {name}={mode!r} (measure only): set one")
+        given = name in self._avspo_given
+        if self.use_avspo and not given:
+            setattr(self, name, PAPER_MODE)  # the paper's README switch turns on the paper's trigger
+        if self.use_avspo and given and mode in THRESHOLD_MODES and not THRESHOLD_MODES[mode].augments:
+            raise ConfigError(f"use_avspo=True contradicts {name}={mode!r} (monitoring only): set one")
         if not self.use_avspo:
-            if mode not in (MEASURE_ONLY_MODE, _default("threshold_mode")):
+            if given and mode != MEASURE_ONLY_MODE:
                 raise ConfigError(
                     f"use_avspo=False (threshold_mode {MEASURE_ONLY_MODE!r}) contradicts {name}={mode!r}: set one"
                 )
@@ -165,10 +188,6 @@ def misspelt_field(name: str) -> str | None:
         return None
     fields = [FIELD_PREFIX + key.name for key in exposed_keys()]
     return max(fields, key=lambda known: difflib.SequenceMatcher(None, f"{FIELD_PREFIX}{rest}".lower(), known).ratio())
-
-
-def _default(key: str) -> Any:
-    return AVSPOConfig.__dataclass_fields__[key].default
 
 
 def _num_virtual(value: Any) -> Any:

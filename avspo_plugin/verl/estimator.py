@@ -13,10 +13,11 @@ from typing import Any
 import torch
 from verl.trainer.ppo import core_algos
 
+from ..config import warn_inert_keys
 from ..core import AVSPOSession
 from ..names import ESTIMATOR
-from .plugin_process import this_process
-from .run_config import avspo_config_from_algorithm
+from .plugin_process import HOST, this_process
+from .run_config import avspo_config_from_algorithm, avspo_key_name, given_avspo_keys
 
 
 class RegistrationError(RuntimeError):
@@ -43,6 +44,7 @@ def compute_avspo_outcome_advantage(
     if index is None:
         raise ValueError("the avspo estimator needs the batch's uid (index) to form groups; verl passed none")
     avspo = avspo_config_from_algorithm(config)
+    warn_inert_keys(avspo, given_avspo_keys(config), HOST.log, avspo_key_name)  # once per process
     this_process().warn_kl_in_reward(config)
     result = session().token_advantages(token_level_rewards, response_mask, index, avspo)
     return result.advantages, result.advantages

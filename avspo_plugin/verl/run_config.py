@@ -87,6 +87,23 @@ def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:
     return config
 
 
+def given_avspo_keys(algorithm: Any) -> set[str]:
+    """The keys of ``algorithm.avspo`` the user wrote (an earlier name as itself). verl's packaged YAML
+    (avspo_algorithm.yaml) gives every key at its default, so in a block that holds every key a key at its default
+    counts as not written (hydra keeps no trace of which wrote it); in any other block every key there was written."""
+    block = _block(algorithm, "avspo") or {}
+    earlier = set(block) & set(AVSPOConfig.RENAMED)
+    if not set(AVSPOConfig.keys()) <= set(block):
+        return set(block)
+    defaults = AVSPOConfig().to_dict()
+    return earlier | {key for key in AVSPOConfig.keys() if block[key] != defaults[key]}
+
+
+def avspo_key_name(key: str) -> str:
+    """How verl's config names an AVSPO key: algorithm.avspo.<key>."""
+    return f"{AVSPO_BLOCK}.{key}"
+
+
 def monitor_config_from_algorithm(algorithm: Any) -> MonitorConfig:
     """The monitor's config in verl's ``algorithm`` block (``algorithm.avspo_monitor``; missing: off).
 

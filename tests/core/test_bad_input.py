@@ -371,3 +371,62 @@ def test_a_mapping_config_state_none_and_list_masks_equal_the_typed_call():
 def test_other_types_are_a_type_error_naming_the_argument_and_the_types(call, message):
     with pytest.raises(TypeError, match=re.escape(message)):
         call()
+
+
+INTEGER_DTYPES = [np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16, np.int32, np.int64]
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES, ids=lambda dtype: dtype.__name__)
+def test_rewards_of_every_integer_dtype_are_read_as_float32(library, dtype):
+    """bad-inputs.md: integer rewards are read as float32, whatever their width or sign (uint16-64 had no abs)."""
+    rewards = np.array([0, 1, 1, 1, 0, 0, 0, 0], dtype=dtype)
+    given = rewards if library == "numpy" else torch.from_numpy(rewards)
+    index, config = list("aaaabbbb"), AVSPOConfig(**ALWAYS)
+    want = compute_group_advantages(torch.from_numpy(rewards.astype(np.float32)), index, config)
+    assert want.advantages.dtype == torch.float32
+    same_result(compute_group_advantages(given, index, config), want)
+    same_result(AVSPOSession().group_advantages(given, index, config), want)
+    tokens = np.stack([np.zeros_like(rewards), rewards], axis=1)
+    tokens = tokens if library == "numpy" else torch.from_numpy(tokens)
+    same_result(compute_token_advantages(tokens, np.ones((8, 2), dtype=dtype), index, config),
+                compute_token_advantages(torch.from_numpy(np.stack([np.zeros(8), rewards], 1).astype(np.float32)),
+                                         torch.ones(8, 2), index, config))
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64, np.int64], ids=lambda dtype: dtype.__name__)
+def test_integer_rewards_of_any_dtype_beyond_float32_integers_are_refused(dtype):
+    with pytest.raises(ValueError, match=r"integer reward 16777217 at row 1 \(uid 'a'\) is beyond 2\*\*24"):
+        compute_group_advantages(np.array([0, 2**24 + 1], dtype=dtype), ["a", "a"], AVSPOConfig())
+
+
+@pytest.mark.parametrize("index", ["prompt-7", b"prompt-7", 7, {"a": 1}], ids=["str", "bytes", "int", "dict"])
+def test_an_index_that_is_not_a_list_an_array_or_a_tensor_is_a_type_error_naming_it(index):
+    """A string was split into characters: one 2-row group and singletons, wrong advantages, no error."""
+    message = (f"index must be a list, a numpy array or a tensor of group labels, one per row; got "
+               f"{type(index).__name__}")
+    for call in (lambda: compute_group_advantages([0.0] * 8, index, AVSPOConfig()),
+                 lambda: AVSPOSession().group_advantages([0.0] * 8, index, AVSPOConfig()),
+                 lambda: compute_token_advantages([[0.0]] * 8, [[1]] * 8, index, AVSPOConfig())):
+        with pytest.raises(TypeError, match=re.escape(message)):
+            call()
+
+
+# docs/using/api.md's table of what the entry points take, row by row: each form a row names gives the typed call's
+# result (the typed forms: float32 tensors, an AVSPOConfig, a fresh ThresholdState).
+TYPED = {"scores": torch.tensor(REWARDS), "index": np.array(UIDS, dtype=object), "config": AVSPOConfig(**ALWAYS),
+         "valid": torch.tensor([True] * 10 + [False] * 2)}
+DOCUMENTED_FORMS = [
+    ("scores", np.array(REWARDS, dtype=np.float32)), ("scores", REWARDS), ("scores", tuple(REWARDS)),
+    ("valid", TYPED["valid"].numpy()), ("valid", TYPED["valid"].tolist()),
+    ("config", dict(ALWAYS)), ("state", None), ("state", ThresholdState.initial(AVSPOConfig(**ALWAYS))),
+    ("index", UIDS), ("index", tuple(UIDS)), ("index", np.array(UIDS)),
+    ("index", torch.tensor([ord(uid) for uid in UIDS])),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("argument,form", DOCUMENTED_FORMS,
+                         ids=[f"{argument}-{type(form).__name__}" for argument, form in DOCUMENTED_FORMS])
+def test_each_documented_form_gives_the_typed_calls_result(argument, form):
+    want = compute_group_advantages(**TYPED)
+    same_result(compute_group_advantages(**{**TYPED, argument: form}), want)

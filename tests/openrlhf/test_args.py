@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from avspo_plugin.commands.main import build_parser
-from avspo_plugin.config import AVSPOConfig, ConfigError
+from avspo_plugin.config import AVSPOConfig, ConfigError, NotGiven
 from avspo_plugin.openrlhf.args import (
     DOTTED,
     FLAT,
@@ -59,11 +59,13 @@ def test_one_flag_per_key_with_avspo_config_defaults(layout):
     add_avspo_arguments(parser, layout)
     defaults = vars(parser.parse_args([]))
     expected = {
-        layout.avspo_dest(f.name): HOST_DEFAULTS.get(f.name, f.default) for f in dataclasses.fields(AVSPOConfig)
+        layout.avspo_dest(f.name): NotGiven(HOST_DEFAULTS.get(f.name, f.default)) for f in dataclasses.fields(AVSPOConfig)
     }
     # and a flag per earlier name of a key, not set by default
     assert defaults == {**expected, **{layout.avspo_dest(earlier): None for earlier in AVSPOConfig.RENAMED}}
-    assert defaults[layout.avspo_dest("epsilon")] == 1e-9
+    assert defaults[layout.avspo_dest("epsilon")] == NotGiven(1e-9)
+    parsed = argparse.Namespace(**defaults, **{layout.estimator: "avspo"})
+    assert avspo_config_from_args(parsed) == AVSPOConfig(epsilon=1e-9)
 
 
 def test_flag_values_take_the_config_types():

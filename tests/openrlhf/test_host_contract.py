@@ -29,6 +29,7 @@ ENTROPY = 1.0  # the actor's entropy_loss of every step: below the kit's entropy
 class OpenrlhfDriver:
     host = HOST
     calls_per_step = 1
+    filters_groups = False  # no filtering evicts groups before the advantage call
 
     def __init__(self):
         # group_norm's advantage: (r - mean) / (unbiased std + 1e-9).

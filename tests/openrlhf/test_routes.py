@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 import torch
 
-from avspo_plugin.config import AVSPOConfig
+from avspo_plugin.config import AVSPOConfig, NotGiven
 from avspo_plugin.core import ThresholdState, compute_group_advantages
 from avspo_plugin.core.metrics import CALL_METRICS
 from avspo_plugin.openrlhf.args import HOST_DEFAULTS
@@ -140,9 +140,10 @@ def test_options_are_parsed_with_avspo_config_defaults(route):
     assert all(options[earlier] is None for earlier in AVSPOConfig.RENAMED)
     given = {"strategy": "opposite", "num_virtual": 2, "norm_by_std": False}
     for field in dataclasses.fields(AVSPOConfig):
-        expected = given.get(field.name, HOST_DEFAULTS.get(field.name, field.default))
+        # a flag left out holds NotGiven(its default), told from a value given equal to it
+        expected = given.get(field.name, NotGiven(HOST_DEFAULTS.get(field.name, field.default)))
         assert options[field.name] == expected and type(options[field.name]) is type(expected), field.name
-    assert options["epsilon"] == 1e-9  # OpenRLHF's group_norm epsilon, not AVSPOConfig's 1e-6
+    assert options["epsilon"] == NotGiven(1e-9)  # OpenRLHF's group_norm epsilon, not AVSPOConfig's 1e-6
 
 
 def test_help_lists_the_estimator_and_every_option(route):

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from transformers import HfArgumentParser
 
-from avspo_plugin.config import AVSPOConfig, ConfigError, key_help
+from avspo_plugin.config import AVSPOConfig, ConfigError, NotGiven, key_help
+from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 from avspo_plugin.trl import AVSPOGRPOConfig
 from avspo_plugin.trl.config import FIELD_PREFIX, HOST_KEYS
 
@@ -25,7 +26,8 @@ def test_every_avspo_key_but_trls_own_is_a_field_with_the_cores_default_help_and
         if key.name in HOST_KEYS:
             assert name not in fields
             continue
-        assert fields[name].default == key.default
+        # NotGiven(default): a value given equal to the default is told from it, and read as the default once built
+        assert fields[name].default == NotGiven(key.default)
         assert fields[name].metadata["help"] == key_help(key)
         assert fields[name].metadata.get("choices") == key.metadata.get("choices")
 
@@ -37,7 +39,7 @@ def test_defaults_give_the_cores_defaults_under_trls_conventions(tmp_path, scale
 
 
 def test_readme_aliases_set_their_keys(tmp_path):
-    assert AVSPOConfig().threshold_mode == "never"  # the default acts not: use_avspo=True turns on the paper's trigger
+    assert AVSPOConfig().threshold_mode == "adaptive"  # the paper's trigger, which use_avspo=True names too
     config = make(tmp_path, use_avspo=True, acr_threshold_init=0.3, virtual_sample_alpha=0.8)
     assert (config.avspo_threshold_init, config.avspo_alpha, config.avspo_threshold_mode) == (0.3, 0.8, "adaptive")
     core = config.avspo_config()
@@ -63,6 +65,44 @@ def test_readme_aliases_set_their_keys(tmp_path):
 def test_an_alias_conflicting_with_its_key_is_an_error(tmp_path, values, message):
     with pytest.raises(ConfigError, match=message):
         make(tmp_path, **values)
+
+
+ACTING_MODES = [name for name, mode in THRESHOLD_MODES.items() if mode.augments]
+
+
+@pytest.mark.parametrize(
+    "values,message",
+    [
+        ({"use_avspo": True, "avspo_threshold_mode": MEASURE_ONLY_MODE},
+         f"use_avspo=True contradicts avspo_threshold_mode='{MEASURE_ONLY_MODE}'"),
+        *[({"use_avspo": False, "avspo_threshold_mode": mode}, f"use_avspo=False .* contradicts avspo_threshold_mode='{mode}'")
+          for mode in ACTING_MODES],
+        ({"acr_threshold_init": 0.3, "avspo_threshold_init": AVSPOConfig().threshold_init},
+         f"acr_threshold_init=0.3 and avspo_threshold_init={AVSPOConfig().threshold_init}"),
+        ({"virtual_sample_alpha": 0.8, "avspo_alpha": AVSPOConfig().alpha},
+         f"virtual_sample_alpha=0.8 and avspo_alpha={AVSPOConfig().alpha}"),
+    ],
+)  # fmt: skip
+def test_a_value_given_equal_to_the_default_is_given(tmp_path, values, message):
+    """Whatever the defaults: a field written is told from one left out, so a contradiction is refused."""
+    with pytest.raises(ConfigError, match=message):
+        make(tmp_path, **values)
+    arguments = [f"--{name}={str(value).lower() if isinstance(value, bool) else value}" for name, value in values.items()]
+    with pytest.raises(ConfigError, match=message):
+        HfArgumentParser(AVSPOGRPOConfig).parse_args_into_dataclasses(
+            ["--output_dir", str(tmp_path), "--use_cpu", "true", "--bf16", "false", *arguments]
+        )
+
+
+def test_given_keys_are_those_written_whatever_their_value(tmp_path):
+    config = make(tmp_path, avspo_seed=AVSPOConfig().seed, avspo_apply_to="all_fail")
+    assert config.given_keys() == {"seed", "apply_to"}
+    assert (config.avspo_seed, config.avspo_strategy) == (AVSPOConfig().seed, AVSPOConfig().strategy)
+    assert make(tmp_path).given_keys() == set()
+    parsed, = HfArgumentParser(AVSPOGRPOConfig).parse_args_into_dataclasses(
+        ["--output_dir", str(tmp_path), "--use_cpu", "true", "--bf16", "false", f"--avspo_alpha={AVSPOConfig().alpha}"]
+    )
+    assert parsed.given_keys() == {"alpha"} and parsed.avspo_alpha == AVSPOConfig().alpha
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ class RecordingTrainer(AVSPOGRPOTrainer):
 class TrlDriver:
     host = HOST
     calls_per_step = 1
+    filters_groups = False  # no filtering evicts groups before the advantage call
 
     def __init__(self, kit, make_trainer):
         # GRPOTrainer's advantage: (r - mean) / (unbiased std + 1e-4) under scale_rewards="group".

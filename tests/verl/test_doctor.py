@@ -9,15 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from runnable_overrides import RUNNABLE
 
 from avspo_plugin.commands.doctor.verl import VERL_CONFIG, VERL_CONFIG_NAME, compose_config
 from avspo_plugin.commands.main import main
-
-# What a run's command gives verl beside the avspo keys: the micro-batch sizes verl's validate_config asks for, which
-# the stock ppo_trainer config leaves unset (the doctor checks the config as main_ppo will).
-RUNNABLE = ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"]
 
 # verl imports its plugins inside `import verl` and swallows their errors; here the plugin's
 # import fails as it would with a broken dependency, and the doctor must show the real error.

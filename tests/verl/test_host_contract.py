@@ -11,10 +11,11 @@ import os
 from types import SimpleNamespace
 
 import pytest
-from host_contract import AVSPO_KEYS, SAVED_STEP, HostContract, Run
+from host_contract import AVSPO_KEYS, GROUP_SIZE, SAVED_STEP, HostContract, Run
 from omegaconf import open_dict
 
 from avspo_plugin.verl import HOST, session
+from avspo_plugin.verl.plugin_process import DAPO_FILTERED_REWARD_COUNTS_KEY
 
 ENTROPY = 1.0  # verl's actor/entropy of every step: below the kit's entropy floor
 
@@ -41,6 +42,7 @@ class Dataloader:
 class VerlDriver:
     host = HOST
     calls_per_step = 2
+    filters_groups = True  # verl's DAPO filter (algorithm.filter_groups)
 
     def __init__(self, base_config, checkpoint_dir, make_batch):
         self.host_keys = {}
@@ -48,8 +50,9 @@ class VerlDriver:
         self.checkpoint_dir = checkpoint_dir
         self.make_batch = make_batch
 
-    def trainer(self, steps):
-        """A v1 trainer stand-in whose mini-batch ``m`` of global step ``g`` has the rewards ``steps[g - first][m]``."""
+    def trainer(self, steps, keys, filtered):
+        """A v1 trainer stand-in whose mini-batch ``m`` of global step ``g`` has the rewards ``steps[g - first][m]``,
+        and whose group filtering evicted ``filtered`` groups (as verl's DAPO filter reports them) at each step."""
         from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
         from verl.trainer.ppo.ray_trainer import compute_advantage
         from verl.utils.tracking import Tracking
@@ -58,8 +61,9 @@ class VerlDriver:
         with open_dict(config):
             config.trainer.default_local_dir = str(self.checkpoint_dir)
             config.trainer.resume_mode = "auto"
-            config.algorithm.avspo.update(AVSPO_KEYS)
+            config.algorithm.avspo.update(keys)
             config.data.train_batch_size = 4
+            config.actor_rollout_ref.rollout.n = GROUP_SIZE
         trainer = SimpleNamespace(
             config=config, global_steps=0, actor_rollout_wg=WorkerGroup(), use_critic=False,
             train_dataloader=Dataloader(), trainer_mode="sync", checkpoint_callback=CheckpointCallback(config),
@@ -75,17 +79,19 @@ class VerlDriver:
             data = compute_advantage(self.make_batch(rows, uids), adv_estimator="avspo", config=config.algorithm)
             trainer.advantages[-1].append(data.batch["advantages"][:, 0])
             metrics["actor/entropy"] = ENTROPY  # as verl's _step_once reports it
+            if filtered and trainer.local_trigger_step == 0:  # verl merges each mini-batch's counts into the step's
+                metrics[DAPO_FILTERED_REWARD_COUNTS_KEY] = filtered
             keys = [f"{uid}_{row % 4}_0" for row, uid in enumerate(uids)]
             return SimpleNamespace(keys=keys, tags=[{}] * len(keys), partition_id="train")
 
         trainer._step_once = step_once
         return trainer
 
-    def run(self, steps, save=False, resume=False):
+    def run(self, steps, save=False, resume=False, keys=AVSPO_KEYS, filtered=None):
         from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
         session().reset()  # a new trainer process
-        trainer = self.trainer(steps)
+        trainer = self.trainer(steps, keys, filtered)
         if resume:
             PPOTrainer._load_checkpoint(trainer)
             assert trainer.global_steps == SAVED_STEP

@@ -11,7 +11,7 @@ import numpy as np
 
 from .paired import paired_difference
 from .records import AnalyzeError, ScalarLog
-from .timeline import Timeline
+from .timeline import Timeline, logged_values
 
 # What one comparison of single runs cannot tell, said wherever the comparison is.
 ONE_SEED_CAVEAT = (
@@ -24,15 +24,29 @@ ONE_SEED_CAVEAT = (
 
 def accuracy_curve(scalars: ScalarLog | None, key: str, timeline: Timeline, source: str) -> dict[str, Any]:
     """KEY at every step the run logged it, with the rollouts spent by then (the run's ``avspo/samples`` summed over
-    its training steps up to that step; none before the first)."""
+    its training steps up to that step; none before the first). A NaN before the last value is left out with a
+    warning in the run's warnings; a last value that is NaN or infinite, or an infinite one anywhere, is an
+    AnalyzeError naming the file, line, step and key."""
     if scalars is None:
         raise AnalyzeError(f"{source}: --accuracy {key} reads a logged metric, and this run is a rollout dump: give "
                            "its tracker log (verl's file logger .jsonl, TensorBoard or wandb)")
-    values = {step: row[key] for step, row in sorted(scalars.values.items()) if key in row and math.isfinite(row[key])}
-    if not values:
-        similar = sorted(name for name in scalars.keys() if name.startswith(key.split("/")[0] + "/"))[:8]
+    infinite = scalars.infinite.get(key, {})
+    logged = {step: row[key] for step, row in scalars.values.items() if key in row} | infinite
+    if not logged:
+        similar = sorted(name for name in scalars.keys() if name.startswith(key.split("/")[0] + "/") and name != key)
         raise AnalyzeError(f"{source}: no value of --accuracy {key!r} in this log"
-                           + (f"; keys of that kind here: {', '.join(similar)}" if similar else ""))
+                           + (f"; keys of that kind here: {', '.join(similar[:8])}" if similar else ""))
+    # The final is the last value logged: a NaN or infinite one is no accuracy to compare, and the step before is
+    # not this run's final; an infinite one anywhere is no accuracy at all.
+    last = max(logged)
+    if not math.isfinite(logged[last]) or infinite:
+        step = last if not math.isfinite(logged[last]) else min(infinite)
+        what = "the run's last value of it, its final" if step == last else "an accuracy is a finite number"
+        raise AnalyzeError(f"{scalars.where.get(step, source)}: --accuracy {key!r} is {logged[step]!r} at step {step} "
+                           f"({what}): this run has no final accuracy to compare; give a log whose last value of "
+                           f"{key} is a number")
+    # NaN values before the last are left out, each named in the run's warnings (and on stderr).
+    values = dict(sorted(logged_values(scalars, key, source, (-math.inf, math.inf)).items()))
     samples = timeline.get("samples")
     rollouts = None if samples is None else np.cumsum(np.nan_to_num(samples))
     points = []

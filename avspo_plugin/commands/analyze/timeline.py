@@ -171,7 +171,7 @@ FRACTION_SERIES = ("acr", "acr_all_fail", "acr_all_pass", "near_collapse", "effe
 WARNING_EXAMPLES = 3
 
 
-def _logged_values(log: ScalarLog, key: str, source: str, bounds: tuple[float, float]) -> dict[int, float]:
+def logged_values(log: ScalarLog, key: str, source: str, bounds: tuple[float, float]) -> dict[int, float]:
     """{step: value} of ``key``; a NaN, infinite or out-of-``bounds`` value is left out with a warning in
     ``log.warnings`` naming where it was read, its step and its value, so that no mean takes it in."""
     values = {step: row[key] for step, row in log.values.items() if key in row}
@@ -244,10 +244,10 @@ def _from_keys(log: ScalarLog, found: dict[str, str], source: str, basis: str, e
 
     acr_bounds: the range of the key read as ``acr`` (a fraction unless a proxy says otherwise); the other
     fraction series must lie in [0, 1], every series must be finite: a value that does not is left out
-    with a warning (:func:`_logged_values`), and a step whose ``acr`` is left out is no step of the timeline.
+    with a warning (:func:`logged_values`), and a step whose ``acr`` is left out is no step of the timeline.
     """
     values = {
-        name: _logged_values(log, key, source, acr_bounds if name == "acr" else
+        name: logged_values(log, key, source, acr_bounds if name == "acr" else
                              (0.0, 1.0) if name in FRACTION_SERIES else (-math.inf, math.inf))
         for name, key in found.items()
     }

@@ -23,7 +23,7 @@ import traceback
 from importlib import metadata
 from typing import Any
 
-from avspo_plugin.config import AVSPOConfig, ConfigError
+from avspo_plugin.config import AVSPOConfig, ConfigError, inert_keys
 from avspo_plugin.launch import evidence_sentence, what_runs
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
@@ -226,7 +226,9 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
         FEATURE_SETTING,
         MONITOR,
         avspo_config_from_algorithm,
+        avspo_key_name,
         features_of,
+        given_avspo_keys,
         misspelt_block_problem,
         monitor_config_from_algorithm,
         trainer_of,
@@ -252,6 +254,8 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
         except ConfigError as err:
             return [("FAIL", str(err))]
         findings.append(("ok", "algorithm.avspo is valid; " + _not_default(avspo)))
+        findings += [("warn", inert.message(avspo_key_name))
+                     for inert in inert_keys(avspo, given_avspo_keys(algorithm))]
         findings += estimator_notes(avspo, OmegaConf.select(config, "actor_rollout_ref.rollout.n"),
                                     OmegaConf.select(config, "data.train_batch_size"))
     if MONITOR in features:

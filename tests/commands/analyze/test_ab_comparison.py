@@ -26,7 +26,7 @@ AVSPO_VAL = {0: 0.30, 4: 0.41, 8: 0.43}
 TRIGGERED = {3, 6}
 
 
-def ab_logs(tmp_path):
+def ab_logs(tmp_path, avspo_val=AVSPO_VAL):
     grpo_truth, avspo_truth = truth(draw_run(STEPS, seed=1)), truth(draw_run(STEPS, seed=2))
     grpo = avspo_rows(grpo_truth)
     avspo = avspo_rows(avspo_truth)
@@ -34,7 +34,7 @@ def ab_logs(tmp_path):
         avspo[step].update({"avspo/triggered": float(step in TRIGGERED), "avspo/threshold": 0.5,
                             "avspo/augmented_groups": acr if step in TRIGGERED else 0.0,
                             "avspo/effective_acr": 0.0 if step in TRIGGERED else acr})
-    for rows, validation in ((grpo, GRPO_VAL), (avspo, AVSPO_VAL)):
+    for rows, validation in ((grpo, GRPO_VAL), (avspo, avspo_val)):
         for step in rows:
             rows[step]["avspo/samples"] = float(SAMPLES)
         for step, accuracy in validation.items():
@@ -164,3 +164,31 @@ def test_a_bound_near_zero_prints_its_sign():
     text = answer({"reference": "grpo", "other": "avspo", "seeds": 3, "mean_difference": 0.007, "ahead_on": 3,
                    "behind_on": 0, "interval": [0.0002, 0.0138], "level": 0.95, "detectable": 0.01})
     assert "[+0.0002, +0.014]" in text and "excludes 0" in text
+
+
+def test_a_nan_accuracy_before_the_last_is_left_out_and_listed(tmp_path, analyze):
+    grpo_log, avspo_log, _, _ = ab_logs(tmp_path, {**AVSPO_VAL, 4: float("nan")})
+    code, document, _, err = analyze(f"grpo={grpo_log}", f"avspo={avspo_log}", "--accuracy", ACCURACY)
+    assert code == 0, err
+    avspo_run = document["runs"][1]
+    listed = [warning for warning in avspo_run["warnings"] if warning.startswith(f"{ACCURACY}: 1 logged value(s)")]
+    assert len(listed) == 1 and re.search(r"avspo\.metrics\.jsonl:\d+: step 4: nan$", listed[0]), avspo_run["warnings"]
+    assert f"avspo analyze: warning: {listed[0]}" in err
+    assert [point["step"] for point in avspo_run["accuracy"]["points"]] == [0, 8]
+    assert avspo_run["accuracy"]["final"]["accuracy"] == AVSPO_VAL[8]
+
+
+@pytest.mark.parametrize(
+    "values,step,shown",
+    [({8: float("nan")}, 8, "nan"), ({8: float("inf")}, 8, "inf"), ({4: float("-inf")}, 4, "-inf"),
+     ({0: float("nan"), 4: float("nan"), 8: float("nan")}, 8, "nan")],
+    ids=["last-nan", "last-infinity", "middle-infinity", "all-nan"],
+)
+def test_a_non_finite_final_or_an_infinite_accuracy_is_an_error_naming_file_step_and_key(tmp_path, analyze, values, step,
+                                                                                          shown):
+    """The step before a NaN final was reported as the final, without a word; all NaN said the key was missing."""
+    grpo_log, avspo_log, _, _ = ab_logs(tmp_path, {**AVSPO_VAL, **values})
+    code, _, _, err = analyze(f"grpo={grpo_log}", f"avspo={avspo_log}", "--accuracy", ACCURACY)
+    assert code == 2
+    assert re.search(rf"avspo\.metrics\.jsonl:\d+: --accuracy '{re.escape(ACCURACY)}' is {shown} at step {step} ", err), err
+    assert "no value of --accuracy" not in err
