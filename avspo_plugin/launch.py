@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 
 from .config import DEFAULT_EVIDENCE, AVSPOConfig
+from .figures import share
 from .threshold_modes import THRESHOLD_MODES
 
 # ACR of GRPO runs in the paper (G = 8, Table 1); the outlook is stated at both ends when the run's own is not known.
@@ -67,19 +68,6 @@ def trigger_outlook(prompts: int, group_size: int | None, acr: float, threshold:
 def outlook_at_paper_acr(avspo: AVSPOConfig, prompts: int, group_size: int | None) -> tuple[TriggerOutlook, ...]:
     """The trigger's outlook at tau_0 for both ends of PAPER_GRPO_ACR."""
     return tuple(trigger_outlook(prompts, group_size, acr, avspo.threshold_init) for acr in PAPER_GRPO_ACR)
-
-
-def share(low: float, high: float) -> str:
-    """A range of shares in percent, one figure where both print the same."""
-    return f"{percent(low)} to {percent(high)}" if percent(low) != percent(high) else percent(low)
-
-
-def percent(value: float) -> str:
-    if 0 < value < 0.005:
-        return "under 1%"
-    if 0.995 < value < 1:
-        return "over 99%"
-    return f"{value:.0%}"
 
 
 def what_runs(avspo: AVSPOConfig, prompts: int | None, group_size: int | None) -> str:

@@ -11,7 +11,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from avspo_plugin.commands.analyze.paired import signed
+from avspo_plugin.figures import signed
 
 # Two-sided 95% quantiles of Student's t, t_{0.975, df}, df = 1..30.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,

@@ -192,7 +192,7 @@ IMPORTS_IN_FUNCTIONS = {
     # The doctor runs where a host is missing or broken; importing the verl adapter registers the estimator the
     # verl checks look for, and `--host trl` runs without Ray.
     "avspo_plugin.commands.doctor.verl": {"probe", "probe_in_ray_actor", "compose_config", "config_findings",
-                                       "_user_runtime_env"},
+                                       "_user_runtime_env", "verl_validation_findings"},
     "avspo_plugin.commands.doctor.trl": {"overridden_methods"},
     "avspo_plugin.commands.doctor.openrlhf": {"preflight_finding"},
     "avspo_plugin.commands.doctor.ray_cluster": {"connect_ray"},

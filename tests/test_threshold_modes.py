@@ -52,6 +52,8 @@ def test_a_mode_added_to_the_table_is_accepted_documented_and_run(added_mode):
     assert session.state == fixed.state and session.state.tau == config.threshold_init
     # The inert-trigger warning watches it (its trigger can stay shut), and the launch check says its row's note.
     assert session.warnings.inert_trigger.patience == 7
-    ((level, note),) = estimator_notes(config, n=4, prompts=None)
+    (_, runs), (level, note), (_, evidence) = estimator_notes(config, n=4, prompts=None)
+    assert runs.startswith(f"this run: acting: virtual samples in collapsed groups' mean and std, threshold_mode={ADDED.name}")
+    assert evidence.startswith("evidence: ")
     assert level == "warn" and note.startswith(f"algorithm.avspo.threshold_mode={ADDED.name}: virtual samples are "
                                                "added on steps whose ACR exceeds 0.5")

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from avspo_plugin.commands.main import extra_imports
+from avspo_plugin.extras import extra_imports
 
 PROG = "python -m recipes.math_data.agreement"
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from avspo_plugin.commands.main import extra_imports, run_command
+from avspo_plugin.commands.main import run_command
+from avspo_plugin.extras import extra_imports
 
 PROG = "python -m recipes.math_data.evaluate"
 

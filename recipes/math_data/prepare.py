@@ -20,7 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from avspo_plugin.commands.main import extra_imports, run_command
+from avspo_plugin.commands.main import run_command
+from avspo_plugin.extras import extra_imports
 
 PROG = "python -m recipes.math_data.prepare"
 

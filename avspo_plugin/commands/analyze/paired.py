@@ -9,6 +9,8 @@ from typing import Any
 
 from scipy import stats
 
+from avspo_plugin.figures import signed
+
 from .records import AnalyzeError
 
 # Between an arm's name and its seed in a run's label.
@@ -100,7 +102,3 @@ def answer(result: dict[str, Any]) -> str:
             f"difference of about {result['detectable']:.3f} or more ({POWER:.0%} power); a smaller one would not "
             "show.")
 
-
-def signed(value: float) -> str:
-    """A signed figure with 3 decimals, more where 3 would print a nonzero value as 0 (so a bound's side of 0 shows)."""
-    return f"{value:+.3f}" if value == 0 or abs(value) >= 0.0005 else f"{value:+.2g}"

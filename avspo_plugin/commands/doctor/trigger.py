@@ -4,7 +4,8 @@ avspo_plugin/launch.py)."""
 from __future__ import annotations
 
 from avspo_plugin.config import AVSPOConfig
-from avspo_plugin.launch import AB_RECIPE, outlook_at_paper_acr, share
+from avspo_plugin.figures import share
+from avspo_plugin.launch import AB_RECIPE, outlook_at_paper_acr
 from avspo_plugin.threshold_modes import THRESHOLD_MODES
 
 # Below this share of collapsed groups augmented at the top of PAPER_GRPO_ACR, the doctor warns that the run may
