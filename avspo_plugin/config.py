@@ -38,17 +38,12 @@ _WARNED_EARLIER_NAMES: set[tuple[str, str]] = set()
 
 # Sections of the keys, as TRL's GRPOConfig groups its fields; each block lists its own in order (SECTIONS), and
 # docs/using/config.md and the packaged YAML follow them.
-# The reward range and the collapse tolerance: shared by AVSPO, the monitor and prompt selection.
+# The reward range and the collapse tolerance: shared by AVSPO and the monitor.
 REWARDS_AND_COLLAPSE = "Rewards and collapse"
 VIRTUAL_SAMPLES = "Virtual samples"
 THRESHOLD = "Threshold"
 STATISTICS = "Group statistics"
 EARLY_WARNINGS = "Early warnings"
-# Sections of the prompt-selection keys (docs/using/selection.md).
-PREDICTION = "Prediction"
-EXPLORATION = "Exploration"
-RESUMING = "Resuming"
-ON_DATASET_CHANGE = ("error", "reset")
 
 # Bounds of the numeric keys; each key's help says why its bound is where it is.
 # Reward bounds: hi - lo, the virtual rewards and Eq. 14's std stay finite in float32 (max 3.4e38).
@@ -148,16 +143,7 @@ class Boolean:
         return "true or false"
 
 
-@dataclass(frozen=True)
-class NonEmptyText:
-    def problem(self, value: Any) -> str | None:
-        return None if isinstance(value, str) and value.strip() else self.wording()
-
-    def wording(self) -> str:
-        return "a non-empty string"
-
-
-Allowed = Number | Integer | OneOf | Boolean | NonEmptyText
+Allowed = Number | Integer | OneOf | Boolean
 
 
 def _plain(bound: float) -> str:
@@ -293,8 +279,7 @@ Block = TypeVar("Block", bound=ConfigBlock)
 
 @dataclass(frozen=True)
 class CollapseSettings(ConfigBlock):
-    """The reward range and the collapse tolerance, declared once: AVSPO, the monitor and prompt selection
-    each take them as their own keys (``algorithm.avspo.reward_low``, ``algorithm.avspo_monitor.reward_low``,
+    """The reward range and the collapse tolerance, declared once: AVSPO and the monitor each take them as their own keys (``algorithm.avspo.reward_low``, ``algorithm.avspo_monitor.reward_low``,
     ...), with one default, one range and one help text."""
 
     reward_low: float = _key(
@@ -472,78 +457,6 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         """These settings as the ACR monitor measures with them: ``threshold_mode`` never (the one place the
         monitor's config is made)."""
         return self.replace(threshold_mode=MEASURE_ONLY_MODE)
-
-
-@dataclass(frozen=True)
-class SelectionConfig(CollapseSettings):
-    """Collapse-aware prompt selection: skip, before generation, prompts predicted to collapse again.
-
-    A prompt is predicted to collapse when its last ``min_collapsed_visits`` visits all collapsed (of a
-    kind in ``counted_collapses``); such a prompt is still retried with the probability of
-    :func:`avspo_plugin.core.selection.retry_probability`, and at most ``max_skip_fraction`` of the
-    candidates of one choice are skipped (docs/using/selection.md).
-    """
-
-    BLOCK: ClassVar[str] = "avspo_selection"
-    RENAMED: ClassVar[Mapping[str, str]] = {"apply_to": "counted_collapses"}
-    SECTIONS: ClassVar[tuple[str, ...]] = (PREDICTION, REWARDS_AND_COLLAPSE, EXPLORATION, RESUMING)
-
-    enable: bool = _key(
-        False, PREDICTION, "Experimental (not shown to help: in the lab's study +0.0029 [-0.0030, +0.0088] held-out "
-        "accuracy vs GRPO, docs/evidence/results.md): skip prompts predicted to collapse before generating their responses. "
-        "Off by default.",
-        Boolean(),
-    )
-    id_key: str = _key(
-        "index", PREDICTION,
-        "The dataset field holding a stable, unique id per prompt (verl: a column of the training data, or a key "
-        "of its extra_info column; verl's own examples write extra_info.index). The per-step uid cannot serve.",
-        NonEmptyText(),
-    )
-    min_collapsed_visits: int = _key(
-        1, PREDICTION,
-        "Consecutive collapsed visits after which a prompt is predicted to collapse again (1: GRESO's rule, "
-        "from the first zero-variance visit on).",
-        Integer(1, MAX_STEPS), "a prompt is visited at most once a step, and a million steps is longer than any run",
-    )
-    counted_collapses: str = _key(
-        "all", PREDICTION,
-        "Which collapses count towards the prediction: all, all_fail (every response at reward_low) or all_pass "
-        "(every response at reward_high); a collapse of another kind ends the streak. Formerly apply_to, still read "
-        "(with a warning).",
-        OneOf(COLLAPSE_CHOICES),
-    )
-    explore: float = _key(
-        0.5, EXPLORATION,
-        "Probability that a prompt predicted to collapse after exactly min_collapsed_visits collapses is generated "
-        "anyway, just after its last visit; each further collapse multiplies it by explore (GRESO's p_e, whose "
-        "released scripts start it at 0.5). 1 never skips.",
-        Number(0.0, 1.0), "a probability",
-    )
-    retry_half_life: float = _key(
-        100.0, EXPLORATION,
-        "Steps after which the chance of skipping a predicted prompt has halved: the retry probability is "
-        "1 - (1 - explore**m) * 0.5**(age / retry_half_life), age = steps since the prompt's last visit, m = its "
-        "collapsed visits beyond min_collapsed_visits, plus 1.",
-        Number(0.0, MAX_STEPS, low_open=True),
-        "0 would divide by zero; beyond a million steps, longer than any run, the retry probability stays at explore",
-    )
-    max_skip_fraction: float = _key(
-        0.5, EXPLORATION,
-        "Most of the candidates of one choice that may be skipped (those predicted with the largest margin go "
-        "first); 0.5 caps the saving at the 2x reported for selective rollouts.",
-        Number(0.0, 1.0, high_open=True), "1 could skip every candidate and leave a step without prompts",
-    )
-    seed: int = _key(
-        0, EXPLORATION, "Seed of the retry draws; the draws of a choice come from a generator seeded with "
-        "(seed, step, number of choices made before).", Integer(0, MAX_SEED), "as algorithm.avspo.seed",
-    )
-    on_dataset_change: str = _key(
-        "error", RESUMING,
-        "A checkpoint's selection state from another dataset (different prompt ids): error stops with the two "
-        "datasets' sizes and fingerprints; reset starts the history afresh (logged as a warning).",
-        OneOf(ON_DATASET_CHANGE),
-    )
 
 
 # Sections of the monitor's keys.

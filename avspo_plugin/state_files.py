@@ -1,10 +1,10 @@
-"""State files beside checkpoints (the AVSPO state, the prompt-selection state), for every host.
+"""State files beside checkpoints (the AVSPO state, the monitor's), for every host.
 
 Written whole or not at all (:func:`write_json`: a temporary file in the same folder, fsync, atomic
 rename), so a crash mid-save leaves the previous file or the new one, never a part of one. Read back
 with :func:`load_json`: a file that is empty, cut short or not JSON, or that its loader refuses (a
 field of the wrong type or outside its range, see :func:`check_fields`), is a :class:`StateFileError`
-naming it and saying what to do. The states' owners describe their fields (core.session.STATE_FIELDS, core.selection's).
+naming it and saying what to do. The states' owners describe their fields (core.session.STATE_FIELDS).
 """
 
 from __future__ import annotations

@@ -41,7 +41,6 @@ INPUT_ERRORS = (
     ("avspo_plugin.config", "ConfigError"),
     ("avspo_plugin.state_files", "StateFileError"),
     ("avspo_plugin.commands.analyze.records", "AnalyzeError"),
-    ("avspo_plugin.evidence.lab_evidence", "FitFileError"),
     ("recipes.math_data.sources", "DataError"),  # the recipes' data preparation (run_command), from a checkout
     ("avspo_plugin.host_versions", "UnsupportedHostVersion"),
     ("avspo_plugin.verl.guards", "HookError"),

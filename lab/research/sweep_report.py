@@ -11,9 +11,10 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from avspo_plugin.evidence.forecast_models import BASELINE_WORDS, VERDICT_MEANINGS, verdict_text
+from avspo_plugin.evidence.forecast_models import verdict_text
 
 from ..report import markdown_table
+from .forecast import BASELINE_WORDS, VERDICT_MEANINGS
 from .sweep_analysis import ADDED, BASELINE, EARLY_FRACTION, SIGNALS, STEP_SIGNALS
 
 SIGNAL_TITLES = {
