@@ -19,11 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from .strategies import STRATEGIES
 from .threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 
-STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed_partial", "exp_decay")
-# Strategies whose virtual rewards are placed between reward_low and reward_high.
-BOUNDED_STRATEGIES = frozenset(STRATEGIES) - {"stratified_observed"}
 # The values of the keys that choose collapsed groups by their kind (augmented_collapses, counted_collapses).
 COLLAPSE_CHOICES = ("all", "all_fail", "all_pass")
 # What the lab measured of acting, rendered from its studies' JSON (python -m renderer writes the file;
@@ -32,8 +30,20 @@ DEFAULT_EVIDENCE = json.loads(Path(__file__).with_name("default_evidence.json").
 STD_KINDS = ("unbiased", "population")
 
 logger = logging.getLogger(__name__)
-# The earlier names already warned of in this process, by block: a host reads its block at every step.
-_WARNED_EARLIER_NAMES: set[tuple[str, str]] = set()
+# Names changed before the package was first published, {earlier name: name now}, for every surface: an AVSPO key
+# (a config block, a TRL field, an OpenRLHF flag) or a field of a state file. Each surface reads the rows whose name
+# now is one of its own; an earlier name given there is refused by :func:`earlier_name_error`, never read as the name.
+EARLIER_NAMES: Mapping[str, str] = {"apply_to": "augmented_collapses", "monitor": "warnings"}
+
+
+def earlier_name_error(given: Iterable[str], names: Collection[str], spell: Callable[[str], str] = str) -> str | None:
+    """The one-line error for the names of ``given`` that are earlier names (EARLIER_NAMES) of ``names`` (a surface's
+    own), each spelled as the surface writes it (``spell``: a key -> ``algorithm.avspo.<key>``, ``avspo_<key>``, ...);
+    None when there is none."""
+    earlier = [name for name in given if EARLIER_NAMES.get(name) in names]
+    if not earlier:
+        return None
+    return "; ".join(f"{spell(name)} is now {spell(EARLIER_NAMES[name])}: rename it" for name in earlier)
 
 
 # Sections of the keys, as TRL's GRPOConfig groups its fields; each block lists its own in order (SECTIONS), and
@@ -181,6 +191,11 @@ def _threshold_mode_help() -> str:
             "beside any estimator (algorithm.avspo_monitor.enable=true).")
 
 
+def _strategy_help() -> str:
+    equations = "; ".join(f"{strategy.name}: {strategy.equation}" for strategy in STRATEGIES.values())
+    return f"How virtual rewards are placed (Eq. 10 and the paper's ablation variants). {equations}."
+
+
 def _stagnation_steps_help() -> str:
     can_stay_shut = " or ".join(mode.name for mode in THRESHOLD_MODES.values() if mode.can_stay_shut)
     return ("Consecutive steps for the stagnation and entropy-collapse warnings, and for the inert-trigger warning "
@@ -201,9 +216,6 @@ class ConfigBlock:
     """
 
     SECTIONS: ClassVar[tuple[str, ...]] = ()
-    # Keys that had another name ({earlier name: key}): from_mapping reads the earlier name as the key, warning once
-    # per process and block; an error when both are set.
-    RENAMED: ClassVar[Mapping[str, str]] = {}
 
     def __post_init__(self) -> None:
         self.check_keys()
@@ -236,7 +248,10 @@ class ConfigBlock:
         where = cls.BLOCK if where is None else where
         if values is not None and not isinstance(values, Mapping):
             raise ConfigError(f"{where} must be a block of keys ({', '.join(cls.keys())}), got {values!r}")
-        values = cls._under_current_names(dict(values or {}), where)
+        values = dict(values or {})
+        earlier = earlier_name_error(values, cls.keys(), lambda key: f"{where}.{key}")
+        if earlier is not None:
+            raise ConfigError(earlier)
         unknown = sorted(set(values) - set(cls.keys()))
         if unknown:
             raise ConfigError(
@@ -246,26 +261,6 @@ class ConfigBlock:
             return cls(**values)
         except ConfigError as err:
             raise ConfigError(f"{where}: {err}") from None
-
-    @classmethod
-    def _under_current_names(cls, values: dict[str, Any], where: str) -> dict[str, Any]:
-        """``values`` with each key given under its earlier name (RENAMED) moved to its current name, with a warning
-        naming both. Both given is a ConfigError naming both, unless the current key holds its default: verl's packaged
-        YAML and the hosts' argument parsers give every key, so a key at its default counts as not set."""
-        for earlier, key in cls.RENAMED.items():
-            if earlier not in values:
-                continue
-            value = values.pop(earlier)
-            if key in values and values[key] != cls.__dataclass_fields__[key].default:
-                raise ConfigError(
-                    f"{where}.{earlier}={value!r} and {where}.{key}={values[key]!r} are both set: {earlier} is the "
-                    f"earlier name of {key}; set {key} only"
-                )
-            if (where, earlier) not in _WARNED_EARLIER_NAMES:
-                _WARNED_EARLIER_NAMES.add((where, earlier))
-                logger.warning("%s.%s is read as %s.%s, its name now: rename it", where, earlier, where, key)
-            values[key] = value
-        return values
 
     def replace(self: Block, **changes: Any) -> Block:
         return dataclasses.replace(self, **changes)
@@ -339,23 +334,12 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
 
     # The block's name in error messages when the host gives none.
     BLOCK: ClassVar[str] = "avspo"
-    RENAMED: ClassVar[Mapping[str, str]] = {"apply_to": "augmented_collapses"}
     SECTIONS: ClassVar[tuple[str, ...]] = (
         REWARDS_AND_COLLAPSE, VIRTUAL_SAMPLES, THRESHOLD, STATISTICS, EARLY_WARNINGS
     )
 
     # Virtual samples: how many, and where their rewards sit (Eqs. 9-10).
-    strategy: str = _key(
-        "stratified", VIRTUAL_SAMPLES,
-        "How virtual rewards are placed (Eq. 10 and the paper's ablation variants). "
-        "stratified: r_vk = reward_high - (k-1)/K * (reward_high - reward_low); "
-        "stratified_observed: r_vk = max(R_j) * (1 - (k-1)/K), Eq. 10 as printed; "
-        "opposite: every virtual reward is the bound farther from the group's value (the authors' released code); "
-        "uniform: r_vk ~ U[reward_low, reward_high]; "
-        "fixed_partial: r_vk = reward_low + partial * (reward_high - reward_low); "
-        "exp_decay: r_vk = reward_low + (reward_high - reward_low) * decay**(k-1).",
-        OneOf(STRATEGIES),
-    )
+    strategy: str = _key("stratified", VIRTUAL_SAMPLES, _strategy_help, OneOf(STRATEGIES))
     num_virtual: str | int = _key(
         "auto", VIRTUAL_SAMPLES,
         "Virtual samples K per augmented group: 'auto' for Eq. 9, K = max(1, min(G_j, ceil(G_j * ACR_t**alpha))), "
@@ -387,7 +371,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     augmented_collapses: str = _key(
         "all", VIRTUAL_SAMPLES,
         "Which collapsed groups get virtual samples: all, all_fail (value within 1e-6 of reward_low) "
-        "or all_pass (value within 1e-6 of reward_high). Formerly apply_to, still read (with a warning).",
+        "or all_pass (value within 1e-6 of reward_high).",
         OneOf(COLLAPSE_CHOICES),
     )
     # Threshold: when virtual samples are added (Eqs. 11-12).
@@ -445,7 +429,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     @property
     def bounded(self) -> bool:
         """Whether the strategy places virtual rewards by reward_low/reward_high (so rewards must lie there)."""
-        return self.strategy in BOUNDED_STRATEGIES
+        return STRATEGIES[self.strategy].bounded
 
     @property
     def places_virtual_rewards_in_bounds(self) -> bool:

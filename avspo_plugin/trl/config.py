@@ -23,7 +23,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..config import AVSPOConfig, ConfigError, key_help, misspelt_name
+from ..config import EARLIER_NAMES, AVSPOConfig, ConfigError, earlier_name_error, key_help, misspelt_name
 from ..threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 from .checked_imports import GRPOConfig
 from .conventions import host_settings
@@ -33,8 +33,6 @@ FIELD_PREFIX = "avspo_"
 HOST_KEYS = tuple(host_settings("group"))
 # The paper README's names -> the AVSPO key each one sets (use_avspo is handled on its own).
 ALIASES = {"acr_threshold_init": "threshold_init", "virtual_sample_alpha": "alpha"}
-# The fields of AVSPO keys' earlier names (AVSPOConfig.RENAMED) -> the field each one sets: read as it, with a warning.
-EARLIER_FIELDS = {FIELD_PREFIX + earlier: FIELD_PREFIX + key for earlier, key in AVSPOConfig.RENAMED.items()}
 SUPPORTED_AGGREGATION = "sum_then_normalize"
 
 
@@ -50,8 +48,7 @@ def _argument_type(hint: Any) -> Any:
 
 
 def _with_avspo_fields(cls: type) -> type:
-    """Add one ``avspo_<key>`` dataclass field per exposed AVSPOConfig key, and one (default None) per earlier name of
-    a key (EARLIER_FIELDS), before the class's own fields."""
+    """Add one ``avspo_<key>`` dataclass field per exposed AVSPOConfig key, before the class's own fields."""
     hints = typing.get_type_hints(AVSPOConfig)
     inherited = {f.name for f in dataclasses.fields(GRPOConfig)}
     generated = {}
@@ -64,13 +61,6 @@ def _with_avspo_fields(cls: type) -> type:
             metadata["choices"] = key.metadata["choices"]
         setattr(cls, name, field(default=key.default, metadata=metadata))
         generated[name] = _argument_type(hints[key.name])
-    for name, current in EARLIER_FIELDS.items():
-        key = AVSPOConfig.__dataclass_fields__[current.removeprefix(FIELD_PREFIX)]
-        metadata = {"help": f"Earlier name of {current}, read as it (with a warning); None: not set."}
-        if "choices" in key.metadata:
-            metadata["choices"] = key.metadata["choices"]
-        setattr(cls, name, field(default=None, metadata=metadata))
-        generated[name] = hints[key.name] | None
     cls.__annotations__ = {**generated, **inspect.get_annotations(cls)}
     return cls
 
@@ -94,6 +84,14 @@ class AVSPOGRPOConfig(GRPOConfig):
     virtual_sample_alpha: float | None = field(
         default=None, metadata={"help": "Alias from the paper's README for avspo_alpha."}
     )
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # A key's earlier name given to the constructor (config.EARLIER_NAMES): the field now, not Python's TypeError.
+        given = [name.removeprefix(FIELD_PREFIX) for name in kwargs if name.startswith(FIELD_PREFIX)]
+        earlier = earlier_name_error(given, AVSPOConfig.keys(), FIELD_PREFIX.__add__)
+        if earlier is not None:
+            raise ConfigError(earlier)
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -146,9 +144,6 @@ class AVSPOGRPOConfig(GRPOConfig):
         """The core's config: the ``avspo_<key>`` fields plus the keys TRL's ``scale_rewards`` decides."""
         values = {key.name: getattr(self, FIELD_PREFIX + key.name) for key in exposed_keys()}
         values["num_virtual"] = _num_virtual(values["num_virtual"])
-        # A key set under its earlier name: AVSPOConfig.from_mapping reads it as the key (both set: an error).
-        values.update({earlier.removeprefix(FIELD_PREFIX): getattr(self, earlier) for earlier in EARLIER_FIELDS
-                       if getattr(self, earlier) is not None})  # fmt: skip
         try:
             values.update(host_settings(self.scale_rewards))
         except ValueError as err:
@@ -163,6 +158,8 @@ def misspelt_field(name: str) -> str | None:
     head, _, rest = name.partition("_")
     if head.lower() != "avspo" and misspelt_name(head, ["avspo"]) is None:
         return None
+    if rest in EARLIER_NAMES:  # a key's earlier name (config.EARLIER_NAMES): the key now
+        return FIELD_PREFIX + EARLIER_NAMES[rest]
     fields = [FIELD_PREFIX + key.name for key in exposed_keys()]
     return max(fields, key=lambda known: difflib.SequenceMatcher(None, f"{FIELD_PREFIX}{rest}".lower(), known).ratio())
 
