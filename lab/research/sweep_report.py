@@ -124,11 +124,10 @@ def fit_section(fit: Mapping) -> list[str]:
     forecast = fit["forecast"]
     verdict = "supports" if forecast["supported"] else "does **not** support"
     return [
-        "## What `avspo analyze --fit fit.json` reads",
+        "## The line in fit.json",
         "",
         f"{fit['label']}. Rule for a forecast: {forecast['rule']}. This sweep {verdict} one "
-        f"({forecast['why']}); " + ("analyze projects a run with this line." if forecast["supported"] else
-                                    "analyze refuses the file and says why."),
+        f"({forecast['why']}).",
     ]
 
 
