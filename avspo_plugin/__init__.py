@@ -4,11 +4,10 @@ What a user imports is listed here (``__all__``) and, per host, in that adapter'
 lists it all. Everything else in the package is how these work.
 """
 
-from .config import AVSPOConfig, ConfigError, SelectionConfig
+from .config import AVSPOConfig, ConfigError
 from .core import (
     AVSPOResult,
     AVSPOSession,
-    PromptSelector,
     ThresholdState,
     aggregate_metrics,
     compute_group_advantages,
@@ -26,8 +25,6 @@ __all__ = [
     "AVSPOResult",
     "AVSPOSession",
     "ConfigError",
-    "PromptSelector",
-    "SelectionConfig",
     "ThresholdState",
     "aggregate_metrics",
     "compute_group_advantages",

@@ -19,11 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from .strategies import STRATEGIES
 from .threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 
-STRATEGIES = ("stratified", "stratified_observed", "opposite", "uniform", "fixed_partial", "exp_decay")
-# Strategies whose virtual rewards are placed between reward_low and reward_high.
-BOUNDED_STRATEGIES = frozenset(STRATEGIES) - {"stratified_observed"}
 # The values of the keys that choose collapsed groups by their kind (augmented_collapses, counted_collapses).
 COLLAPSE_CHOICES = ("all", "all_fail", "all_pass")
 # What the lab measured of acting, rendered from its studies' JSON (python -m renderer writes the file;
@@ -32,23 +30,30 @@ DEFAULT_EVIDENCE = json.loads(Path(__file__).with_name("default_evidence.json").
 STD_KINDS = ("unbiased", "population")
 
 logger = logging.getLogger(__name__)
-# The earlier names already warned of in this process, by block: a host reads its block at every step.
-_WARNED_EARLIER_NAMES: set[tuple[str, str]] = set()
+# Names changed before the package was first published, {earlier name: name now}, for every surface: an AVSPO key
+# (a config block, a TRL field, an OpenRLHF flag) or a field of a state file. Each surface reads the rows whose name
+# now is one of its own; an earlier name given there is refused by :func:`earlier_name_error`, never read as the name.
+EARLIER_NAMES: Mapping[str, str] = {"apply_to": "augmented_collapses", "monitor": "warnings"}
+
+
+def earlier_name_error(given: Iterable[str], names: Collection[str], spell: Callable[[str], str] = str) -> str | None:
+    """The one-line error for the names of ``given`` that are earlier names (EARLIER_NAMES) of ``names`` (a surface's
+    own), each spelled as the surface writes it (``spell``: a key -> ``algorithm.avspo.<key>``, ``avspo_<key>``, ...);
+    None when there is none."""
+    earlier = [name for name in given if EARLIER_NAMES.get(name) in names]
+    if not earlier:
+        return None
+    return "; ".join(f"{spell(name)} is now {spell(EARLIER_NAMES[name])}: rename it" for name in earlier)
 
 
 # Sections of the keys, as TRL's GRPOConfig groups its fields; each block lists its own in order (SECTIONS), and
 # docs/using/config.md and the packaged YAML follow them.
-# The reward range and the collapse tolerance: shared by AVSPO, the monitor and prompt selection.
+# The reward range and the collapse tolerance: shared by AVSPO and the monitor.
 REWARDS_AND_COLLAPSE = "Rewards and collapse"
 VIRTUAL_SAMPLES = "Virtual samples"
 THRESHOLD = "Threshold"
 STATISTICS = "Group statistics"
 EARLY_WARNINGS = "Early warnings"
-# Sections of the prompt-selection keys (docs/using/selection.md).
-PREDICTION = "Prediction"
-EXPLORATION = "Exploration"
-RESUMING = "Resuming"
-ON_DATASET_CHANGE = ("error", "reset")
 
 # Bounds of the numeric keys; each key's help says why its bound is where it is.
 # Reward bounds: hi - lo, the virtual rewards and Eq. 14's std stay finite in float32 (max 3.4e38).
@@ -148,16 +153,7 @@ class Boolean:
         return "true or false"
 
 
-@dataclass(frozen=True)
-class NonEmptyText:
-    def problem(self, value: Any) -> str | None:
-        return None if isinstance(value, str) and value.strip() else self.wording()
-
-    def wording(self) -> str:
-        return "a non-empty string"
-
-
-Allowed = Number | Integer | OneOf | Boolean | NonEmptyText
+Allowed = Number | Integer | OneOf | Boolean
 
 
 def _plain(bound: float) -> str:
@@ -195,6 +191,11 @@ def _threshold_mode_help() -> str:
             "beside any estimator (algorithm.avspo_monitor.enable=true).")
 
 
+def _strategy_help() -> str:
+    equations = "; ".join(f"{strategy.name}: {strategy.equation}" for strategy in STRATEGIES.values())
+    return f"How virtual rewards are placed (Eq. 10 and the paper's ablation variants). {equations}."
+
+
 def _stagnation_steps_help() -> str:
     can_stay_shut = " or ".join(mode.name for mode in THRESHOLD_MODES.values() if mode.can_stay_shut)
     return ("Consecutive steps for the stagnation and entropy-collapse warnings, and for the inert-trigger warning "
@@ -215,18 +216,15 @@ class ConfigBlock:
     """
 
     SECTIONS: ClassVar[tuple[str, ...]] = ()
-    # Keys that had another name ({earlier name: key}): from_mapping reads the earlier name as the key, warning once
-    # per process and block; an error when both are set.
-    RENAMED: ClassVar[Mapping[str, str]] = {}
 
     def __new__(cls, *args: Any, **kwargs: Any) -> ConfigBlock:
         # A key's earlier name given to the constructor: Python's own error ("unexpected keyword argument") would name
-        # nothing a user could write instead (from_mapping reads the earlier name as the key).
-        earlier = sorted(set(kwargs) & set(cls.RENAMED))
+        # nothing a user could write instead.
+        earlier = sorted(name for name in kwargs if EARLIER_NAMES.get(name) in cls.keys())
         if earlier:
             raise ConfigError("; ".join(
-                f"{cls.__name__}({name}=...): {name} is the earlier name of {cls.RENAMED[name]}: write "
-                f"{cls.__name__}({cls.RENAMED[name]}={kwargs[name]!r})" for name in earlier
+                f"{cls.__name__}({name}=...): {name} is the earlier name of {EARLIER_NAMES[name]}: write "
+                f"{cls.__name__}({EARLIER_NAMES[name]}={kwargs[name]!r})" for name in earlier
             ))  # fmt: skip
         return super().__new__(cls)
 
@@ -261,7 +259,10 @@ class ConfigBlock:
         where = cls.BLOCK if where is None else where
         if values is not None and not isinstance(values, Mapping):
             raise ConfigError(f"{where} must be a block of keys ({', '.join(cls.keys())}), got {values!r}")
-        values = cls._under_current_names(dict(values or {}), where)
+        values = dict(values or {})
+        earlier = earlier_name_error(values, cls.keys(), lambda key: f"{where}.{key}")
+        if earlier is not None:
+            raise ConfigError(earlier)
         unknown = sorted(set(values) - set(cls.keys()))
         if unknown:
             raise ConfigError(
@@ -271,26 +272,6 @@ class ConfigBlock:
             return cls(**values)
         except ConfigError as err:
             raise ConfigError(f"{where}: {err}") from None
-
-    @classmethod
-    def _under_current_names(cls, values: dict[str, Any], where: str) -> dict[str, Any]:
-        """``values`` with each key given under its earlier name (RENAMED) moved to its current name, with a warning
-        naming both. Both given is a ConfigError naming both, unless the current key holds its default: verl's packaged
-        YAML and the hosts' argument parsers give every key, so a key at its default counts as not set."""
-        for earlier, key in cls.RENAMED.items():
-            if earlier not in values:
-                continue
-            value = values.pop(earlier)
-            if key in values and values[key] != cls.__dataclass_fields__[key].default:
-                raise ConfigError(
-                    f"{where}.{earlier}={value!r} and {where}.{key}={values[key]!r} are both set: {earlier} is the "
-                    f"earlier name of {key}; set {key} only"
-                )
-            if (where, earlier) not in _WARNED_EARLIER_NAMES:
-                _WARNED_EARLIER_NAMES.add((where, earlier))
-                logger.warning("%s.%s is read as %s.%s, its name now: rename it", where, earlier, where, key)
-            values[key] = value
-        return values
 
     def replace(self: Block, **changes: Any) -> Block:
         return dataclasses.replace(self, **changes)
@@ -304,8 +285,7 @@ Block = TypeVar("Block", bound=ConfigBlock)
 
 @dataclass(frozen=True)
 class CollapseSettings(ConfigBlock):
-    """The reward range and the collapse tolerance, declared once: AVSPO, the monitor and prompt selection
-    each take them as their own keys (``algorithm.avspo.reward_low``, ``algorithm.avspo_monitor.reward_low``,
+    """The reward range and the collapse tolerance, declared once: AVSPO and the monitor each take them as their own keys (``algorithm.avspo.reward_low``, ``algorithm.avspo_monitor.reward_low``,
     ...), with one default, one range and one help text."""
 
     reward_low: float = _key(
@@ -365,23 +345,12 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
 
     # The block's name in error messages when the host gives none.
     BLOCK: ClassVar[str] = "avspo"
-    RENAMED: ClassVar[Mapping[str, str]] = {"apply_to": "augmented_collapses"}
     SECTIONS: ClassVar[tuple[str, ...]] = (
         REWARDS_AND_COLLAPSE, VIRTUAL_SAMPLES, THRESHOLD, STATISTICS, EARLY_WARNINGS
     )
 
     # Virtual samples: how many, and where their rewards sit (Eqs. 9-10).
-    strategy: str = _key(
-        "stratified", VIRTUAL_SAMPLES,
-        "How virtual rewards are placed (Eq. 10 and the paper's ablation variants). "
-        "stratified: r_vk = reward_high - (k-1)/K * (reward_high - reward_low); "
-        "stratified_observed: r_vk = max(R_j) * (1 - (k-1)/K), Eq. 10 as printed; "
-        "opposite: every virtual reward is the bound farther from the group's value (the authors' released code); "
-        "uniform: r_vk ~ U[reward_low, reward_high]; "
-        "fixed_partial: r_vk = reward_low + partial * (reward_high - reward_low); "
-        "exp_decay: r_vk = reward_low + (reward_high - reward_low) * decay**(k-1).",
-        OneOf(STRATEGIES),
-    )
+    strategy: str = _key("stratified", VIRTUAL_SAMPLES, _strategy_help, OneOf(STRATEGIES))
     num_virtual: str | int = _key(
         "auto", VIRTUAL_SAMPLES,
         "Virtual samples K per augmented group: 'auto' for Eq. 9, K = max(1, min(G_j, ceil(G_j * ACR_t**alpha))), "
@@ -413,7 +382,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     augmented_collapses: str = _key(
         "all", VIRTUAL_SAMPLES,
         "Which collapsed groups get virtual samples: all, all_fail (value within 1e-6 of reward_low) "
-        "or all_pass (value within 1e-6 of reward_high). Formerly apply_to, still read (with a warning).",
+        "or all_pass (value within 1e-6 of reward_high).",
         OneOf(COLLAPSE_CHOICES),
     )
     # Threshold: when virtual samples are added (Eqs. 11-12).
@@ -471,7 +440,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     @property
     def bounded(self) -> bool:
         """Whether the strategy places virtual rewards by reward_low/reward_high (so rewards must lie there)."""
-        return self.strategy in BOUNDED_STRATEGIES
+        return STRATEGIES[self.strategy].bounded
 
     @property
     def places_virtual_rewards_in_bounds(self) -> bool:
@@ -557,9 +526,9 @@ def acting_conditions() -> dict[str, tuple[_Acts, ...]]:
 
 
 def inert_keys(config: AVSPOConfig, given: Iterable[str]) -> list[InertKey]:
-    """The keys of ``given`` (the keys the user wrote; an earlier name counts as its key) that cannot act under
+    """The keys of ``given`` (the keys the user wrote) that cannot act under
     ``config``'s other settings, in the config's key order: each host warns of them at launch, and the doctor."""
-    given = {AVSPOConfig.RENAMED.get(key, key) for key in given}
+    given = set(given)
     conditions = acting_conditions()
     inert = []
     for key in AVSPOConfig.keys():
@@ -582,78 +551,6 @@ def warn_inert_keys(
         if message not in _WARNED_INERT:
             _WARNED_INERT.add(message)
             log.warning(message)
-
-
-@dataclass(frozen=True)
-class SelectionConfig(CollapseSettings):
-    """Collapse-aware prompt selection: skip, before generation, prompts predicted to collapse again.
-
-    A prompt is predicted to collapse when its last ``min_collapsed_visits`` visits all collapsed (of a
-    kind in ``counted_collapses``); such a prompt is still retried with the probability of
-    :func:`avspo_plugin.core.selection.retry_probability`, and at most ``max_skip_fraction`` of the
-    candidates of one choice are skipped (docs/using/selection.md).
-    """
-
-    BLOCK: ClassVar[str] = "avspo_selection"
-    RENAMED: ClassVar[Mapping[str, str]] = {"apply_to": "counted_collapses"}
-    SECTIONS: ClassVar[tuple[str, ...]] = (PREDICTION, REWARDS_AND_COLLAPSE, EXPLORATION, RESUMING)
-
-    enable: bool = _key(
-        False, PREDICTION, "Experimental (not shown to help: in the lab's study +0.0029 [-0.0030, +0.0088] held-out "
-        "accuracy vs GRPO, docs/evidence/results.md): skip prompts predicted to collapse before generating their responses. "
-        "Off by default.",
-        Boolean(),
-    )
-    id_key: str = _key(
-        "index", PREDICTION,
-        "The dataset field holding a stable, unique id per prompt (verl: a column of the training data, or a key "
-        "of its extra_info column; verl's own examples write extra_info.index). The per-step uid cannot serve.",
-        NonEmptyText(),
-    )
-    min_collapsed_visits: int = _key(
-        1, PREDICTION,
-        "Consecutive collapsed visits after which a prompt is predicted to collapse again (1: GRESO's rule, "
-        "from the first zero-variance visit on).",
-        Integer(1, MAX_STEPS), "a prompt is visited at most once a step, and a million steps is longer than any run",
-    )
-    counted_collapses: str = _key(
-        "all", PREDICTION,
-        "Which collapses count towards the prediction: all, all_fail (every response at reward_low) or all_pass "
-        "(every response at reward_high); a collapse of another kind ends the streak. Formerly apply_to, still read "
-        "(with a warning).",
-        OneOf(COLLAPSE_CHOICES),
-    )
-    explore: float = _key(
-        0.5, EXPLORATION,
-        "Probability that a prompt predicted to collapse after exactly min_collapsed_visits collapses is generated "
-        "anyway, just after its last visit; each further collapse multiplies it by explore (GRESO's p_e, whose "
-        "released scripts start it at 0.5). 1 never skips.",
-        Number(0.0, 1.0), "a probability",
-    )
-    retry_half_life: float = _key(
-        100.0, EXPLORATION,
-        "Steps after which the chance of skipping a predicted prompt has halved: the retry probability is "
-        "1 - (1 - explore**m) * 0.5**(age / retry_half_life), age = steps since the prompt's last visit, m = its "
-        "collapsed visits beyond min_collapsed_visits, plus 1.",
-        Number(0.0, MAX_STEPS, low_open=True),
-        "0 would divide by zero; beyond a million steps, longer than any run, the retry probability stays at explore",
-    )
-    max_skip_fraction: float = _key(
-        0.5, EXPLORATION,
-        "Most of the candidates of one choice that may be skipped (those predicted with the largest margin go "
-        "first); 0.5 caps the saving at the 2x reported for selective rollouts.",
-        Number(0.0, 1.0, high_open=True), "1 could skip every candidate and leave a step without prompts",
-    )
-    seed: int = _key(
-        0, EXPLORATION, "Seed of the retry draws; the draws of a choice come from a generator seeded with "
-        "(seed, step, number of choices made before).", Integer(0, MAX_SEED), "as algorithm.avspo.seed",
-    )
-    on_dataset_change: str = _key(
-        "error", RESUMING,
-        "A checkpoint's selection state from another dataset (different prompt ids): error stops with the two "
-        "datasets' sizes and fingerprints; reset starts the history afresh (logged as a warning).",
-        OneOf(ON_DATASET_CHANGE),
-    )
 
 
 # Sections of the monitor's keys.

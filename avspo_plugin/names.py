@@ -10,8 +10,6 @@ METRIC_PREFIX = "avspo/"
 STATE_FILE = "avspo_state.json"
 # The ACR monitor's state (warning streaks) saved beside each checkpoint of a run with algorithm.avspo_monitor.
 MONITOR_STATE_FILE = "avspo_monitor_state.json"
-# The prompt-selection history saved beside each checkpoint (docs/using/selection.md).
-SELECTION_STATE_FILE = "avspo_selection.json"
 
 
 def install_line(extras: str) -> str:

@@ -1,10 +1,10 @@
-"""State files beside checkpoints (the AVSPO state, the prompt-selection state), for every host.
+"""State files beside checkpoints (the AVSPO state, the monitor's), for every host.
 
 Written whole or not at all (:func:`write_json`: a temporary file in the same folder, fsync, atomic
 rename), so a crash mid-save leaves the previous file or the new one, never a part of one. Read back
 with :func:`load_json`: a file that is empty, cut short or not JSON, or that its loader refuses (a
 field of the wrong type or outside its range, see :func:`check_fields`), is a :class:`StateFileError`
-naming it and saying what to do. The states' owners describe their fields (core.session.STATE_FIELDS, core.selection's).
+naming it and saying what to do. The states' owners describe their fields (core.session.STATE_FIELDS).
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ import math
 import os
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from .config import earlier_name_error
 
 T = TypeVar("T")
 
@@ -89,20 +91,12 @@ def load_json(path: str, load: Callable[[Any], T], remedy: str) -> T:
         raise StateFileError(f"{path} cannot be resumed: {err}. {remedy}") from None
 
 
-def renamed_keys(state: Mapping[str, Any], renamed: Mapping[str, str], what: str) -> dict[str, Any]:
-    """``state`` with each key saved under an earlier name (``renamed``: {earlier name: name}) under its name,
-    nothing else changed; ValueError, naming ``what`` (the state) and both keys, when a state holds both."""
-    state = dict(state)
-    for earlier, name in renamed.items():
-        if earlier not in state:
-            continue
-        if name in state:
-            raise ValueError(
-                f"{what} holds both {earlier!r} (this key's name before it was renamed) and {name!r}; a state "
-                f"holds one of them"
-            )
-        state[name] = state.pop(earlier)
-    return state
+def refuse_earlier_keys(state: Mapping[str, Any], keys: Collection[str], what: str) -> None:
+    """ValueError, naming ``what`` (the state), when ``state`` holds the earlier name (config.EARLIER_NAMES) of one of
+    its ``keys``."""
+    earlier = earlier_name_error(state, keys, repr)
+    if earlier is not None:
+        raise ValueError(f"{what}: {earlier}")
 
 
 # ---------------------------------------------------------------------------- field types

@@ -72,8 +72,8 @@ def main() -> int:
     tracking.log(data={"actor/entropy": 1.0}, step=1)
     report["tracker_got"] = sorted(key for key in logged if key.startswith("avspo/"))
     report["metrics_route"] = metrics_route()
-    # The legacy trainer's hooks, their modules imported as a run does: the avspo run's in place, the rest (prompt
-    # selection's) ready to be placed by a run that uses them.
+    # The legacy trainer's hooks, their modules imported as a run does: the avspo run's in place, the rest (the
+    # monitor's) ready to be placed by a run that uses them.
     report["hooks"] = hooks.hook_status("legacy", load=True)
     print(json.dumps(report))
     ok = report["compute_advantage_matches_core"] and report["monitor_only_equals_verl_grpo"]

@@ -85,7 +85,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output directory (default ./avspo_lab)")
     parser.add_argument("--train-per-tier", type=int,
                         help="a fixed training set of N problems per tier in shuffled epochs (default: fresh problems "
-                             "every step); the select_* methods need one")
+                             "every step)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

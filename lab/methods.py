@@ -57,11 +57,8 @@ class Method:
     avspo: Mapping[str, Any] = field(default_factory=dict)
     dynamic_sampling: bool = False
     loss_agg_mode: str = "token-mean"  # verl's actor.loss_agg_mode for the policy loss
-    # algorithm.avspo_selection settings: collapse-aware prompt selection before generation (needs a
-    # fixed training set, LabSettings.train_per_tier); empty: every drawn prompt is generated
-    selection: Mapping[str, Any] = field(default_factory=dict)
     # What the study's manipulation check measures (study.manipulation): the collapsed groups the method claims to
-    # give a signal ("all", "all_fail", "all_pass"), "selection" for prompt selection, None for no claim.
+    # give a signal ("all", "all_fail", "all_pass"), None for no claim.
     acts_on: str | None = None
 
     def algorithm_config(self) -> DictConfig:
@@ -120,11 +117,9 @@ def setting_label(method: Method) -> str:
         if config.threshold_mode == "adaptive":
             parts.append("the paper's trigger")
         parts += [f"{key}={value}" for key, value in changed.items() if key != "threshold_mode"]
-    if method.selection:
-        parts.append("+ prompt selection")
     return f"{method.name} ({', '.join(parts)})"
 
-# Methods of the study only (python -m lab study): AVSPO's ablations, the controls and prompt selection.
+# Methods of the study only (python -m lab study): AVSPO's ablations and the controls.
 STUDY_EXTRA: dict[str, Method] = {
     m.name: m
     for m in (
@@ -161,11 +156,6 @@ STUDY_EXTRA: dict[str, Method] = {
                "collapsed group (phantom advantages: zero mean, unit spread, no information)", acts_on="all"),
         Method("rlzvp", ZVP_ESTIMATOR, f"RL-ZVP-style baseline: collapsed groups get an entropy-scaled signed "
                f"advantage (alpha {ZVP_SCALE}), other groups GRPO's", acts_on="all"),
-        Method("select_grpo", "grpo", "GRPO with collapse-aware prompt selection (experimental; algorithm.avspo_selection "
-               "defaults)",
-               selection={"enable": True}, acts_on="selection"),
-        Method("select_avspo", "avspo", "AVSPO as in the paper with collapse-aware prompt selection (experimental)",
-               avspo={"threshold_mode": "adaptive"}, selection={"enable": True}, acts_on="selection"),
     )
 }
 

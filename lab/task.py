@@ -232,10 +232,6 @@ class EpochSampler:
         ids, self.order = self.order[:n], self.order[n:]
         return ids
 
-    def push_front(self, ids: np.ndarray) -> None:
-        """Put drawn but unused ids back: they are the next ones drawn."""
-        self.order = np.concatenate([np.asarray(ids, dtype=np.int64), self.order])
-
 
 class ProblemSampler:
     """Training problems of a run: tiers drawn by weight, operands uniform, never a held-out problem."""

@@ -29,9 +29,7 @@ import torch
 from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
 from verl.workers.config import ActorConfig
 
-from avspo_plugin.config import SelectionConfig
 from avspo_plugin.core import AVSPOSession
-from avspo_plugin.core.selection import PromptSelector
 
 from .methods import Method, collapse_metrics, compute_advantages, effective_collapse
 from .policy import Rollout, build_policy, generate, greedy_accuracy, response_log_probs, supervised_batch
@@ -158,31 +156,21 @@ def sample_groups(policy, problems: Problems, ids: np.ndarray, settings: LabSett
 
 
 class PromptSource:
-    """Where a run's prompts come from: fresh draws, or a fixed training set in shuffled epochs, optionally
-    filtered by collapse-aware prompt selection before generation.
+    """Where a run's prompts come from: fresh draws, or a fixed training set in shuffled epochs.
 
     Stable prompt ids are the training-set indices (fixed set) or the problems' keys (fresh draws).
     """
 
     def __init__(self, settings: LabSettings, method: Method, seed: int, held: Problems):
         rng = np.random.default_rng([seed, 2])
-        self.selector = None
         if settings.fixed_training_set:
             self.epochs = EpochSampler(training_set(settings.tiers, settings.train_per_tier, settings.task_seed, held), rng)
             self.fresh = None
         else:
             self.epochs = None
             self.fresh = ProblemSampler(settings.tiers, settings.weights("mix"), held, rng)
-        if method.selection:
-            if self.epochs is None:
-                raise ValueError(f"method {method.name!r} selects prompts by their history, which needs a fixed "
-                                 "training set: set train_per_tier")
-            config = SelectionConfig.from_mapping({"seed": seed, **method.selection}, where="algorithm.avspo_selection")
-            self.selector = PromptSelector(config)
-        self.skipped = 0
         self.held_out_keys = held.keys()
         self.held_out_drawn = 0  # training prompts that are held-out problems (G5: must stay 0)
-        self.last_skipped = np.empty(0, dtype=np.int64)  # ids skipped by the last draw
 
     def draw(self, count: int, step: int) -> tuple[Problems, np.ndarray]:
         """count problems and their stable ids, each checked against the held-out split."""
@@ -191,22 +179,10 @@ class PromptSource:
         return problems, ids
 
     def _draw(self, count: int, step: int) -> tuple[Problems, np.ndarray]:
-        """With selection: candidates are drawn until count are kept; the skipped ones are used up for this epoch,
-        kept ones beyond count go back to the stream's front."""
         if self.epochs is None:
             problems = self.fresh.draw(count)
             return problems, problems.keys()
-        if self.selector is None:
-            ids = self.epochs.next_ids(count)
-            return self.epochs.problems.take(ids), ids
-        # The selector skips at most max_skip_fraction of one choice's candidates, so this many always keep count.
-        candidates = self.epochs.next_ids(int(np.ceil(count / (1 - self.selector.config.max_skip_fraction))))
-        keep = self.selector.choose(candidates.tolist(), step)
-        kept = candidates[keep]
-        self.last_skipped = candidates[~keep]
-        self.skipped += int((~keep).sum())
-        self.epochs.push_front(kept[count:])
-        ids = kept[:count]
+        ids = self.epochs.next_ids(count)
         return self.epochs.problems.take(ids), ids
 
 
@@ -420,7 +396,7 @@ def train(
         most_batches = settings.dapo_max_gen_batches if method.dynamic_sampling else 1
         if settings.rollout_budget:
             most_batches = min(most_batches, (settings.rollout_budget - rollouts_total) // batch_rows)
-        skipped_before, held_out_before = source.skipped, source.held_out_drawn
+        held_out_before = source.held_out_drawn
         sampled, batch = collect_batch(policy, source, method, settings, generator, step, most_batches)
         everything = Groups.concat(sampled) if len(sampled) > 1 else sampled[0]
         rollouts_total += len(everything.uids)
@@ -430,11 +406,7 @@ def train(
                   "reward": float(everything.scores.mean()), "rollouts": float(len(everything.uids)),
                   "rollouts_total": float(rollouts_total), "gen_batches": float(len(sampled)),
                   "batch_groups": float(len(batch.uids) // settings.group_size),
-                  "skipped_prompts": float(source.skipped - skipped_before),
                   "held_out_drawn": float(source.held_out_drawn - held_out_before)}
-        if source.selector is not None:
-            source.selector.observe(everything.prompt_ids.tolist(), everything.scores, step)
-            record.update(source.selector.pop_metrics())
 
         # 3. Estimate: old log-probs and token entropies before the update, then the method's advantages.
         # The entropy metric is taken on the first P prompts' responses (for DAPO before filtering), so that

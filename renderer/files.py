@@ -10,7 +10,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from avspo_plugin.evidence.lab_evidence import LAB_SWEEP_FIT, evidence_lines, lab_evidence
 from lab.research.sweep_preregistered import EVIDENCE, PREREGISTERED_BEGIN, PREREGISTERED_END, with_verdicts
 from lab.research.sweep_report import preregistered_markdown, report_markdown
 
@@ -29,14 +28,10 @@ from .docs_pages import (
     PACKAGED_EVIDENCE,
     PAGES,
     SAMPLES,
-    SELECTION_BEGIN,
-    SELECTION_END,
-    SELECTION_PAGE,
     evidence_blocks,
     evidence_markers,
     packaged_evidence,
     sample_markers,
-    selection_config_markdown,
     with_block,
 )
 from .forecast import FORECAST_BEGIN, FORECAST_END, sweep_forecast
@@ -44,9 +39,6 @@ from .gpu_constraints import render_gpu_constraints
 from .verl_hydra_configs import render_configs
 
 ROOT = DOCS.parent
-ANALYZE_PAGE = DOCS / "using" / "analyze.md"
-ANALYZE_BEGIN = "<!-- lab evidence: rendered from lab_sweep_fit.json by lab_evidence.evidence_lines -->"
-ANALYZE_END = "<!-- /lab evidence -->"
 SWEEP_FIT = EVIDENCE / "sweep" / "fit.json"
 # The confirmation sweep's own output: its fit file, the report holding it, and the page written from the report.
 CONFIRMATION = EVIDENCE / "sweep-confirm"
@@ -59,9 +51,8 @@ def generated_files() -> dict[Path, str]:
     def block(page: Path, begin: str, end: str, body: str) -> None:
         files[page] = with_block(files[page] if page in files else page.read_text(encoding="utf-8"), begin, end, body)
 
-    # The config and metric reference pages, the selection keys, the packaged hydra configs, the hosts' options.
+    # The config and metric reference pages, the packaged hydra configs, the hosts' options.
     files.update({DOCS / "using" / f"{page}.md": render() for page, render in PAGES.items()})
-    block(SELECTION_PAGE, SELECTION_BEGIN, SELECTION_END, selection_config_markdown())
     files.update(render_configs())
     files.update(render_gpu_constraints())
     block(DOCS / "using" / "trl.md", trl_options_table.TABLE_BEGIN, trl_options_table.TABLE_END,
@@ -85,11 +76,10 @@ def generated_files() -> dict[Path, str]:
         block(page, *evidence_markers(name, prefix), text)
     block(results_page.PAGE, results_page.BEGIN, results_page.END, results_page.results_history())
     # ACR's forecast value: the fit files with their verdicts drawn from their numbers (no file offers a forecast the
-    # pre-registered test does not back), the copy analyze reads, the confirmation's report, and where the verdict is
-    # quoted.
+    # pre-registered test does not back), the confirmation's report, and where the verdict is quoted.
     fit = with_verdicts(json.loads(SWEEP_FIT.read_text(encoding="utf-8")))
     prereg = fit["preregistered"]
-    files[SWEEP_FIT] = files[LAB_SWEEP_FIT] = json_text(fit)
+    files[SWEEP_FIT] = json_text(fit)
     confirmation_report = json.loads((CONFIRMATION / "sweep.json").read_text(encoding="utf-8"))
     confirmation_report["fit"] = with_verdicts(json.loads((CONFIRMATION / "fit.json").read_text(encoding="utf-8")))
     files[CONFIRMATION / "fit.json"] = json_text(confirmation_report["fit"])
@@ -98,18 +88,12 @@ def generated_files() -> dict[Path, str]:
     block(EVIDENCE / "sweep.md", PREREGISTERED_BEGIN, PREREGISTERED_END, "\n".join(preregistered_markdown(prereg)))
     block(EVIDENCE / "sweep.md", FORECAST_BEGIN.format(name="sweep", source="sweep/fit.json"),
           FORECAST_END.format(name="sweep"), sweep_forecast(prereg))
-    block(ANALYZE_PAGE, ANALYZE_BEGIN, ANALYZE_END, fenced(evidence_lines(lab_evidence(fit, SWEEP_FIT))))
     return files
 
 
 def json_text(data: dict) -> str:
     """A JSON file as the lab writes it."""
     return json.dumps(data, indent=1) + "\n"
-
-
-def fenced(lines: list[str]) -> str:
-    """Lines as an indented code block of a markdown list item."""
-    return "\n".join(["  ```", *(f"  {line}" for line in lines), "  ```"])
 
 
 def stale_files(render: Callable[[], dict[Path, str]] = generated_files) -> list[Path]:

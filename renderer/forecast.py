@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from avspo_plugin.evidence import forecast_models as sm
-from avspo_plugin.evidence.lab_evidence import gain_text
+from lab.research.lab_evidence import gain_text
 
 FORECAST_BEGIN = "<!-- BEGIN FORECAST {name}: rendered by `python -m renderer` from {source} -->"
 FORECAST_END = "<!-- END FORECAST {name} -->"
@@ -25,8 +25,8 @@ def confirmed_verdict(prereg: dict[str, Any]) -> str | None:
 def readme_forecast(prereg: dict[str, Any]) -> str:
     """README's sentence: ACR counts wasted rollouts, and what the confirmation says of it as a forecast."""
     words, confirmation = confirmed_verdict(prereg), prereg["confirmation"]
-    tail = ("(`avspo analyze` prints this from the lab's fit file, and `--fit-final KEY` fits the same models on your "
-            "own runs; [docs/evidence/sweep.md](docs/evidence/sweep.md)).")
+    tail = ("(`avspo analyze --fit-final KEY` fits the same models on your own runs; "
+            "[docs/evidence/sweep.md](docs/evidence/sweep.md)).")
     if words is None:
         return ("ACR counts wasted rollouts; whether early ACR also foretells how a run ends is open: the lab's "
                 "pre-registered confirmation sweep has not yet run, and its exploratory pass on the first sweep is a "
@@ -42,21 +42,18 @@ def readme_forecast(prereg: dict[str, Any]) -> str:
 def sweep_forecast(prereg: dict[str, Any]) -> str:
     """docs/evidence/sweep.md's paragraph: what the product says, following the confirmation's verdict."""
     words = confirmed_verdict(prereg)
-    packaged = ("`avspo analyze` states it from the fit file packaged with it "
-                "(`avspo_plugin/evidence/lab_sweep_fit.json`, the same file as [sweep/fit.json](sweep/fit.json))")
+    packaged = "`avspo analyze` projects no final score from early ACR"
     common = ("`avspo analyze --fit-final KEY` fits the same models on a user's own finished runs "
-              "([docs/using/analyze.md](../using/analyze.md)). `--fit sweep/fit.json` and `--fit sweep-confirm/fit.json` "
-              "are refused: a line of early ACR alone supports a forecast only where the pre-registered verdict is "
-              f"{sm.ADDS} (each file's `forecast` says why). The stagnation warning marks a run's wasted rollouts: within "
+              "([docs/using/analyze.md](../using/analyze.md)); a line of early ACR alone supports a forecast only where "
+              f"the pre-registered verdict is {sm.ADDS} (each fit file's `forecast` says why). The stagnation warning marks a run's wasted rollouts: within "
               "lr x base cells, runs where it fired did not end worse (block above). The old sweep's results, from the "
               "testbed where RL did not learn, are history: [sweep-history/](sweep-history/README.md).")
     if words is None:
         return ("**What the product says** until the confirmation has run: ACR is kept as what it certainly is, the "
-                f"share of rollouts that taught nothing (`avspo/wasted_rollouts`). {packaged}, that the pre-registered "
-                "confirmation has not yet run and what the exploratory pass found, labelled exploratory; it neither "
+                f"share of rollouts that taught nothing (`avspo/wasted_rollouts`). {packaged}: the pre-registered "
+                "confirmation has not yet run, and the exploratory pass is labelled exploratory; it neither "
                 f"calls ACR a forecast nor rules it out. {common}")
-    return (f"**What the product says**, following the confirmation on bases no fit had seen: {words}. {packaged}, "
-            "with the exploratory pass labelled exploratory beside it; "
+    return (f"**What the product says**, following the confirmation on bases no fit had seen: {words}. {packaged}; "
             "ACR is kept as what it certainly is, the share of rollouts that taught nothing (`avspo/wasted_rollouts`)"
             + (", and a forecast from it is one to check on the user's own runs first. " if prereg["verdict"] == sm.ADDS
                else ", never called a forecast. ") + common)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from avspo_plugin.config import AVSPOConfig, key_help
-from avspo_plugin.openrlhf.args import DOTTED, HOST_DEFAULTS, default_of, earlier_flag_help
+from avspo_plugin.openrlhf.args import DOTTED, HOST_DEFAULTS, default_of
 from renderer.docs_pages import markdown_cell
 
 TABLE_BEGIN = (
@@ -15,8 +15,7 @@ TABLE_END = "<!-- avspo-openrlhf-options:end -->"
 
 
 def options_table() -> str:
-    """The markdown table of every avspo flag: name (dotted releases), default under OpenRLHF, meaning; then the
-    flags of keys' earlier names."""
+    """The markdown table of every avspo flag: name (dotted releases), default under OpenRLHF, meaning."""
     rows = ["| flag | default | meaning |", "|---|---|---|"]
     for field in dataclasses.fields(AVSPOConfig):
         meaning = key_help(field)
@@ -24,7 +23,4 @@ def options_table() -> str:
             meaning += f" OpenRLHF default {default_of(field.name)!r} (AVSPOConfig: {field.default!r})."
         flag = DOTTED.flag(DOTTED.avspo_dest(field.name))
         rows.append(f"| `{flag}` | `{default_of(field.name)!r}` | {markdown_cell(meaning)} |")
-    for earlier in AVSPOConfig.RENAMED:
-        meaning = earlier_flag_help(DOTTED, earlier)
-        rows.append(f"| `{DOTTED.flag(DOTTED.avspo_dest(earlier))}` | `None` | {markdown_cell(meaning)} |")
     return "\n".join(rows)

@@ -745,7 +745,7 @@ def old_testbed(study: dict, sweep: dict) -> list[str]:
         + f" and {readings['1.3']:.1f}% at T = 1.3, and low temperature also raises early ACR.",
         f"* Intervals over the {fits['temperature_1.0']['runs']['n']} runs (in sweep.md) treat seeds of one "
         "configuration as independent and are too narrow. The configuration means are the ones to read.",
-        "* `fit.json`, the fitted line for `avspo analyze --fit`, is the temperature-1.0 fit over configuration means: "
+        "* `fit.json`, the fitted line for the since-removed `--fit` of `avspo analyze`, is the temperature-1.0 fit over configuration means: "
         "[sweep-history/fit.json](sweep-history/fit.json).",
         "",
         "![the sweep: early ACR against final accuracy, three readings](sweep-history/sweep_scatter.png)",

@@ -1,16 +1,14 @@
-"""The verl adapter's packaged hydra configs, generated from :class:`AVSPOConfig`, :class:`SelectionConfig` and
-:class:`MonitorConfig`. ``python -m renderer`` (:func:`write_configs`) writes these four
+"""The verl adapter's packaged hydra configs, generated from :class:`AVSPOConfig` and
+:class:`MonitorConfig`. ``python -m renderer`` (:func:`write_configs`) writes these three
 files of avspo_plugin/verl/config/, and nothing else:
 
 * ``avspo_algorithm.yaml``: ``algorithm.adv_estimator: avspo`` and the full ``algorithm.avspo``
   block, each key with its default and help text (a global-package config that any verl
   config can list in its defaults).
-* ``avspo_selection.yaml``: the ``algorithm.avspo_selection`` block of prompt selection (off),
-  likewise; it sets no estimator, so it composes on ``grpo`` runs as well.
 * ``avspo_monitor.yaml``: the ``algorithm.avspo_monitor`` block of the ACR monitor (off); it sets no
   estimator, so it composes on any run.
-* ``avspo_trainer.yaml``: verl's own ``ppo_trainer`` with ``avspo_algorithm``, ``avspo_selection`` and
-  ``avspo_monitor`` on top; the primary config for verl's stock entry point::
+* ``avspo_trainer.yaml``: verl's own ``ppo_trainer`` with ``avspo_algorithm`` and ``avspo_monitor`` on
+  top; the primary config for verl's stock entry point::
 
     python -m verl.trainer.main_ppo --config-path pkg://avspo_plugin.verl.config --config-name avspo_trainer ...
 
@@ -30,13 +28,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from avspo_plugin.config import AVSPOConfig, ConfigBlock, MonitorConfig, SelectionConfig, config_sections
+from avspo_plugin.config import AVSPOConfig, ConfigBlock, MonitorConfig, config_sections
 
 # The configs sit in the verl adapter, where pkg://avspo_plugin.verl.config finds them.
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "avspo_plugin" / "verl" / "config"
 TRAINER_CONFIG_NAME = "avspo_trainer"
 ALGORITHM_CONFIG_NAME = "avspo_algorithm"
-SELECTION_CONFIG_NAME = "avspo_selection"
 MONITOR_CONFIG_NAME = "avspo_monitor"
 
 _GENERATED = """\
@@ -44,7 +41,7 @@ _GENERATED = """\
 # regenerate with `python -m renderer`.
 """
 
-_TRAINER = _GENERATED.format(source="AVSPOConfig, SelectionConfig and MonitorConfig") + f"""\
+_TRAINER = _GENERATED.format(source="AVSPOConfig and MonitorConfig") + f"""\
 #
 # verl's ppo_trainer with the AVSPO advantage estimator (the block of {ALGORITHM_CONFIG_NAME}.yaml). Run it
 # with verl's stock entry point:
@@ -58,7 +55,6 @@ hydra:
 defaults:
   - ppo_trainer
   - {ALGORITHM_CONFIG_NAME}
-  - {SELECTION_CONFIG_NAME}
   - {MONITOR_CONFIG_NAME}
   - _self_
 """
@@ -77,19 +73,6 @@ algorithm:
 
   # AVSPO and ACR settings (avspo_plugin.config.AVSPOConfig).
   avspo:
-"""
-
-_SELECTION_HEADER = _GENERATED.format(source="SelectionConfig") + f"""\
-#
-# Collapse-aware prompt selection (docs/using/selection.md): every key of algorithm.avspo_selection with its
-# default (a missing block means these: off). It sets no estimator, so it composes on grpo runs as well:
-#   hydra: {{searchpath: [pkg://verl.trainer.config, pkg://avspo_plugin.verl.config]}}
-#   defaults: [ppo_trainer, {SELECTION_CONFIG_NAME}, _self_]
-# @package _global_
-
-algorithm:
-  # Prompt selection settings (avspo_plugin.config.SelectionConfig).
-  avspo_selection:
 """
 
 _MONITOR_HEADER = _GENERATED.format(source="MonitorConfig") + f"""\
@@ -148,6 +131,5 @@ def render_configs() -> dict[Path, str]:
     return {
         CONFIG_DIR / f"{TRAINER_CONFIG_NAME}.yaml": _TRAINER,
         CONFIG_DIR / f"{ALGORITHM_CONFIG_NAME}.yaml": render_block(_ALGORITHM_HEADER, AVSPOConfig),
-        CONFIG_DIR / f"{SELECTION_CONFIG_NAME}.yaml": render_block(_SELECTION_HEADER, SelectionConfig),
         CONFIG_DIR / f"{MONITOR_CONFIG_NAME}.yaml": render_block(_MONITOR_HEADER, MonitorConfig),
     }

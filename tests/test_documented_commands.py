@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.commands.main import MOVED, SUBCOMMANDS
+from avspo_plugin.commands.main import SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -80,7 +80,7 @@ def module_exists(name: str) -> bool:
 def exists(command: str) -> bool:
     kind, name = command.rsplit(" ", 1)
     if kind == "avspo":
-        return name in SUBCOMMANDS or name in MOVED
+        return name in SUBCOMMANDS
     return name.split(".")[0] in NOT_INSTALLED_HOSTS or module_exists(name)
 
 
@@ -99,7 +99,7 @@ def test_the_check_finds_what_it_looks_for(tmp_path):
     record.write_text(json.dumps({"measured_on": "the avspo CPU lab (avspo math-eval)", "runs": [{"command": "avspo x"}]}))
     assert {command for command, _ in named_commands(page)} == {"avspo doctor", "python -m lab", "avspo lab"}
     assert {command for command, _ in named_commands(record)} == {"avspo math-eval", "avspo x"}
-    assert exists("avspo doctor") and exists("avspo demo") and not exists("avspo lab")
+    assert exists("avspo doctor") and exists("avspo advantages") and not exists("avspo lab")
     assert exists("python -m lab") and exists("python -m recipes.math_data.prepare") and exists("python -m verl.model_merger")
     assert not exists("python -m recipes.math_data.nothing") and not exists("python -m avspo_plugin.lab")
 
@@ -108,4 +108,4 @@ def test_the_pages_list_of_subcommands_is_the_console_scripts():
     """Where a page lists every subcommand by name (bad input, analyze.md), the list is the console script's."""
     lists = [re.search(r"\*\*Every subcommand\*\* \(([^)]*)\)", path.read_text(encoding="utf-8")) for path in PAGES]
     (listed,) = [match.group(1) for match in lists if match]
-    assert set(re.findall(r"`([\w-]+)`", listed)) == set(SUBCOMMANDS) | set(MOVED)
+    assert set(re.findall(r"`([\w-]+)`", listed)) == set(SUBCOMMANDS)

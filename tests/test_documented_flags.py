@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.commands.main import MOVED, SUBCOMMANDS, build_parser, command_parser
+from avspo_plugin.commands.main import SUBCOMMANDS, build_parser, command_parser
 from lab import command as lab_command
 from recipes.math_data import evaluate, prepare
 
@@ -71,7 +71,7 @@ def spelled_flags(code: str) -> Iterator[tuple[str, str | None, str]]:
             if option:
                 yield (command or "", action, option.group(1))
             elif command is None:
-                if word not in SUBCOMMANDS and word not in MOVED:
+                if word not in SUBCOMMANDS:
                     break
                 command = word
             elif action is None and word in actions(command):

@@ -175,7 +175,7 @@ def test_the_built_wheel_holds_the_package_and_none_of_the_lab(tmp_path):
     modules = [name for name in files if name.endswith(".py")]
     assert not [name for name in modules if any(word in name for word in ("study", "sweep", "tuning", "sharpening"))]
     for expected in ("avspo_plugin/verl/estimator.py", "avspo_plugin/commands/main.py",
-                     "avspo_plugin/evidence/lab_sweep_fit.json", "avspo_plugin/default_evidence.json",
+                     "avspo_plugin/default_evidence.json",
                      "avspo_plugin/verl/config/avspo_trainer.yaml"):
         assert expected in files
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.config import AVSPOConfig, SelectionConfig
+from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS
 from renderer.docs_pages import PACKAGED_EVIDENCE, PAGES, VERL_DEMO_RECORD, demo_step_metrics
 from renderer.files import generated_files, stale_files, with_block
@@ -27,15 +27,15 @@ def test_every_generated_file_is_what_its_sources_render(path):
 
 def test_the_renderer_covers_every_generated_place():
     relative = {str(path.relative_to(ROOT)) for path in GENERATED}
-    assert {"docs/using/config.md", "docs/using/metrics.md", "docs/using/selection.md", "docs/using/trl.md",
+    assert {"docs/using/config.md", "docs/using/metrics.md", "docs/using/trl.md",
             "docs/using/openrlhf.md", "docs/using/verl-cpu.md", "docs/using/recipes.md", "docs/using/analyze.md",
             "docs/evidence/results.md", "docs/evidence/sharpening.md", "docs/evidence/sweep.md",
             "docs/evidence/headroom.md",
             "recipes/run_avspo_paper.sh", "avspo_plugin/default_evidence.json",
-            "avspo_plugin/evidence/lab_sweep_fit.json", "docs/evidence/sweep/fit.json",
+            "docs/evidence/sweep/fit.json",
             "docs/evidence/sweep-confirm/fit.json", "docs/evidence/sweep-confirm/sweep.json",
             "docs/evidence/sweep-confirm/sweep.md", "avspo_plugin/verl/config/avspo_trainer.yaml",
-            "avspo_plugin/verl/config/avspo_algorithm.yaml", "avspo_plugin/verl/config/avspo_selection.yaml",
+            "avspo_plugin/verl/config/avspo_algorithm.yaml",
             "avspo_plugin/verl/config/avspo_monitor.yaml", "docs/using/verl.md", "avspo_plugin/verl/__init__.py",
             "docs/method/performance.md"} <= relative
 
@@ -56,11 +56,6 @@ def test_every_key_and_metric_is_documented():
     assert all(f"| `{key}` |" in config_page for key in AVSPOConfig.keys())
     assert set(METRIC_HELP) == set(METRIC_REDUCTIONS)
     assert all(f"| `{name}` |" in metrics_page for name in METRIC_REDUCTIONS)
-
-
-def test_selection_page_lists_every_key():
-    page = GENERATED[ROOT / "docs" / "using" / "selection.md"]
-    assert all(f"| `{key}` |" in page for key in SelectionConfig.keys())
 
 
 def test_the_recorded_verl_demo_ran_under_the_current_defaults():

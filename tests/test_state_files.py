@@ -1,22 +1,20 @@
 """State files beside checkpoints: written whole or not at all, read back with every field's type checked,
-and a damaged file named with what to do. verl's AVSPO and prompt-selection states here; TRL's in
+and a damaged file named with what to do. verl's AVSPO state here; TRL's in
 tests/trl/test_trainer.py."""
 
 import json
 import os
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 
-from avspo_plugin.config import AVSPOConfig, SelectionConfig
+from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core import AVSPOSession
-from avspo_plugin.core.selection import PromptSelector
-from avspo_plugin.names import SELECTION_STATE_FILE, STATE_FILE
+from avspo_plugin.names import STATE_FILE
 from avspo_plugin.state_files import InRange, StateFileError, check_fields, write_json
-from avspo_plugin.verl import checkpoint, selection
+from avspo_plugin.verl import checkpoint
 
 
 def avspo_state():
@@ -35,12 +33,6 @@ def avspo_state_with(field: tuple[str, ...], value):
         target = target[key]
     target[last] = value
     return state
-
-
-def selection_run():
-    selector = PromptSelector(SelectionConfig(enable=True), dataset_ids=["p0", "p1"])
-    selector.observe(["p0"] * 4 + ["p1"] * 4, torch.tensor([0.0] * 4 + [1.0, 0.0, 1.0, 0.0]), step=1)
-    return SimpleNamespace(selector=selector)
 
 
 # ------------------------------------------------------------------ writing
@@ -71,11 +63,6 @@ def test_verl_states_round_trip(tmp_path):
     state = avspo_state()
     assert checkpoint.write_state(str(tmp_path), state) == str(tmp_path / STATE_FILE)
     assert checkpoint.read_state(str(tmp_path)) == state
-    run, resumed = selection_run(), selection_run()
-    resumed.selector = PromptSelector(SelectionConfig(enable=True), dataset_ids=["p0", "p1"])
-    selection.write_state(str(tmp_path), run)
-    assert selection.read_state(str(tmp_path), resumed)
-    assert resumed.selector.state_dict() == run.selector.state_dict()
 
 
 # ------------------------------------------------------------------ reading damaged files
@@ -131,38 +118,6 @@ def test_a_missing_nested_field_is_named(tmp_path):
         checkpoint.read_state(str(tmp_path))
 
 
-@pytest.mark.parametrize("damage", DAMAGED)
-def test_a_damaged_selection_state_names_the_file_and_what_to_do(tmp_path, damage):
-    run = selection_run()
-    path = tmp_path / SELECTION_STATE_FILE
-    change, problem = DAMAGED[damage]
-    write_damaged(path, json.dumps(run.selector.state_dict()), change)
-    with pytest.raises(StateFileError, match=rf"^{path} {problem}.*To start the prompt-selection history empty, "
-                                             rf"delete {path}; or resume from an earlier checkpoint"):
-        selection.read_state(str(tmp_path), run)
-
-
-@pytest.mark.parametrize(
-    "key, value, message",
-    [
-        ("ids", ["p0", 1.5], r"field ids\[1\] should be an integer or a string, found float 1.5"),
-        ("streak", [0, "1"], r"field streak\[1\] should be an integer, found str '1'"),
-        ("keep_prob", [1.0, None], r"field keep_prob\[1\] should be a number, found NoneType None"),
-        ("closed", 1, "field closed should be true or false, found int 1"),
-        ("choices", "3", "field choices should be an integer"),
-        ("totals", {"skipped": "2"}, "field totals.skipped should be a number"),
-        ("fingerprint", 7, "field fingerprint should be null or a string, found int 7"),
-    ],
-)
-def test_every_field_of_the_selection_state_has_its_type_checked(tmp_path, key, value, message):
-    run = selection_run()
-    state = {**run.selector.state_dict(), key: value}
-    (tmp_path / SELECTION_STATE_FILE).write_text(json.dumps(state))
-    with pytest.raises(StateFileError, match=rf"{tmp_path / SELECTION_STATE_FILE} cannot be resumed: "
-                                             rf"prompt-selection state: {message}.*delete"):
-        selection.read_state(str(tmp_path), run)
-
-
 # ------------------------------------------------------------------ every field's range
 
 INT64 = "an integer in [0, 2**63 - 1]"
@@ -195,34 +150,6 @@ def test_every_field_of_the_avspo_state_has_its_range_checked(tmp_path, field, v
         checkpoint.read_state(str(tmp_path))
     with pytest.raises(ValueError, match=re.escape(message)):
         AVSPOSession().load_state_dict(state)
-
-
-@pytest.mark.parametrize(
-    "key, value, field, allowed",
-    [
-        ("streak", [0, -1], "streak[1] is -1", INT64),
-        ("last_seen", [-5, 0], "last_seen[0] is -5", INT64),
-        ("visits", [1, 2**64], f"visits[1] is {2**64}", INT64),
-        ("kind", [0, 7], "kind[1] is 7", "an integer in [0, 4]"),
-        ("keep_prob", [1.0, 0.0], "keep_prob[1] is 0.0", "a finite number in (0, 1]"),
-        ("keep_prob", [float("nan"), 1.0], "keep_prob[0] is nan", "a finite number in (0, 1]"),
-        ("keep_prob", [1.5, 1.0], "keep_prob[0] is 1.5", "a finite number in (0, 1]"),
-        ("choices", -1, "choices is -1", INT64),
-        ("group_size", 0, "group_size is 0", "an integer in [1, 2**63 - 1]"),
-        ("totals", {"skipped": -1.0}, "totals.skipped is -1.0", "a finite number >= 0"),
-        ("totals", {"hit": float("inf")}, "totals.hit is inf", "a finite number >= 0"),
-        ("fingerprint", "2:abc", "fingerprint is '2:abc'", "<number of prompts>:<16 hex digits>"),
-        ("ids", ["p0", "p0"], "ids repeats 'p0' (ids[0] and ids[1])", "one entry per prompt"),
-    ],
-)
-def test_every_field_of_the_selection_state_has_its_range_checked(tmp_path, key, value, field, allowed):
-    run = selection_run()
-    path = tmp_path / SELECTION_STATE_FILE
-    path.write_text(json.dumps({**run.selector.state_dict(), key: value}))
-    message = f"prompt-selection state: field {field}; allowed: {allowed}"
-    with pytest.raises(StateFileError, match=rf"^{path} cannot be resumed: {re.escape(message)}\. "
-                                             "To start the prompt-selection history empty"):
-        selection.read_state(str(tmp_path), run)
 
 
 def test_a_number_of_the_right_type_is_named_with_its_range_not_its_type():

@@ -32,8 +32,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 # The extra each subcommand needs beyond the core install (setup.cfg's extras_require); absent: the core's.
 EXTRAS: dict[str, str] = {"analyze": "analyze", "openrlhf": "openrlhf", "trl-offline": "trl", "verl-demo": "verl"}
-# Former names: still accepted, with a note naming the command now.
-MOVED: dict[str, str] = {"demo": "advantages"}
 
 # The project's errors for bad input, as (module, class): a class is looked up only when its module is
 # loaded already (an error of that class can only come from it then), so checking imports nothing.
@@ -41,7 +39,6 @@ INPUT_ERRORS = (
     ("avspo_plugin.config", "ConfigError"),
     ("avspo_plugin.state_files", "StateFileError"),
     ("avspo_plugin.commands.analyze.records", "AnalyzeError"),
-    ("avspo_plugin.evidence.lab_evidence", "FitFileError"),
     ("recipes.math_data.sources", "DataError"),  # the recipes' data preparation (run_command), from a checkout
     ("avspo_plugin.host_versions", "UnsupportedHostVersion"),
     ("avspo_plugin.verl.guards", "HookError"),
@@ -89,10 +86,6 @@ def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, str | No
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         if name == chosen:
             missing = _add_arguments(sub, name)
-    for old, new in MOVED.items():
-        sub = subparsers.add_parser(old, description=f"Now `avspo {new}`.")  # no help=: left out of the listing
-        if old == chosen:
-            missing = _add_arguments(sub, new)
     return parser, missing
 
 
@@ -103,9 +96,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown and missing is None:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command in MOVED:
-        print(f"note: `avspo {args.command}` is now `avspo {MOVED[args.command]}`", file=sys.stderr)
-        args.command = MOVED[args.command]
     prog = f"avspo {args.command}"
     if missing is not None:
         return _error(prog, missing, debug=False)

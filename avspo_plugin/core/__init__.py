@@ -2,17 +2,14 @@
 
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .metrics import METRIC_HELP, METRIC_REDUCTIONS, aggregate_metrics
-from .selection import SELECTION_METRIC_HELP, PromptSelector
 from .session import AVSPOSession
 from .threshold import ThresholdState
 
 __all__ = [
     "METRIC_HELP",
     "METRIC_REDUCTIONS",
-    "SELECTION_METRIC_HELP",
     "AVSPOResult",
     "AVSPOSession",
-    "PromptSelector",
     "ThresholdState",
     "aggregate_metrics",
     "compute_group_advantages",

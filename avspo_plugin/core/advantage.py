@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..config import AVSPOConfig
+from ..strategies import STRATEGIES, Slots
 from ..threshold_modes import MEASURE_ONLY_MODE
 from . import virtual as vr
 from .collapse import (
@@ -67,25 +68,14 @@ def virtual_rewards(
     config: AVSPOConfig, num_virtual: torch.Tensor, owners: torch.Tensor, stats: GroupStats, step: int,
     call_in_step: int = 0,
 ) -> torch.Tensor:
-    """The packed virtual rewards of the configured strategy (:mod:`.virtual`).
+    """The packed virtual rewards of the configured strategy (its row of :data:`~avspo_plugin.strategies.STRATEGIES`).
 
     num_virtual: (N,) int64 K_j; owners: (T,) int64 the group of each virtual sample -> (T,) float64.
     step, call_in_step: the threshold step t and the call's place within it, which seed ``uniform``.
     """
-    lo, hi = config.reward_low, config.reward_high
-    if config.strategy == "uniform":
-        return vr.uniform_rewards(owners.shape[0], lo, hi, config.seed, step, call_in_step, owners.device)
-    if config.strategy == "opposite":
-        return vr.opposite_rewards(stats.mean.index_select(0, owners), lo, hi)
-    k = vr.slot_numbers(num_virtual, owners)
-    size = num_virtual.to(torch.float64).index_select(0, owners)
-    if config.strategy == "stratified":
-        return vr.stratified_rewards(k, size, lo, hi)
-    if config.strategy == "stratified_observed":
-        return vr.stratified_observed_rewards(k, size, stats.high.index_select(0, owners))
-    if config.strategy == "fixed_partial":
-        return vr.fixed_partial_rewards(k, lo, hi, config.partial)
-    return vr.exp_decay_rewards(k, lo, hi, config.decay)
+    slots = Slots(vr.slot_numbers(num_virtual, owners), num_virtual.to(torch.float64).index_select(0, owners),
+                  stats.mean.index_select(0, owners), stats.high.index_select(0, owners), step, call_in_step)
+    return STRATEGIES[config.strategy].rewards(slots, config)
 
 
 def augmented_group_stats(

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..config import MAX_VIRTUAL, AVSPOConfig
-from ..state_files import INT64_MAX, InRange, Matching, check_fields, renamed_keys
+from ..state_files import INT64_MAX, InRange, Matching, check_fields, refuse_earlier_keys
 from ..threshold_modes import THRESHOLD_MODES
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .collapse import off_bound_message
@@ -34,8 +34,6 @@ from .threshold import ThresholdState, advance, threshold_in_force
 STATE_FORMAT = 1
 # What state_dict() holds besides its format; "warnings" holds the early-warning streaks.
 STATE_KEYS = ("threshold", "warnings", "logged_steps")
-# Keys of the state under their earlier names ({earlier name: name}), read as the key they became.
-EARLIER_STATE_KEYS = {"monitor": "warnings"}
 # The settings a threshold state is made under, saved beside it ("settings"): those that move tau (Eq. 12) and
 # decide K (Eq. 9). A state made under other settings than the config in force starts over (AVSPOSession.configure).
 STATE_SETTINGS = ("threshold_mode", "threshold_init", "threshold_lr", "threshold_min", "threshold_max", "num_virtual",
@@ -321,7 +319,7 @@ def checked_state(state: Any) -> Mapping[str, Any]:
     of every field are checked (:data:`STATE_FIELDS`); ValueError names the field, its value and what it may hold."""
     if not isinstance(state, Mapping):
         raise ValueError(f"avspo checkpoint state should be an object, found {type(state).__name__}")
-    state = renamed_keys(state, EARLIER_STATE_KEYS, "avspo checkpoint state")
+    refuse_earlier_keys(state, STATE_KEYS, "avspo checkpoint state")
     missing = [key for key in STATE_KEYS if key not in state]
     if missing:
         raise ValueError(f"avspo checkpoint state lacks {sorted(missing)}; it has {sorted(state)}")

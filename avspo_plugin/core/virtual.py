@@ -1,4 +1,5 @@
-"""How many virtual samples a collapsed group gets (Eq. 9) and their reward values (Eq. 10 and variants).
+"""How many virtual samples a collapsed group gets (Eq. 9), and where each packed virtual sample sits (its reward
+values are its strategy's row, avspo_plugin/strategies.py).
 
 Every function works on all groups at once: K is a (N,) integer tensor, and the
 virtual rewards of a call are packed, one value per virtual sample, group after group
@@ -10,7 +11,6 @@ would hold N x K_max values for one huge group beside many small ones).
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 # Eq. 9 is evaluated in float64; a product within this of an integer is that integer, so that
@@ -48,53 +48,3 @@ def slot_numbers(num_virtual: torch.Tensor, owners: torch.Tensor) -> torch.Tenso
     starts = torch.cumsum(num_virtual, 0) - num_virtual
     position = torch.arange(owners.shape[0], device=owners.device) - starts.index_select(0, owners)
     return (position + 1).to(torch.float64)
-
-
-def stratified_rewards(k: torch.Tensor, size: torch.Tensor, reward_low: float, reward_high: float) -> torch.Tensor:
-    """Eq. 10 with r_max read as the highest achievable reward: r_vk = hi - (k-1)/K_j * (hi - lo).
-
-    k: (T,) float64 slot numbers; size: (T,) float64 K_j of each sample's group -> (T,) float64.
-    """
-    return reward_high - (k - 1) / size * (reward_high - reward_low)
-
-
-def stratified_observed_rewards(k: torch.Tensor, size: torch.Tensor, group_max: torch.Tensor) -> torch.Tensor:
-    """Eq. 10 as printed, r_max = max(R_j): r_vk = max(R_j) * (1 - (k-1)/K_j).
-
-    k, size: (T,) float64; group_max: (T,) float64 max(R_j) of each sample's group -> (T,) float64.
-    """
-    return group_max * (1 - (k - 1) / size)
-
-
-def opposite_rewards(group_value: torch.Tensor, reward_low: float, reward_high: float) -> torch.Tensor:
-    """The authors' released code: every r_vk is the bound farther from c_j (hi if c_j - lo <= hi - c_j, else lo).
-
-    group_value: (T,) float64 c_j of each sample's group -> (T,) float64.
-    """
-    return torch.where(group_value - reward_low <= reward_high - group_value, reward_high, reward_low)
-
-
-def uniform_rewards(
-    total: int, reward_low: float, reward_high: float, seed: int, step: int, call_in_step: int = 0,
-    device: torch.device | str = "cpu",
-) -> torch.Tensor:
-    """r_vk ~ U[lo, hi], drawn from a generator seeded with (seed, step) so a resumed run draws the same values.
-
-    call_in_step > 0 (a host that computes one step's advantages in several calls) joins the seed, so
-    the calls of one step draw independent values. total: T -> (T,) float64 on ``device``, drawn on the CPU
-    (the same values on every device).
-    """
-    entropy = [seed, step] if call_in_step == 0 else [seed, step, call_in_step]
-    generator = torch.Generator().manual_seed(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
-    draws = torch.rand(total, generator=generator, dtype=torch.float64)
-    return (reward_low + draws * (reward_high - reward_low)).to(device)
-
-
-def fixed_partial_rewards(k: torch.Tensor, reward_low: float, reward_high: float, partial: float) -> torch.Tensor:
-    """r_vk = lo + partial * (hi - lo) for every k.  k: (T,) float64 -> (T,) float64."""
-    return torch.full_like(k, reward_low + partial * (reward_high - reward_low))
-
-
-def exp_decay_rewards(k: torch.Tensor, reward_low: float, reward_high: float, decay: float) -> torch.Tensor:
-    """r_vk = lo + (hi - lo) * decay ** (k-1).  k: (T,) float64 -> (T,) float64."""
-    return reward_low + (reward_high - reward_low) * decay ** (k - 1)

@@ -4,7 +4,7 @@ OpenRLHF has named its flags two ways. Since 0.10.2 they are dotted and ``hierar
 parsed namespace into nested namespaces (``--algo.advantage.estimator`` -> ``args.algo.advantage.estimator``);
 up to 0.10.1 they are flat (``--advantage_estimator``). The avspo flags follow the installed
 release's convention: ``--algo.advantage.avspo.<key>`` or ``--avspo_<key>``, one per AVSPOConfig key,
-with AVSPOConfig's default and help text, and one per earlier name of a key (AVSPOConfig.RENAMED), read as it.
+with AVSPOConfig's default and help text; a key's earlier name (config.EARLIER_NAMES) is refused, naming the flag now.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Union
 
-from ..config import AVSPOConfig, NotGiven, key_help, misspelt_name, warn_inert_keys
+from ..config import EARLIER_NAMES, AVSPOConfig, NotGiven, key_help, misspelt_name, warn_inert_keys
 from ..names import ESTIMATOR
 
 # The one key whose OpenRLHF default differs from AVSPOConfig's: OpenRLHF's group_norm divides by
@@ -116,11 +116,11 @@ def default_of(key: str) -> Any:
 
 
 def given_values(args: Any) -> dict[str, Any]:
-    """The avspo options the user gave in OpenRLHF's ``args`` ({key or earlier name: value}): a flag left out holds
+    """The avspo options the user gave in OpenRLHF's ``args`` ({key: value}): a flag left out holds
     its NotGiven default (:func:`add_avspo_arguments`), or is not there at all."""
     layout = layout_of(args)
     values = {}
-    for key in (*AVSPOConfig.keys(), *AVSPOConfig.RENAMED):
+    for key in AVSPOConfig.keys():
         value = read_arg(args, layout.avspo_dest(key), _MISSING)
         if value is not _MISSING and value is not None and not isinstance(value, NotGiven):
             values[key] = value
@@ -130,7 +130,6 @@ def given_values(args: Any) -> dict[str, Any]:
 def avspo_config_from_args(args: Any) -> AVSPOConfig:
     """The AVSPO config in OpenRLHF's ``args``; keys not given there take their OpenRLHF default."""
     layout = layout_of(args)
-    # A key given under its earlier name: AVSPOConfig.from_mapping reads it as the key (both given: an error).
     values = {key: default_of(key) for key in AVSPOConfig.keys()} | given_values(args)
     return AVSPOConfig.from_mapping(values, where=layout.flag(layout.avspo_prefix).rstrip("._"))
 
@@ -138,7 +137,8 @@ def avspo_config_from_args(args: Any) -> AVSPOConfig:
 def misspelt_flag(flag: str, layout: ArgLayout) -> str | None:
     """The avspo flag that ``flag`` (one argparse did not recognise) most likely misspells: its block close to
     ``avspo`` (``--algo.advantage.avpso.alpha``, ``--avpso_alpha``) or its key misspelt
-    (``--algo.advantage.avspo.alpah``); None for any other flag."""
+    (``--algo.advantage.avspo.alpah``), or its key's name now for an earlier name (``...avspo.apply_to``); None for
+    any other flag."""
     outer, separator = layout.avspo_prefix[: -len(ESTIMATOR) - 1], layout.avspo_prefix[-1]
     name = flag.split("=", 1)[0]
     if not name.startswith("--" + outer):
@@ -146,6 +146,8 @@ def misspelt_flag(flag: str, layout: ArgLayout) -> str | None:
     block, found, key = name[2 + len(outer):].partition(separator)
     if not found or (block.lower() != ESTIMATOR and misspelt_name(block, [ESTIMATOR]) is None):
         return None
+    if EARLIER_NAMES.get(key) in AVSPOConfig.keys():
+        return layout.flag(layout.avspo_dest(EARLIER_NAMES[key]))
     meant = max(AVSPOConfig.keys(), key=lambda known: difflib.SequenceMatcher(None, key.lower(), known).ratio())
     return layout.flag(layout.avspo_dest(meant))
 
@@ -167,8 +169,7 @@ def check_avspo_args(args: Any) -> None:
 
 def add_avspo_arguments(parser: argparse.ArgumentParser, layout: ArgLayout = DOTTED) -> None:
     """One flag per AVSPOConfig key, named in the layout's convention, with its default (NotGiven, so that a value
-    given equal to it is told from it) and help; one per earlier name of a key (:func:`earlier_flag_help`), default
-    None."""
+    given equal to it is told from it) and help."""
     hints = typing.get_type_hints(AVSPOConfig)
     for field in dataclasses.fields(AVSPOConfig):
         default = default_of(field.name)
@@ -188,17 +189,6 @@ def add_avspo_arguments(parser: argparse.ArgumentParser, layout: ArgLayout = DOT
         else:
             kwargs["type"] = hint
         parser.add_argument(layout.flag(layout.avspo_dest(field.name)), **kwargs)
-    for earlier, key in AVSPOConfig.RENAMED.items():
-        choices = AVSPOConfig.__dataclass_fields__[key].metadata.get("choices")
-        help_text = f"avspo estimator: {earlier_flag_help(layout, earlier)} (default: None)".replace("%", "%%")
-        parser.add_argument(layout.flag(layout.avspo_dest(earlier)), default=None, type=str, choices=choices,
-                            help=help_text)
-
-
-def earlier_flag_help(layout: ArgLayout, earlier: str) -> str:
-    """The help of the flag of a key's earlier name (AVSPOConfig.RENAMED)."""
-    current = layout.flag(layout.avspo_dest(AVSPOConfig.RENAMED[earlier]))
-    return f"Earlier name of {current}, read as it, with a warning."
 
 
 def parse_bool(text: str) -> bool:

@@ -26,7 +26,16 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..config import AVSPOConfig, ConfigError, NotGiven, key_help, misspelt_name, warn_inert_keys
+from ..config import (
+    EARLIER_NAMES,
+    AVSPOConfig,
+    ConfigError,
+    NotGiven,
+    earlier_name_error,
+    key_help,
+    misspelt_name,
+    warn_inert_keys,
+)
 from ..threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 from .checked_imports import GRPOConfig
 from .conventions import host_settings
@@ -37,8 +46,6 @@ FIELD_PREFIX = "avspo_"
 HOST_KEYS = tuple(host_settings("group"))
 # The paper README's names -> the AVSPO key each one sets (use_avspo is handled on its own).
 ALIASES = {"acr_threshold_init": "threshold_init", "virtual_sample_alpha": "alpha"}
-# The fields of AVSPO keys' earlier names (AVSPOConfig.RENAMED) -> the field each one sets: read as it, with a warning.
-EARLIER_FIELDS = {FIELD_PREFIX + earlier: FIELD_PREFIX + key for earlier, key in AVSPOConfig.RENAMED.items()}
 SUPPORTED_AGGREGATION = "sum_then_normalize"
 
 
@@ -48,7 +55,7 @@ def exposed_keys() -> tuple[dataclasses.Field, ...]:
 
 
 # The fields of AVSPO keys and of their earlier names.
-AVSPO_FIELDS = frozenset(FIELD_PREFIX + key.name for key in exposed_keys()) | frozenset(EARLIER_FIELDS)
+AVSPO_FIELDS = frozenset(FIELD_PREFIX + key.name for key in exposed_keys())
 
 
 def _argument_type(hint: Any) -> Any:
@@ -58,8 +65,7 @@ def _argument_type(hint: Any) -> Any:
 
 
 def _with_avspo_fields(cls: type) -> type:
-    """Add one ``avspo_<key>`` dataclass field per exposed AVSPOConfig key, and one (default None) per earlier name of
-    a key (EARLIER_FIELDS), before the class's own fields."""
+    """Add one ``avspo_<key>`` dataclass field per exposed AVSPOConfig key, before the class's own fields."""
     hints = typing.get_type_hints(AVSPOConfig)
     inherited = {f.name for f in dataclasses.fields(GRPOConfig)}
     generated = {}
@@ -72,13 +78,6 @@ def _with_avspo_fields(cls: type) -> type:
             metadata["choices"] = key.metadata["choices"]
         setattr(cls, name, field(default=NotGiven(key.default), metadata=metadata))
         generated[name] = _argument_type(hints[key.name])
-    for name, current in EARLIER_FIELDS.items():
-        key = AVSPOConfig.__dataclass_fields__[current.removeprefix(FIELD_PREFIX)]
-        metadata = {"help": f"Earlier name of {current}, read as it (with a warning); None: not set."}
-        if "choices" in key.metadata:
-            metadata["choices"] = key.metadata["choices"]
-        setattr(cls, name, field(default=None, metadata=metadata))
-        generated[name] = hints[key.name] | None
     cls.__annotations__ = {**generated, **inspect.get_annotations(cls)}
     return cls
 
@@ -103,10 +102,18 @@ class AVSPOGRPOConfig(GRPOConfig):
         default=None, metadata={"help": "Alias from the paper's README for avspo_alpha."}
     )
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # A key's earlier name given to the constructor (config.EARLIER_NAMES): the field now, not Python's TypeError.
+        given = [name.removeprefix(FIELD_PREFIX) for name in kwargs if name.startswith(FIELD_PREFIX)]
+        earlier = earlier_name_error(given, AVSPOConfig.keys(), FIELD_PREFIX.__add__)
+        if earlier is not None:
+            raise ConfigError(earlier)
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         # The fields given, then each field not given at the default it stands for (before GRPOConfig reads any).
         given = {name for name in AVSPO_FIELDS if not isinstance(getattr(self, name), NotGiven | None)}
-        for name in AVSPO_FIELDS - given - set(EARLIER_FIELDS):
+        for name in AVSPO_FIELDS - given:
             setattr(self, name, getattr(self, name).default)
         self._avspo_given = given
         super().__post_init__()
@@ -134,7 +141,7 @@ class AVSPOGRPOConfig(GRPOConfig):
             self._avspo_given.add(name)  # set once built (or by an alias): given
 
     def given_keys(self) -> set[str]:
-        """The AVSPO keys given (an alias counts as its key, an earlier name as itself)."""
+        """The AVSPO keys given (an alias counts as its key)."""
         return {name.removeprefix(FIELD_PREFIX) for name in self._avspo_given}
 
     def _resolve_aliases(self) -> None:
@@ -169,9 +176,6 @@ class AVSPOGRPOConfig(GRPOConfig):
         """The core's config: the ``avspo_<key>`` fields plus the keys TRL's ``scale_rewards`` decides."""
         values = {key.name: getattr(self, FIELD_PREFIX + key.name) for key in exposed_keys()}
         values["num_virtual"] = _num_virtual(values["num_virtual"])
-        # A key set under its earlier name: AVSPOConfig.from_mapping reads it as the key (both set: an error).
-        values.update({earlier.removeprefix(FIELD_PREFIX): getattr(self, earlier) for earlier in EARLIER_FIELDS
-                       if getattr(self, earlier) is not None})  # fmt: skip
         try:
             values.update(host_settings(self.scale_rewards))
         except ValueError as err:
@@ -186,6 +190,8 @@ def misspelt_field(name: str) -> str | None:
     head, _, rest = name.partition("_")
     if head.lower() != "avspo" and misspelt_name(head, ["avspo"]) is None:
         return None
+    if rest in EARLIER_NAMES:  # a key's earlier name (config.EARLIER_NAMES): the key now
+        return FIELD_PREFIX + EARLIER_NAMES[rest]
     fields = [FIELD_PREFIX + key.name for key in exposed_keys()]
     return max(fields, key=lambda known: difflib.SequenceMatcher(None, f"{FIELD_PREFIX}{rest}".lower(), known).ratio())
 

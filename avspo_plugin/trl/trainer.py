@@ -25,7 +25,6 @@ import functools
 import logging
 import math
 import os
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -34,9 +33,8 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 
 from ..core import AVSPOSession, aggregate_metrics
 from ..core.host import Host
-from ..core.session import STATE_FORMAT
 from ..launch import announce
-from ..names import METRIC_PREFIX, STATE_FILE
+from ..names import STATE_FILE
 from ..state_files import load_json, write_json
 from .checked_imports import GRPOTrainer
 from .config import AVSPOGRPOConfig
@@ -48,8 +46,6 @@ logger = logging.getLogger(__name__)
 HOST = Host(name="trl", log=logger, entropy_metric="entropy", checkpoint_folder=f"{PREFIX_CHECKPOINT_DIR}-{{step}}",
             state_name=STATE_FILE)
 
-# What avspo_state.json held before the TRL adapter shared the core's session (no format number).
-EARLIER_TRL_STATE_KEYS = {"threshold", "monitor"}
 
 
 class AVSPOGRPOTrainer(GRPOTrainer):
@@ -196,18 +192,4 @@ class AVSPOStateCallback(TrainerCallback):
             "warning streaks from 0); or resume from an earlier checkpoint (train(resume_from_checkpoint=<its "
             "checkpoint-N folder>))."
         )
-        load_json(path, lambda saved: self.session.load_state_dict(_current_schema(saved, path, state.log_history),
-                                                                   source=path), remedy)
-
-
-def _current_schema(saved: Any, path: str, log_history: list[dict]) -> Any:
-    """``saved`` in the session's schema; a file of the TRL adapter's earlier schema is converted.
-
-    That schema held the threshold and the warning streaks only. The count of logged training steps
-    it lacks is the number of the checkpoint's training log entries (``log_history``) that carry avspo metrics.
-    """
-    if not isinstance(saved, Mapping) or "format" in saved or set(saved) != EARLIER_TRL_STATE_KEYS:
-        return saved
-    logged = [entry for entry in log_history if any(key.startswith(METRIC_PREFIX) for key in entry)]
-    logger.info("%s has the TRL adapter's earlier schema: read as format %d", path, STATE_FORMAT)
-    return {**saved, "format": STATE_FORMAT, "logged_steps": len(logged)}
+        load_json(path, lambda saved: self.session.load_state_dict(saved, source=path), remedy)

@@ -35,13 +35,9 @@ Every verl function the plugin touches, and the module of its wrapper (docs/usin
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer.__init__` | trainer start, before workers (v1 trainer) | every feature (every process) | `hooks` | no trainer start callback |
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer._save_checkpoint` | each checkpoint (v1 trainer) | every feature | `checkpoint` | checkpoints have no callback for extra state |
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer._load_checkpoint` | resume (v1 trainer) | every feature (every process) | `checkpoint` | checkpoints have no callback for extra state |
-| `verl.trainer.ppo.v1.trainer_base.PPOTrainer.step` | end of each global step (v1 trainer) | estimator, monitor | `plugin_process` | no end-of-step callback; one step of Eq. 12 spans several mini-batch calls |
-| `verl.trainer.ppo.v1.utils.compute_advantage_for_multi_trajectories` | each advantage step (v1 trainer) | estimator, selection (every process) | `multi_output` | its GRPO-only trajectory grouping is a name check inside the function |
-| `verl.trainer.ppo.ray_trainer.RayPPOTrainer._create_dataloader` | trainer start (legacy trainer) | selection | `selection` | `create_rl_sampler` reads no sampler class from the config |
-| `verl.trainer.ppo.v1.trainer_base.PPOTrainer._init_dataloader` | trainer start (v1 trainer) | selection | `selection` | `create_rl_sampler` reads no sampler class from the config |
-| `verl.trainer.ppo.v1.replay_buffer.ReplayBuffer._evict_terminal_groups` | each DAPO filtering (v1 trainer) | selection | `selection` | no observer of the groups it evicts |
-| `verl.trainer.ppo.v1.trainer_base.PPOTrainer._fetch_one_gen_batch` | each generation batch (v1 trainer) | selection | `selection` | no callback with the per-step uids |
-| `verl.trainer.ppo.ray_trainer.compute_advantage` | each advantage step | selection, monitor | `monitor` | no observer of the rows an estimator gets |
+| `verl.trainer.ppo.v1.trainer_base.PPOTrainer.step` | end of each global step (v1 trainer) | every feature | `plugin_process` | no end-of-step callback; one step of Eq. 12 spans several mini-batch calls |
+| `verl.trainer.ppo.v1.utils.compute_advantage_for_multi_trajectories` | each advantage step (v1 trainer) | estimator (every process) | `multi_output` | its GRPO-only trajectory grouping is a name check inside the function |
+| `verl.trainer.ppo.ray_trainer.compute_advantage` | each advantage step | monitor | `monitor` | no observer of the rows an estimator gets |
 | `verl.models.transformers.monkey_patch.is_trl_available` | model build, only where trl lacks `AutoModelForCausalLMWithValueHead` | every FSDP run beside trl >= 1.0 | `model_build_fix` | verl's own check, which breaks the build beside trl 1.x |
 <!-- END GENERATED hook table -->
 """

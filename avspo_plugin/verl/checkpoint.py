@@ -6,8 +6,7 @@ from the latest such folder (``trainer.resume_mode=auto``) or a named one
 ``_load_checkpoint`` (:func:`save_with_state`, :func:`load_with_state`) write and read, in that
 folder, one small JSON file per session with its ``state_dict()`` (the adaptive threshold tau, the
 previous batch reward J, the step counter t and the early-warning streaks: ``avspo_state.json`` for
-the estimator, ``avspo_monitor_state.json`` for the monitor), and prompt selection's history
-(``avspo_selection.json``, :mod:`avspo_plugin.verl.selection`).
+the estimator, ``avspo_monitor_state.json`` for the monitor).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from typing import Any
 from ..core.session import checked_state
 from ..names import STATE_FILE
 from ..state_files import load_json, write_json
-from . import selection
 from .guards import refuse_unsupported_trainer
 from .plugin_process import HOST, this_process
 
@@ -86,10 +84,6 @@ def save_with_state(original: Callable) -> Callable:
 
     @functools.wraps(original)
     def _save_checkpoint(self, *args, **kwargs):
-        run = selection.active()
-        if run is not None:
-            path = selection.write_state(saved_step_folder(self.config.trainer, self.global_steps), run)
-            logger.info("prompt-selection state saved to %s", path)
         process = this_process()
         sessions = process.sessions_of(self.config)
         process.close_step(sessions, self.global_steps)
@@ -114,11 +108,6 @@ def load_with_state(original: Callable) -> Callable:
         result = original(self, *args, **kwargs)
         if not getattr(self, "global_steps", 0):  # a fresh start: nothing to restore
             return result
-        run = selection.active()
-        if run is not None:
-            folder = resumed_step_folder(self.config.trainer, self.global_steps)
-            if selection.read_state(folder, run):
-                logger.info("prompt-selection state restored from %s", folder)
         for live in this_process().sessions_of(self.config):
             folder = resumed_step_folder(self.config.trainer, self.global_steps)
             saved = read_state(folder, live.state_file)

@@ -1,8 +1,8 @@
 """Launch-time guards: what a run's trainer, config and verl release must be for the plugin to run as promised.
 
 Each check refuses (HookError, ConfigError, UnsupportedHostVersion) what would run but silently not
-be what the config asks: verl's experimental fully-async trainer, AVSPO's augmentation or prompt
-selection under DAPO's group filtering, a verl release known to break the plugin (an untested one
+be what the config asks: verl's experimental fully-async trainer, AVSPO's augmentation
+under DAPO's group filtering, a verl release known to break the plugin (an untested one
 is a warning). The launcher's and the trainer's entry hooks (:mod:`avspo_plugin.verl.hooks`) run
 them before Ray starts and again before any worker starts (a trainer class that overrides a hooked method
 without calling it is refused there, beside the hook registry). The Ray runtime env is changed here too,
@@ -24,17 +24,9 @@ from ..config import ConfigError
 from ..host_versions import VERL, UnsupportedHostVersion
 from ..names import PLUGIN_MODULE
 from ..threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
-from .run_config import (
-    avspo_config_from_algorithm,
-    config_entry,
-    features_of,
-    uses_avspo,
-    uses_selection,
-)
+from .run_config import avspo_config_from_algorithm, config_entry, features_of, uses_avspo
 
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
-# verl.trainer.ppo.v1.replay_buffer.FILTER_GROUPS_REWARD_METRIC: the filter metric that is the sequence reward.
-FILTER_GROUPS_REWARD_METRIC = "reward"
 
 logger = logging.getLogger("avspo_plugin.verl")
 
@@ -44,13 +36,8 @@ class HookError(RuntimeError):
 
 
 def refuse_unsupported_trainer(config: Any) -> None:
-    """verl's experimental fully-async trainer (configs with ``async_training``) is refused for avspo and for
-    prompt selection (it builds its own dataloader and saves checkpoints without the trainer's method)."""
-    if uses_selection(config) and config_entry(config, "async_training") is not None:
-        raise HookError(
-            "algorithm.avspo_selection does not run in verl's experimental fully-async trainer "
-            "(verl.experimental.fully_async_policy); use verl's default trainer (trainer.use_v1=true)."
-        )
+    """verl's experimental fully-async trainer (configs with ``async_training``) is refused for avspo (it saves
+    checkpoints without the trainer's method)."""
     if uses_avspo(config) and config_entry(config, "async_training") is not None:
         raise HookError(
             "algorithm.adv_estimator=avspo does not run in verl's experimental fully-async trainer "
@@ -67,17 +54,7 @@ def uses_group_filtering(config: Any) -> bool:
 
 
 def group_filtering_problem(config: Any) -> str | None:
-    """Why a config that augments with AVSPO, or selects prompts, under DAPO's group filtering cannot run
-    (None when it can)."""
-    metric = config_entry(config_entry(config_entry(config, "algorithm"), "filter_groups"), "metric")
-    if uses_selection(config) and uses_group_filtering(config) and str(metric) != FILTER_GROUPS_REWARD_METRIC:
-        return (
-            f"algorithm.avspo_selection.enable=true cannot run with algorithm.filter_groups.metric={metric}: verl "
-            "evicts the groups whose filter metric is constant before the advantage step, and prompt selection "
-            "learns from those evicted groups by their shared reward; with another metric than "
-            f"{FILTER_GROUPS_REWARD_METRIC!r} it would read a group as collapsed whose rewards may differ. Set "
-            f"algorithm.filter_groups.metric={FILTER_GROUPS_REWARD_METRIC}, or turn one of them off."
-        )
+    """Why a config that augments with AVSPO under DAPO's group filtering cannot run (None when it can)."""
     if not (uses_avspo(config) and uses_group_filtering(config)):
         return None
     mode = avspo_config_from_algorithm(config_entry(config, "algorithm")).threshold_mode
@@ -94,7 +71,7 @@ def group_filtering_problem(config: Any) -> str | None:
 
 
 def refuse_with_group_filtering(config: Any) -> None:
-    """Raise ConfigError for AVSPO's augmentation or prompt selection combined with DAPO's group filtering."""
+    """Raise ConfigError for AVSPO's augmentation combined with DAPO's group filtering."""
     problem = group_filtering_problem(config)
     if problem is not None:
         raise ConfigError(problem)

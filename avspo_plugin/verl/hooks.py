@@ -1,8 +1,7 @@
 """The hook registry: every verl function the plugin wraps (:data:`HOOKS`), where it is placed, and its status.
 
 verl gives a registered estimator no way to log metrics, to check its config before the first
-rollout, to keep state across a resume, or to see agent-loop trajectories; it has no way to choose
-prompts before generation, and no place for a monitor beside another estimator. Loading the plugin
+rollout, to keep state across a resume, or to see agent-loop trajectories; and it has no place for a monitor beside another estimator. Loading the plugin
 therefore wraps, in memory (verl's files stay as installed), the functions of :data:`HOOKS`; each hook
 says when it runs in a step and why verl offers no extension point, and ``python -m renderer`` writes the
 table of the package's docstring and docs/using/verl.md from them (with the module of each wrapper, beside
@@ -58,20 +57,16 @@ from .run_config import (
     FEATURE_SETTING,
     FEATURES,
     MONITOR,
-    SELECTION,
     avspo_config_from_algorithm,
     config_entry,
     features_of,
     monitor_avspo_config,
     monitor_config_from_algorithm,
     refuse_misspelt_blocks,
-    selection_config_from_algorithm,
     trainer_of,
     uses_avspo,
     uses_monitor,
-    uses_selection,
 )
-from .selection import dataloader_with_selection, evict_with_selection, fetch_with_prompt_ids
 from .trainer_overrides import refuse_unhooked_overrides
 
 logger = logging.getLogger("avspo_plugin.verl")
@@ -83,7 +78,7 @@ class Hook:
 
     parameters: the leading parameter names the wrapper relies on (checked when the module loads);
     trainer: the verl trainer whose runs need it (``v1``, ``legacy``; None: both);
-    features: what needs it (AVSPO: runs of the estimator; SELECTION: runs with prompt selection);
+    features: what needs it (AVSPO: runs of the estimator; MONITOR: runs with the ACR monitor);
     when: when verl calls it in a run; why: why verl offers no extension point for what the wrapper does (both for
     the touch-point table of docs/using/verl.md, renderer/verl_hook_table.py).
     """
@@ -137,14 +132,11 @@ class Hook:
                 self.place(module)
             return
         HOOK_PROBLEMS[self.name] = problem
-        # Prompt selection is opt-in and checked with verl 0.9.1 only: its hooks missing from another verl
-        # concern only runs that turn it on (which then refuse to start), so they are not a warning for all.
-        logger.log(
-            logging.WARNING if AVSPO in self.features else logging.INFO,
+        logger.warning(
             "avspo_plugin cannot hook %s (%s) in verl %s: %s. Runs with %s will refuse to start; the plugin's "
             "hooks are known to work with verl %s.",
             self.name, self.purpose, verl_version(), problem, " or ".join(FEATURE_SETTING[f] for f in self.features),
-            ", ".join(KNOWN_GOOD_VERL) if AVSPO in self.features else "0.9.1",
+            ", ".join(KNOWN_GOOD_VERL),
         )  # fmt: skip
 
     def place(self, module=None) -> None:
@@ -177,7 +169,6 @@ def check_launch_config(config: Any) -> None:
     if features_of(config):
         check_verl_release()
     # Read even when off: a misspelt key of a block the user wrote is an error, not a silent default.
-    selection_config_from_algorithm(config_entry(config, "algorithm"))
     monitor_config_from_algorithm(config_entry(config, "algorithm"))
     for feature in features_of(config):
         require_hooks(trainer_of(config), feature)
@@ -188,11 +179,8 @@ def prepare_trainer(config: Any) -> None:
     force, every hook of the run's trainer in place."""
     refuse_misspelt_blocks(config_entry(config, "algorithm"))
     refuse_unsupported_trainer(config)
-    selection_config_from_algorithm(config_entry(config, "algorithm"))
     refuse_with_group_filtering(config)
     place_hooks(config)
-    if uses_selection(config):
-        require_hooks(trainer_of(config), SELECTION)
     for note in launch_notes(config):
         logger.warning(note)
     if uses_monitor(config):
@@ -243,7 +231,6 @@ _MULTI_TRAJECTORY_PARAMETERS = (
     "data", "batch_keys", "adv_estimator", "gamma", "lam", "num_repeat", "norm_adv_by_std_in_grpo", "config",
 )  # fmt: skip
 _NO_CHECKPOINT_CALLBACK = "checkpoints have no callback for extra state"
-_NO_SAMPLER_CLASS = "`create_rl_sampler` reads no sampler class from the config"
 
 HOOKS: tuple[Hook, ...] = (
     Hook("verl.utils.config", None, "validate_config", validate_with_launch_check,
@@ -275,26 +262,12 @@ HOOKS: tuple[Hook, ...] = (
     # Placed in every process that loads verl's v1 utils, trainer or not: a script calling verl's function with
     # the avspo estimator gets GRPO's trajectory grouping, never one sample per output. Other estimators pass through.
     Hook("verl.trainer.ppo.v1.utils", None, "compute_advantage_for_multi_trajectories", group_trajectories_for_avspo,
-         "groups agent-loop trajectories as GRPO does; feeds prompt selection the step's rewards",
-         _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO, SELECTION), always=True,
+         "groups agent-loop trajectories as GRPO does",
+         _MULTI_TRAJECTORY_PARAMETERS, trainer="v1", features=(AVSPO,), always=True,
          when="each advantage step", why="its GRPO-only trajectory grouping is a name check inside the function"),
-    Hook("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "_create_dataloader", dataloader_with_selection("legacy"),
-         "draws the training prompts through prompt selection",
-         ("self", "train_dataset", "val_dataset", "collate_fn", "train_sampler"), trainer="legacy",
-         features=(SELECTION,), when="trainer start", why=_NO_SAMPLER_CLASS),
-    Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_init_dataloader", dataloader_with_selection("v1"),
-         "draws the training prompts through prompt selection", ("self",), trainer="v1", features=(SELECTION,),
-         when="trainer start", why=_NO_SAMPLER_CLASS),
-    Hook("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer", "_evict_terminal_groups", evict_with_selection,
-         "shows prompt selection the groups DAPO's group filtering evicts before the advantage step",
-         ("self", "global_steps", "partition_id", "eviction_reasons"), trainer="v1", features=(SELECTION,),
-         when="each DAPO filtering", why="no observer of the groups it evicts"),
-    Hook("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "_fetch_one_gen_batch", fetch_with_prompt_ids,
-         "tells prompt selection each prompt's per-step uid", ("self",), trainer="v1", features=(SELECTION,),
-         when="each generation batch", why="no callback with the per-step uids"),
     Hook("verl.trainer.ppo.ray_trainer", None, "compute_advantage", observe_advantage_step,
-         "shows the ACR monitor (both trainers) and prompt selection (legacy) the rows the estimator gets",
-         ("data", "adv_estimator"), features=(SELECTION, MONITOR), when="each advantage step",
+         "shows the ACR monitor (both trainers) the rows the estimator gets",
+         ("data", "adv_estimator"), features=(MONITOR,), when="each advantage step",
          why="no observer of the rows an estimator gets"),
 )  # fmt: skip
 

@@ -3,8 +3,7 @@
 verl's estimator registry takes a function, not its metrics, so the step's pending metrics are merged
 into what the trainer logs by a hook on ``verl.utils.tracking.Tracking.log``: the estimator's (unless
 the installed verl has the estimator metrics channel of ``patches/verl-estimator-metrics.patch``,
-``core_algos.register_adv_est_metrics``, which then carries them), the monitor's, and prompt
-selection's. A checkpoint saved before the log (verl saves, then logs) gets the state again once the
+``core_algos.register_adv_est_metrics``, which then carries them), and the monitor's. A checkpoint saved before the log (verl saves, then logs) gets the state again once the
 step's entropy is observed.
 """
 
@@ -17,17 +16,11 @@ from typing import Any
 from verl.trainer.ppo import core_algos
 
 from ..names import ESTIMATOR
-from . import checkpoint, selection
+from . import checkpoint
 from .plugin_process import HOST, CheckpointedSession, step_entropy, this_process
 
 # Name of the upstream channel (patches/verl-estimator-metrics.patch) in verl's core_algos.
 METRICS_CHANNEL = "register_adv_est_metrics"
-
-
-def selection_metrics() -> dict[str, float]:
-    """The ``avspo/selection/*`` metrics since the last log, when this process's trainer selects prompts."""
-    run = selection.active()
-    return {} if run is None else run.pop_metrics()
 
 
 def step_metrics(data: Mapping, step: int | None, live: CheckpointedSession | None = None) -> dict[str, float]:
@@ -92,7 +85,6 @@ def log_with_avspo_metrics(original: Callable) -> Callable:
             extra = {
                 **(step_metrics(data, step) if verl_metrics_channel() is None else {}),
                 **step_metrics(data, step, this_process().monitor),
-                **selection_metrics(),
             }
             if extra:
                 data = {**data, **extra}

@@ -19,7 +19,6 @@ from typing import Any
 
 from ..core import AVSPOSession
 from ..names import ESTIMATOR
-from . import selection
 from .plugin_process import this_process
 from .run_config import MONITOR_BLOCK, config_entry, monitor_avspo_config, monitor_config_from_algorithm, monitors
 
@@ -90,15 +89,12 @@ def observe(data: Any, algorithm: Any, adv_estimator: Any) -> None:
 
 
 def observe_advantage_step(original: Callable) -> Callable:
-    """Wraps ``compute_advantage``: the monitor (both trainers) and prompt selection (legacy) see the rows the
-    estimator gets, before it runs."""
+    """Wraps ``compute_advantage``: the monitor (both trainers) sees the rows the estimator gets, before it runs."""
     signature = inspect.signature(original)
 
     @functools.wraps(original)
     def compute_advantage(*args, **kwargs):
         arguments = signature.bind(*args, **kwargs).arguments
-        # The v1 trainer reaches this function through compute_advantage_for_multi_trajectories, observed there.
-        selection.observe_rewards(arguments["data"], "legacy")
         observe(arguments["data"], arguments.get("config"), arguments["adv_estimator"])
         return original(*args, **kwargs)
 

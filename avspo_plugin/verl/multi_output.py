@@ -7,7 +7,6 @@ broadcasts that advantage to the trajectory's other outputs; every other estimat
 For ``avspo`` the plugin takes GRPO's route: the estimator sees one row per trajectory, so a group
 is a prompt's trajectories (its G samples), as for GRPO, in the advantages, in ACR and in every
 metric. tests/verl/test_paths.py checks the result against verl's own GRPO route, bit for bit.
-The same hook shows prompt selection the v1 step's rewards (:func:`avspo_plugin.verl.selection.observe_rewards`).
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from collections.abc import Callable
 import torch
 
 from ..names import ESTIMATOR
-from . import selection
 
 
 def final_output_rows(batch_keys: list[str]) -> tuple[list[int], list[int]]:
@@ -67,7 +65,7 @@ def trajectory_advantages(data, batch_keys: list[str], compute_final: Callable):
 
 def group_trajectories_for_avspo(original: Callable) -> Callable:
     """Wraps v1 ``compute_advantage_for_multi_trajectories``: ``avspo`` takes GRPO's route (one row per agent-loop
-    trajectory); other estimators pass through. Prompt selection sees the rewards of either."""
+    trajectory); other estimators pass through."""
     signature = inspect.signature(original)
 
     @functools.wraps(original)
@@ -75,7 +73,6 @@ def group_trajectories_for_avspo(original: Callable) -> Callable:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         arguments = dict(bound.arguments)
-        selection.observe_rewards(arguments["data"], "v1")
         if str(arguments["adv_estimator"]) != ESTIMATOR:
             return original(*args, **kwargs)
         data, batch_keys = arguments.pop("data"), arguments.pop("batch_keys")

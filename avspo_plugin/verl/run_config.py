@@ -1,10 +1,9 @@
-"""What a verl run's config asks of the plugin: its three blocks, read and checked, and the features it uses.
+"""What a verl run's config asks of the plugin: its two blocks, read and checked, and the features it uses.
 
 * ``algorithm.avspo`` (with ``algorithm.adv_estimator=avspo``): the estimator's settings;
-* ``algorithm.avspo_monitor``: the ACR monitor beside another estimator;
-* ``algorithm.avspo_selection``: collapse-aware prompt selection.
+* ``algorithm.avspo_monitor``: the ACR monitor beside another estimator.
 
-A missing block means its defaults (the monitor and selection off). A block's reader raises
+A missing block means its defaults (the monitor off). A block's reader raises
 ConfigError naming the key. Every other module of the adapter reads verl's config through these.
 """
 
@@ -14,24 +13,23 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ..config import AVSPOConfig, ConfigError, MonitorConfig, SelectionConfig, misspelt_name
+from ..config import AVSPOConfig, ConfigError, MonitorConfig, misspelt_name
 from ..names import ESTIMATOR
 
 AVSPO_BLOCK = "algorithm.avspo"
 MONITOR_BLOCK = "algorithm.avspo_monitor"
-SELECTION_BLOCK = "algorithm.avspo_selection"
 # The plugin's blocks, by their key in verl's algorithm block.
-BLOCKS = {"avspo": AVSPO_BLOCK, "avspo_monitor": MONITOR_BLOCK, "avspo_selection": SELECTION_BLOCK}
+BLOCKS = {"avspo": AVSPO_BLOCK, "avspo_monitor": MONITOR_BLOCK}
+# A block the plugin no longer reads: refused with why, never read as a misspelling of another.
+REMOVED_BLOCKS = {"avspo_selection": "prompt selection is no longer part of the plugin (not shown to help in the lab)"}
 
-# What of the plugin a run uses: the estimator (algorithm.adv_estimator=avspo), prompt selection, the ACR monitor.
+# What of the plugin a run uses: the estimator (algorithm.adv_estimator=avspo), the ACR monitor.
 AVSPO = "avspo"
-SELECTION = "selection"
 MONITOR = "monitor"
-FEATURES = (AVSPO, SELECTION, MONITOR)
+FEATURES = (AVSPO, MONITOR)
 # How each feature is turned on, as a refusal of a run that uses it names it.
 FEATURE_SETTING = {
     AVSPO: "algorithm.adv_estimator=avspo",
-    SELECTION: "algorithm.avspo_selection.enable=true",
     MONITOR: "algorithm.avspo_monitor.enable=true",
 }
 
@@ -55,11 +53,12 @@ def _block(algorithm: Any, key: str) -> Any:
 
 
 def misspelt_block_problem(algorithm: Any) -> str | None:
-    """Why a key of verl's ``algorithm`` block close to one of the plugin's BLOCKS (``avpso``, ``avspo_monitr``,
-    ``avspo_select``) cannot run, naming it and the block it probably means; None when there is none. Such a key
+    """Why a key of verl's ``algorithm`` block close to one of the plugin's BLOCKS (``avpso``, ``avspo_monitr``) cannot run, naming it and the block it probably means; None when there is none. Such a key
     would pass verl (an ``algorithm`` block takes extra keys) and the run would train under the block's defaults."""
     keys = list(algorithm.keys()) if hasattr(algorithm, "keys") else list(vars(algorithm)) if algorithm else []
     for key in keys:
+        if key in REMOVED_BLOCKS:
+            return f"algorithm.{key}: {REMOVED_BLOCKS[key]}; remove the block"
         meant = misspelt_name(str(key), BLOCKS)
         if meant is not None:
             return (f"algorithm.{key} is not a block of the avspo plugin: did you mean {BLOCKS[meant]}? Its keys would "
@@ -88,15 +87,14 @@ def avspo_config_from_algorithm(algorithm: Any) -> AVSPOConfig:
 
 
 def given_avspo_keys(algorithm: Any) -> set[str]:
-    """The keys of ``algorithm.avspo`` the user wrote (an earlier name as itself). verl's packaged YAML
+    """The keys of ``algorithm.avspo`` the user wrote. verl's packaged YAML
     (avspo_algorithm.yaml) gives every key at its default, so in a block that holds every key a key at its default
     counts as not written (hydra keeps no trace of which wrote it); in any other block every key there was written."""
     block = _block(algorithm, "avspo") or {}
-    earlier = set(block) & set(AVSPOConfig.RENAMED)
     if not set(AVSPOConfig.keys()) <= set(block):
         return set(block)
     defaults = AVSPOConfig().to_dict()
-    return earlier | {key for key in AVSPOConfig.keys() if block[key] != defaults[key]}
+    return {key for key in AVSPOConfig.keys() if block[key] != defaults[key]}
 
 
 def avspo_key_name(key: str) -> str:
@@ -117,12 +115,6 @@ def monitor_avspo_config(algorithm: Any) -> AVSPOConfig:
     return monitor_config_from_algorithm(algorithm).avspo_config()
 
 
-def selection_config_from_algorithm(algorithm: Any) -> SelectionConfig:
-    """The selection config of verl's ``algorithm`` block (a missing block: off). Raises ConfigError naming the key."""
-    block = _block(algorithm, "avspo_selection")
-    return SelectionConfig.from_mapping(block, where=SELECTION_BLOCK)
-
-
 def uses_avspo(config: Any) -> bool:
     """Whether a full verl config (DictConfig or dict) selects ``algorithm.adv_estimator=avspo``."""
     algorithm = config_entry(config, "algorithm")
@@ -141,16 +133,10 @@ def uses_monitor(config: Any) -> bool:
     return monitors(config_entry(config, "algorithm"))
 
 
-def uses_selection(config: Any) -> bool:
-    """Whether a full verl config turns prompt selection on (``algorithm.avspo_selection.enable``)."""
-    block = config_entry(config_entry(config, "algorithm"), "avspo_selection")
-    return bool(config_entry(block, "enable"))
-
-
 def features_of(config: Any) -> tuple[str, ...]:
-    """What of the plugin a full verl config uses: AVSPO (the estimator), SELECTION (prompt selection),
+    """What of the plugin a full verl config uses: AVSPO (the estimator),
     MONITOR (the ACR monitor beside another estimator)."""
-    used = {AVSPO: uses_avspo(config), SELECTION: uses_selection(config), MONITOR: uses_monitor(config)}
+    used = {AVSPO: uses_avspo(config), MONITOR: uses_monitor(config)}
     return tuple(name for name in FEATURES if used[name])
 
 

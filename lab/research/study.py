@@ -65,7 +65,7 @@ NOT_RERUN = {
     "dapo": "DAPO at equal rollouts answers a question AVSPO's trigger does not touch; its runs stand in "
             "docs/evidence/study-history/study-2026-11-26/",
     "rlzvp": "a peer method whose result AVSPO's trigger does not touch; its runs stand in docs/evidence/study-history/study-2026-11-26/",
-    "select_grpo": "prompt selection, a separate question (docs/using/selection.md); its runs stand in docs/evidence/study-history/study-2026-11-26/",
+    "select_grpo": "prompt selection, a separate question (removed from the plugin: not shown to help); its runs stand in docs/evidence/study-history/study-2026-11-26/",
     "select_avspo": "prompt selection with the adaptive AVSPO, which did not act there; replaced by nothing until "
                     "selection is studied again",
     "avspo_all_fail": "the adaptive trigger restricted to all-fail groups did not act (trigger rate 0-12%); "
@@ -321,15 +321,9 @@ def manipulation(method: Method, runs: Sequence[dict], grpo_runs: Sequence[dict]
     Virtual-sample and other collapse methods: effective_acr_ratio = the method's mean effective ACR of the groups
     it targets (all collapsed, all-fail or all-pass) / GRPO's on the same base (GRPO's effective ACR is its raw
     ACR); acted when at most MANIPULATION_RATIO (None and not acted when GRPO had no such group). trigger_rate:
-    the share of steps on which AVSPO's trigger fired (AVSPO arms only). Prompt selection: skipped_share = skipped
-    prompts / candidate prompts; acted when at least MIN_SKIPPED_SHARE."""
+    the share of steps on which AVSPO's trigger fired (AVSPO arms only)."""
     if method.acts_on is None:
         return None
-    if method.acts_on == "selection":
-        skipped = sum(sum(r["steps"]["skipped_prompts"]) for r in runs)
-        trained = sum(sum(r["steps"]["batch_groups"]) for r in runs)
-        share = skipped / (skipped + trained) if skipped + trained else 0.0
-        return {"skipped_share": share, "acted": share >= MIN_SKIPPED_SHARE}
     effective_key, raw_key = EFFECTIVE_SERIES[method.acts_on]
     reference = _run_mean(grpo_runs, raw_key)
     ratio = _run_mean(runs, effective_key) / reference if reference > 0 else None

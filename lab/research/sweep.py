@@ -11,7 +11,7 @@ The design is fixed here in code before the sweep runs (docs/evidence/sweep.md s
 3. The analysis (sweep_analysis.py): which early signals predict the final held-out gain over the base, in sample
    and on whole bases held out, what ACR adds to early reward and base accuracy, whether ACR and the gain move
    together across seeds of one configuration, and the paper's stagnation rule.
-4. fit.json for ``avspo analyze --fit``: the line gain = a + b x early ACR, labelled as measured on the lab, with its
+4. fit.json: the line gain = a + b x early ACR, labelled as measured on the lab, with its
    out-of-sample result and whether that supports a forecast for another run (sweep_preregistered.FORECAST_RULE: the
    line's own rule, and the pre-registered verdict where the file holds it).
 
@@ -237,7 +237,7 @@ def early_window(steps: int) -> int:
 
 
 def fit_file(points: Sequence[Mapping], prediction: Mapping, settings: LabSettings) -> dict[str, Any]:
-    """What ``avspo analyze --fit`` reads: the least-squares line gain = intercept + slope x early ACR over every run,
+    """fit.json: the least-squares line gain = intercept + slope x early ACR over every run,
     labelled as measured on the lab, with early ACR's leave-one-base-out R^2 (``oos``, from ``prediction``:
     sweep_analysis.prediction_table) and ``forecast``: whether that supports projecting another run (LINE_RULE; once
     the pre-registered test joins the file, sweep_preregistered.with_verdicts decides)."""

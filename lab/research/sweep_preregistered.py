@@ -22,6 +22,8 @@ from typing import Any
 
 from avspo_plugin.evidence import forecast_models as sm
 
+from .forecast import BASELINE_WORDS, stagnation_within_cells, table_from_points
+
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence"
 PREREGISTERED_BEGIN = "<!-- preregistered: rendered from sweep/fit.json by sweep_report.preregistered_markdown -->"
 PREREGISTERED_END = "<!-- /preregistered -->"
@@ -30,7 +32,7 @@ EXPLORATORY_WHY = ("the models were specified after the 96 runs were looked at (
 LINE_RULE = ("early ACR alone predicts the final gain of bases it was not fitted on: the bootstrap 95% interval of its "
              "leave-one-base-out R^2 lies above 0")
 FORECAST_RULE = (f"{LINE_RULE}; and where the file holds the pre-registered test, its verdict is that early ACR adds to "
-                 f"{sm.BASELINE_WORDS}")
+                 f"{BASELINE_WORDS}")
 
 
 def result(points: Sequence[Mapping], status: str, source: str, why: str, reps: int = sm.REPS,
@@ -39,8 +41,8 @@ def result(points: Sequence[Mapping], status: str, source: str, why: str, reps: 
     their status (``exploratory`` or ``confirmation``), where the runs are and why they have that status."""
     bases = list(dict.fromkeys(p["base"] for p in points))
     return {"status": status, "source": source, "why": why, "runs": len(points), "bases": bases,
-            "table": sm.preregistered_table(sm.table_from_points(points), reps, seed),
-            "stagnation_within_cells": sm.stagnation_within_cells(points, reps, seed)}
+            "table": sm.preregistered_table(table_from_points(points), reps, seed),
+            "stagnation_within_cells": stagnation_within_cells(points, reps, seed)}
 
 
 def verdict_of(confirmation: Mapping | None) -> str:
@@ -77,7 +79,7 @@ def with_verdicts(fit: Mapping) -> dict[str, Any]:
     verdict = verdict_of(confirmation)
     line_holds = fit["oos"]["ci95"] is not None and fit["oos"]["ci95"][0] > 0
     test = ("the pre-registered confirmation has not yet run" if confirmation is None or verdict == "pending" else
-            "the pre-registered confirmation: " + sm.verdict_text(confirmation["table"]["decision"], sm.BASELINE_WORDS))
+            "the pre-registered confirmation: " + sm.verdict_text(confirmation["table"]["decision"], BASELINE_WORDS))
     forecast = {"supported": line_holds and verdict == sm.ADDS, "rule": FORECAST_RULE,
                 "why": f"{line_why(fit['oos'])}; {test}"}
     return {**fit, "forecast": forecast,

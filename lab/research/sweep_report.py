@@ -11,9 +11,10 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from avspo_plugin.evidence.forecast_models import BASELINE_WORDS, VERDICT_MEANINGS, verdict_text
+from avspo_plugin.evidence.forecast_models import verdict_text
 
 from ..report import markdown_table
+from .forecast import BASELINE_WORDS, VERDICT_MEANINGS
 from .sweep_analysis import ADDED, BASELINE, EARLY_FRACTION, SIGNALS, STEP_SIGNALS
 
 SIGNAL_TITLES = {
@@ -123,11 +124,10 @@ def fit_section(fit: Mapping) -> list[str]:
     forecast = fit["forecast"]
     verdict = "supports" if forecast["supported"] else "does **not** support"
     return [
-        "## What `avspo analyze --fit fit.json` reads",
+        "## The line in fit.json",
         "",
         f"{fit['label']}. Rule for a forecast: {forecast['rule']}. This sweep {verdict} one "
-        f"({forecast['why']}); " + ("analyze projects a run with this line." if forecast["supported"] else
-                                    "analyze refuses the file and says why."),
+        f"({forecast['why']}).",
     ]
 
 

@@ -1,5 +1,4 @@
-"""The ``avspo`` console script: a renamed command still runs under its former name, with a note; every
-subcommand ends bad input with one error line and exit status 2, and a bug with its traceback."""
+"""The ``avspo`` console script: every subcommand ends bad input with one error line and exit status 2, and a bug with its traceback."""
 
 import json
 import subprocess
@@ -8,17 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.commands.main import EXTRAS, MOVED, SUBCOMMANDS, main
-
-
-def test_former_demo_runs_advantages_with_a_note(capsys):
-    assert MOVED["demo"] in SUBCOMMANDS
-    assert main(["advantages", "--prompts", "3", "--group-size", "4", "--steps", "1"]) == 0
-    now = capsys.readouterr()
-    assert main(["demo", "--prompts", "3", "--group-size", "4", "--steps", "1"]) == 0
-    former = capsys.readouterr()
-    assert former.out == now.out and "step 1: ACR" in now.out
-    assert "`avspo demo` is now `avspo advantages`" in former.err and not now.err
+from avspo_plugin.commands.main import EXTRAS, SUBCOMMANDS, main
 
 
 def test_listing_names_the_commands_not_their_former_names(capsys):
@@ -63,7 +52,6 @@ def _without_openrlhf(monkeypatch):
 # One bad input per subcommand: (argv, the message after "avspo <command>: error: ").
 BAD_INPUTS = {
     "advantages": (["advantages", "--prompts", "0"], "argument --prompts: 0 is not a positive integer"),
-    "demo": (["demo", "--steps", "-1"], "argument --steps: -1 is not a positive integer"),
     "analyze": (["analyze", "{tmp}/missing.jsonl", "--out", "{tmp}/out"], "{tmp}/missing.jsonl: no such file or directory"),
     "doctor": (["doctor", "--host", "nope"], "argument --host: invalid choice: 'nope'"),
     "openrlhf": (["openrlhf", "--algo.advantage.estimator", "avspo"], "needs the 'openrlhf' extra"),
@@ -73,7 +61,7 @@ BAD_INPUTS = {
 
 
 def test_every_subcommand_has_a_bad_input_case():
-    assert set(BAD_INPUTS) == set(SUBCOMMANDS) | set(MOVED)
+    assert set(BAD_INPUTS) == set(SUBCOMMANDS)
 
 
 @pytest.mark.parametrize("command", sorted(BAD_INPUTS))

@@ -1,7 +1,6 @@
 """Bad input gets a clear error naming what is wrong; nothing is silently changed."""
 
 import dataclasses
-import logging
 import math
 import re
 
@@ -14,12 +13,11 @@ from avspo_plugin import (
     AVSPOConfig,
     AVSPOSession,
     ConfigError,
-    SelectionConfig,
     ThresholdState,
     compute_group_advantages,
     compute_token_advantages,
 )
-from avspo_plugin.config import Integer, Number
+from avspo_plugin.config import Integer, MonitorConfig, Number
 
 
 def test_nan_and_inf_rewards_name_count_and_first_uid():
@@ -136,26 +134,10 @@ def test_unknown_keys_are_named_with_the_valid_keys():
         AVSPOConfig.from_mapping({"alpha": 2}, where="algorithm.avspo")
 
 
-def test_a_key_under_its_earlier_name_is_read_as_it_with_one_warning(caplog, monkeypatch):
-    monkeypatch.setattr("avspo_plugin.config._WARNED_EARLIER_NAMES", set())
-    with caplog.at_level(logging.WARNING, logger="avspo_plugin.config"):
-        earlier = AVSPOConfig.from_mapping({"apply_to": "all_fail", "alpha": 0.25}, where="algorithm.avspo")
-        # A host reads its block at every step: one warning per process and block.
-        AVSPOConfig.from_mapping({"apply_to": "all_fail"}, where="algorithm.avspo")
-    current = AVSPOConfig.from_mapping({"augmented_collapses": "all_fail", "alpha": 0.25}, where="algorithm.avspo")
-    assert earlier == current == AVSPOConfig(augmented_collapses="all_fail", alpha=0.25)
-    assert caplog.messages == [
-        "algorithm.avspo.apply_to is read as algorithm.avspo.augmented_collapses, its name now: rename it"
-    ]
-    # The key at its default counts as not set: verl's packaged YAML and the hosts' parsers give every key.
-    assert AVSPOConfig.from_mapping({"apply_to": "all_pass", "augmented_collapses": "all"}) == AVSPOConfig(
-        augmented_collapses="all_pass"
-    )
-    with pytest.raises(ConfigError, match=r"^algorithm\.avspo\.apply_to='all_fail' and algorithm\.avspo\.augmented_collapses="
-                                          r"'all_pass' are both set: apply_to is the earlier name of augmented_collapses"):
-        AVSPOConfig.from_mapping({"apply_to": "all_fail", "augmented_collapses": "all_pass"}, where="algorithm.avspo")
-    with pytest.raises(ConfigError, match=r"^algorithm\.avspo: augmented_collapses='everything' is invalid"):
-        AVSPOConfig.from_mapping({"apply_to": "everything"}, where="algorithm.avspo")
+def test_a_key_under_its_earlier_name_is_a_one_line_error_naming_the_key_now():
+    with pytest.raises(ConfigError, match=r"^algorithm\.avspo\.apply_to is now algorithm\.avspo\.augmented_collapses: "
+                                          r"rename it$"):
+        AVSPOConfig.from_mapping({"apply_to": "all_fail", "alpha": 0.25}, where="algorithm.avspo")
     # A misspelling of either name is still an unknown key.
     with pytest.raises(ConfigError, match=r"unknown key\(s\) algorithm\.avspo\.aply_to; valid keys: .*augmented_collapses"):
         AVSPOConfig.from_mapping({"aply_to": "all"}, where="algorithm.avspo")
@@ -163,7 +145,7 @@ def test_a_key_under_its_earlier_name_is_read_as_it_with_one_warning(caplog, mon
 
 NUMERIC_KEYS = [
     (config_class, f.name, f.metadata["allowed"])
-    for config_class in (AVSPOConfig, SelectionConfig)
+    for config_class in (AVSPOConfig, MonitorConfig)
     for f in dataclasses.fields(config_class)
     if isinstance(f.metadata["allowed"], (Number, Integer))
 ]

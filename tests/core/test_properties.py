@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from avspo_plugin import AVSPOConfig, ThresholdState, compute_group_advantages
-from avspo_plugin.config import COLLAPSE_CHOICES, STRATEGIES
+from avspo_plugin.config import COLLAPSE_CHOICES
+from avspo_plugin.strategies import STRATEGIES
 
 PROPERTY = settings(max_examples=300, deadline=None, derandomize=True)
 
@@ -27,7 +28,7 @@ def binary_batches(draw):
 
 configs = st.builds(
     AVSPOConfig,
-    strategy=st.sampled_from(STRATEGIES),
+    strategy=st.sampled_from(tuple(STRATEGIES)),
     num_virtual=st.one_of(st.just("auto"), st.integers(1, 12)),
     alpha=st.floats(0.05, 1.0),
     threshold_mode=st.sampled_from(["adaptive", "fixed", "always", "never"]),

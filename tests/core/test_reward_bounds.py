@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from avspo_plugin import AVSPOConfig
-from avspo_plugin.config import STRATEGIES
 from avspo_plugin.core import AVSPOSession, ThresholdState, compute_group_advantages
+from avspo_plugin.strategies import STRATEGIES
 from avspo_plugin.threshold_modes import THRESHOLD_MODES
 
 # Accuracy + format, each 0 or 1, summed: groups collapsed at 0, 1 and 2, and a mixed one.

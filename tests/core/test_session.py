@@ -304,41 +304,11 @@ def test_state_round_trips_and_the_resumed_run_continues_alike():
     assert resumed.state_dict() == session.state_dict()
 
 
-def test_a_state_saved_under_the_earlier_key_monitor_resumes_as_under_warnings(caplog):
-    # Before the key was renamed, state_dict() held the early-warning streaks under "monitor".
-    config = AVSPOConfig(threshold_mode="adaptive", threshold_lr=0.5, stagnation_acr=0.35, stagnation_steps=2,
-                         entropy_floor=0.5)
-    session = AVSPOSession()
-    for scores, labels in [BATCHES[0], BATCHES[2]]:  # ACR 0.75 twice, entropy under its floor twice
-        session.group_advantages(scores, labels, config)
-        session.pop_metrics(entropy=0.1)
-    state = session.state_dict()
-    assert state["warnings"]["stagnation"]["streak"] == state["warnings"]["entropy_collapse"]["streak"] == 2
-    earlier = {("monitor" if key == "warnings" else key): value for key, value in json.loads(json.dumps(state)).items()}
-    assert list(earlier) == ["format", "threshold", "settings", "monitor", "logged_steps"]
-
-    advantages, metrics, warned = {}, {}, {}
-    for key, saved in (("warnings", state), ("monitor", earlier)):
-        log = f"{LOGGER}.{key}"
-        resumed = AVSPOSession(log=logging.getLogger(log))
-        resumed.load_state_dict(saved)
-        assert resumed.state_dict() == state  # the same streaks, saved under "warnings" from then on
-        advantages[key], metrics[key] = [], []
-        with caplog.at_level(logging.WARNING, logger=log):
-            for scores, labels in [BATCHES[2], BATCHES[0]]:
-                advantages[key].append(resumed.group_advantages(scores, labels, config).advantages)
-                metrics[key].append(resumed.pop_metrics(entropy=0.1))
-        warned[key] = [record.getMessage() for record in caplog.records if record.name == log]
-    assert all(map(torch.equal, advantages["monitor"], advantages["warnings"]))
-    assert metrics["monitor"] == metrics["warnings"] and warned["monitor"] == warned["warnings"]
-    # The streaks carried over: both warnings fire at the first step after the resume.
-    assert [message[:27] for message in warned["monitor"]] == ["AVSPO stagnation at step 3:", "Entropy collapse at step 3:"]
-
-
-def test_a_state_holding_both_the_earlier_key_and_its_new_name_is_refused():
+def test_a_state_holding_a_keys_earlier_name_is_refused_naming_the_key_now():
     state = AVSPOSession().state_dict()
-    with pytest.raises(ValueError, match=r"avspo checkpoint state holds both 'monitor' .* and 'warnings'"):
-        AVSPOSession().load_state_dict({**state, "monitor": state["warnings"]})
+    earlier = {("monitor" if key == "warnings" else key): value for key, value in state.items()}
+    with pytest.raises(ValueError, match=r"^avspo checkpoint state: 'monitor' is now 'warnings': rename it$"):
+        AVSPOSession().load_state_dict(earlier)
 
 
 def test_bad_states_are_refused_naming_what_is_wrong():

@@ -66,7 +66,7 @@ def test_uniform_is_seeded_by_seed_and_step(three_groups):
 
 
 def test_uniform_rewards_lie_in_bounds():
-    from avspo_plugin.core.virtual import uniform_rewards
+    from avspo_plugin.strategies import uniform_rewards
 
     values = uniform_rewards(11, -1.0, 2.0, seed=0, step=7)
     assert values.shape == (11,)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from avspo_plugin.evidence import forecast_models as sm
+from lab.research.forecast import stagnation_within_cells, table_from_points
 
 REPS = 150
 
@@ -31,14 +32,14 @@ def synthetic_points(acr_effect: float, seed: int = 3, bases: int = 6) -> list[d
 
 
 def test_the_rule_says_yes_where_acr_truly_adds_and_no_where_it_is_noise():
-    adds = sm.preregistered_table(sm.table_from_points(synthetic_points(acr_effect=-80.0)), reps=REPS)
+    adds = sm.preregistered_table(table_from_points(synthetic_points(acr_effect=-80.0)), reps=REPS)
     assert adds["decision"]["adds"] and all(adds["decision"]["schemes"].values())
     gain = adds["added"]["acr"]
     assert all(g["value"] >= sm.MIN_GAIN and g["ci95"][0] > 0 for g in gain.values())
     assert adds["primary_coefficients"]["acr"] == pytest.approx(-80, abs=8)
     assert adds["bootstrap"]["refitted"] and adds["setting_columns"] == ["log2 lr", "group_size", "mix=hard"]
 
-    noise = sm.preregistered_table(sm.table_from_points(synthetic_points(acr_effect=0.0)), reps=REPS)
+    noise = sm.preregistered_table(table_from_points(synthetic_points(acr_effect=0.0)), reps=REPS)
     assert not noise["decision"]["adds"]
     # Narrow intervals: not shown to add, with the smallest gain this test would have detected (the rule's 0.05).
     assert noise["decision"]["verdict"] == sm.NOT_SHOWN and noise["decision"]["detectable_gain"] == sm.MIN_GAIN
@@ -136,7 +137,7 @@ def test_stagnation_compared_within_lr_x_base_cells_takes_the_learning_rate_out(
                 fired = bool(s < 8 * share)
                 points.append({"base": f"b{b}", "lr": lr, "final_gain": 20 + 10 * (lr > 2e-4) + rng.normal(0, 0.5),
                                "stagnation": {"fired": fired}})
-    result = sm.stagnation_within_cells(points, reps=REPS)
+    result = stagnation_within_cells(points, reps=REPS)
     assert result["crude"]["value"] > 4 and abs(result["within_cells"]["value"]) < 0.5
     assert result["cells"] == 12 and result["cells_with_both"] == 12
     assert result["fired_by_lr"] == [{"lr": 1.5e-4, "fired": 12, "runs": 48}, {"lr": 6e-4, "fired": 36, "runs": 48}]

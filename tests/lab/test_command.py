@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 from cli_in_process import captured
 
-from avspo_plugin.commands.analyze.records import AnalyzeError
-from avspo_plugin.commands.analyze.signals import load_fit
 from avspo_plugin.config import AVSPOConfig
 from lab import experiment
 from lab.command import main
@@ -137,14 +135,10 @@ def test_quick_sweep_writes_its_files_and_resumes_from_its_runs(tmp_path, capsys
     assert set(analysis["prediction"]["alone"]) == set(SIGNALS) and analysis["stagnation"]["runs"] == 24
     fit = json.loads((tmp_path / "fit.json").read_text())
     assert fit == report["fit"] and "measured on the avspo CPU lab" in fit["label"]
-    if fit["forecast"]["supported"]:
-        assert load_fit(tmp_path / "fit.json").slope == pytest.approx(fit["slope"])
-    else:
-        with pytest.raises(AnalyzeError, match="does not support a forecast"):
-            load_fit(tmp_path / "fit.json")
+    assert isinstance(fit["forecast"]["supported"], bool) and fit["forecast"]["why"]
     markdown = (tmp_path / "sweep.md").read_text()
     for section in ("## Which early signal predicts the final gain", "## What collapse adds to early reward",
-                    "## Across seeds of one configuration", "## The paper's stagnation rule", "--fit fit.json"):
+                    "## Across seeds of one configuration", "## The paper's stagnation rule", "fit.json"):
         assert section in markdown
     assert (tmp_path / "sweep_signals.png").read_bytes()[:4] == b"\x89PNG"
     assert report["timing"]["runs_run"] == 24 and report["timing"]["runs_from_cache"] == 0

@@ -192,8 +192,7 @@ def test_the_arms_that_act_augment_the_groups_they_name_with_their_k(name, num_v
     assert tuple(effective_collapse(advantages, SCORES, UIDS).values()) == effective
 
 
-@pytest.mark.parametrize("name", ["avspo", "avspo_opposite", "avspo_all_fail", "avspo_all_pass", "avspo_fixed_k",
-                                  "select_avspo"])
+@pytest.mark.parametrize("name", ["avspo", "avspo_opposite", "avspo_all_fail", "avspo_all_pass", "avspo_fixed_k"])
 def test_the_arms_as_in_the_paper_keep_its_adaptive_trigger(name):
     """At ACR 0.5 (not above tau_0 = 0.5) the paper's trigger stays shut, whatever the default threshold_mode."""
     from lab.methods import STUDY_EXTRA

@@ -1,4 +1,4 @@
-"""The study's machinery: rollout-budget runs, the fixed training set with prompt selection, the base rule and the
+"""The study's machinery: rollout-budget runs, the fixed training set, the base rule and the
 statistics (checked against scipy's own tests and the noncentral t distribution)."""
 
 import dataclasses
@@ -21,7 +21,7 @@ from lab.research.statistics import (
 from lab.research.study import analyse, auc, regime_of, rollouts_to_reach, run_endpoints
 from lab.settings import LabSettings
 from lab.task import EpochSampler, held_out_split, training_set
-from lab.train import PromptSource, held_out, train, warm_up
+from lab.train import train, warm_up
 
 TINY = LabSettings(
     warmup_steps=40, warmup_batch=32, held_out_per_tier=4, prompts=4, group_size=4, mini_batches=2,
@@ -69,38 +69,8 @@ def test_training_set_is_disjoint_from_held_out_and_epochs_visit_every_problem_o
     with pytest.raises(ValueError, match="training set asks 51 problems of tier 1, which has 50 available"):
         training_set((1, 2), (51, 1), 0, held)
     epochs = EpochSampler(train_set, np.random.default_rng(0))
-    first = epochs.next_ids(50)
-    epochs.push_front(first[-5:])  # drawn but unused: drawn again next
-    rest = epochs.next_ids(25)
-    assert sorted([*first[:-5], *rest]) == list(range(70))
-
-
-def test_selection_skips_collapsed_prompts_before_generation_and_loses_none():
-    settings = dataclasses.replace(TINY, train_per_tier=8)  # 32 prompts
-    source = PromptSource(settings, STUDY_EXTRA["select_grpo"], seed=0, held=held_out(settings))
-    size = len(source.epochs.problems)
-    easy = set(np.flatnonzero(source.epochs.problems.tier <= 3).tolist())
-    generated, skipped = [], []
-    for step in range(1, 21):  # 32 prompts: the first epoch (8 steps) has no history to predict from
-        problems, ids = source.draw(4, step)
-        assert len(ids) == 4 and len(set(ids.tolist())) == 4
-        generated += ids.tolist()
-        skipped += source.last_skipped.tolist()
-        # Every prompt of tier 2 or 3 collapses (all pass); the others get mixed rewards.
-        scores = torch.tensor([[1.0] * 4 if t <= 3 else [0.0, 1, 0, 1] for t in problems.tier]).flatten()
-        source.selector.observe(np.repeat(ids, 4).tolist(), scores, step)
-    assert len(generated[:size]) == len(set(generated[:size])) == size  # the first epoch: every prompt, once
-    assert skipped and set(skipped) <= easy  # only prompts that collapsed are skipped
-    assert source.skipped == len(skipped)
-    hard = [i for i in range(size) if i not in easy]
-    assert all(generated.count(i) >= 2 for i in hard)  # the second epoch generates every mixed prompt again
-    assert source.selector.pop_metrics()["selection/skipped_fraction"] > 0
-
-
-def test_selection_needs_a_fixed_training_set():
-    settings = dataclasses.replace(TINY, train_per_tier=0)
-    with pytest.raises(ValueError, match=r"select_grpo.*needs a fixed training set: set train_per_tier"):
-        PromptSource(settings, STUDY_EXTRA["select_grpo"], seed=0, held=held_out(settings))
+    first, rest = epochs.next_ids(50), epochs.next_ids(20)
+    assert sorted([*first, *rest]) == list(range(70))
 
 
 def test_regime_rule_on_base_statistics():
@@ -217,7 +187,7 @@ def test_quick_study_writes_the_gates_and_the_paired_differences(tmp_path):
 
 
 def test_the_manipulation_check_counts_a_method_only_where_it_acted():
-    from lab.methods import PRESETS, STUDY_EXTRA
+    from lab.methods import PRESETS
     from lab.research.study import acted_bases, manipulation
 
     def run(**series):
@@ -236,9 +206,7 @@ def test_the_manipulation_check_counts_a_method_only_where_it_acted():
     assert manipulation(STUDY_EXTRA["avspo_paper_point_all_pass"], [run(effective_acr_all_pass=[0.0])],
                         no_all_pass) == {"acts_on": "all_pass", "effective_acr_ratio": None, "trigger_rate": None,
                                          "acted": False}
-    selection = [run(skipped_prompts=[10, 30], batch_groups=[100, 100])]
-    assert manipulation(STUDY_EXTRA["select_grpo"], selection, grpo) == {"skipped_share": 40 / 240, "acted": True}
-    assert manipulation(PRESETS["dapo"], selection, grpo) is None  # DAPO claims nothing to check
+    assert manipulation(PRESETS["dapo"], grpo, grpo) is None  # DAPO claims nothing to check
     checks = {"avspo": {"one": {"acted": False}, "two": {"acted": True}}, "dapo": {"one": None, "two": None}}
     assert acted_bases(checks) == {"avspo": ["two"]}
 

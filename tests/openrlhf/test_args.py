@@ -61,8 +61,7 @@ def test_one_flag_per_key_with_avspo_config_defaults(layout):
     expected = {
         layout.avspo_dest(f.name): NotGiven(HOST_DEFAULTS.get(f.name, f.default)) for f in dataclasses.fields(AVSPOConfig)
     }
-    # and a flag per earlier name of a key, not set by default
-    assert defaults == {**expected, **{layout.avspo_dest(earlier): None for earlier in AVSPOConfig.RENAMED}}
+    assert defaults == expected
     assert defaults[layout.avspo_dest("epsilon")] == NotGiven(1e-9)
     parsed = argparse.Namespace(**defaults, **{layout.estimator: "avspo"})
     assert avspo_config_from_args(parsed) == AVSPOConfig(epsilon=1e-9)
@@ -115,23 +114,6 @@ def test_config_from_flat_args():
     args = parser.parse_args(["--avspo_threshold_mode", "fixed", "--avspo_threshold_init", "0.3"])
     assert layout_of(args) is FLAT
     assert avspo_config_from_args(args) == AVSPOConfig(threshold_mode="fixed", threshold_init=0.3, epsilon=1e-9)
-
-
-def test_a_key_given_by_its_earlier_flag_is_read_as_it(caplog, monkeypatch):
-    monkeypatch.setattr("avspo_plugin.config._WARNED_EARLIER_NAMES", set())
-    parser = openrlhf_like_parser()
-    add_avspo_arguments(parser)
-    earlier, current = "--algo.advantage.avspo.apply_to", "--algo.advantage.avspo.augmented_collapses"
-    with caplog.at_level("WARNING", logger="avspo_plugin.config"):
-        config = avspo_config_from_args(parser.parse_args([earlier, "all_fail"]))
-    assert config == avspo_config_from_args(parser.parse_args([current, "all_fail"]))
-    assert config == AVSPOConfig(augmented_collapses="all_fail", epsilon=1e-9)
-    assert caplog.messages == [f"{earlier} is read as {current}, its name now: rename it"]
-    with pytest.raises(ConfigError, match=rf"^{re.escape(earlier)}='all_fail' and {re.escape(current)}='all_pass' are both set"):
-        avspo_config_from_args(parser.parse_args([earlier, "all_fail", current, "all_pass"]))
-    flat = openrlhf_like_parser(FLAT)
-    add_avspo_arguments(flat, FLAT)
-    assert avspo_config_from_args(flat.parse_args(["--avspo_apply_to", "all_fail"])) == config
 
 
 def test_keys_without_a_flag_take_their_openrlhf_defaults():
@@ -194,6 +176,9 @@ def test_launcher_parser_checks_options_after_parsing(capsys):
     (DOTTED, "--algo.advantage.avspo.treshold_mode", "--algo.advantage.avspo.threshold_mode"),
     (FLAT, "--avpso_threshold_mode", "--avspo_threshold_mode"),
     (FLAT, "--avso_alpha", "--avspo_alpha"),
+    # A key's earlier name (config.EARLIER_NAMES): the flag now.
+    (DOTTED, "--algo.advantage.avspo.apply_to", "--algo.advantage.avspo.augmented_collapses"),
+    (FLAT, "--avspo_apply_to=all_fail", "--avspo_augmented_collapses"),
 ])
 def test_a_misspelt_avspo_flag_is_refused_naming_the_flag_meant(layout, flag, meant, capsys):
     with avspo_argument_parser():

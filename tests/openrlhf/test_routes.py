@@ -135,9 +135,8 @@ def test_threshold_state_goes_through_checkpoint_client_states(route):
 def test_options_are_parsed_with_avspo_config_defaults(route):
     assert route["estimator"] == "avspo"
     options = route["options"]
-    # every key's flag, and the flags of keys' earlier names, not set
-    assert set(options) == {*AVSPOConfig.keys(), *AVSPOConfig.RENAMED}
-    assert all(options[earlier] is None for earlier in AVSPOConfig.RENAMED)
+    # every key's flag
+    assert set(options) == set(AVSPOConfig.keys())
     given = {"strategy": "opposite", "num_virtual": 2, "norm_by_std": False}
     for field in dataclasses.fields(AVSPOConfig):
         # a flag left out holds NotGiven(its default), told from a value given equal to it

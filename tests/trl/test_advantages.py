@@ -9,7 +9,7 @@ import torch
 from trl import GRPOTrainer
 
 from avspo_plugin import AVSPOConfig, ThresholdState
-from avspo_plugin.config import STRATEGIES
+from avspo_plugin.strategies import STRATEGIES
 from avspo_plugin.trl.conventions import (
     TRL_EPSILON,
     group_labels,

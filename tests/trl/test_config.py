@@ -121,16 +121,12 @@ def test_bad_values_are_rejected_when_the_config_is_built(tmp_path, values, mess
         make(tmp_path, **values)
 
 
-def test_a_key_set_under_its_earlier_field_is_read_as_it(tmp_path, caplog, monkeypatch):
-    monkeypatch.setattr("avspo_plugin.config._WARNED_EARLIER_NAMES", set())
-    with caplog.at_level("WARNING", logger="avspo_plugin.config"):
-        earlier = make(tmp_path, avspo_apply_to="all_fail")
-    assert earlier.avspo_config() == make(tmp_path, avspo_augmented_collapses="all_fail").avspo_config()
-    assert earlier.avspo_config().augmented_collapses == "all_fail"
-    assert caplog.messages == ["AVSPOGRPOConfig (fields avspo_<key>).apply_to is read as AVSPOGRPOConfig (fields "
-                               "avspo_<key>).augmented_collapses, its name now: rename it"]
-    with pytest.raises(ConfigError, match=r"apply_to='all_fail' and .*augmented_collapses='all_pass' are both set"):
-        make(tmp_path, avspo_apply_to="all_fail", avspo_augmented_collapses="all_pass")
+def test_a_key_under_its_earlier_field_is_a_one_line_error_naming_the_field_now(tmp_path):
+    with pytest.raises(ConfigError, match=r"^avspo_apply_to is now avspo_augmented_collapses: rename it$"):
+        make(tmp_path, avspo_apply_to="all_fail")
+    config = make(tmp_path)
+    with pytest.raises(ConfigError, match=r"has no field 'avspo_apply_to': did you mean 'avspo_augmented_collapses'\?"):
+        config.avspo_apply_to = "all_fail"
 
 
 def test_the_command_line_reads_every_form(tmp_path):

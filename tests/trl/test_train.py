@@ -119,15 +119,14 @@ def test_the_state_file_is_the_schema_of_every_host(straight_run):
         OPENRLHF_SESSION.reset()
 
 
-def test_a_state_file_of_the_earlier_trl_schema_still_resumes(make_trainer, straight_run):
-    thresholds, checkpoint = straight_run
+def test_a_state_file_of_the_earlier_trl_schema_is_refused_naming_the_key_now(make_trainer, straight_run):
+    _, checkpoint = straight_run
     saved = json.loads((checkpoint / STATE_FILE).read_text())
     # What the TRL adapter wrote before it shared the core's session: threshold and streaks, no format.
     (checkpoint / STATE_FILE).write_text(json.dumps({"threshold": saved["threshold"], "monitor": saved["warnings"]}))
-    resumed, steps = resume(make_trainer, checkpoint)
-    assert steps[-1]["avspo/threshold"] == thresholds[3]
-    # logged_steps, which that schema lacked, is read from the checkpoint's log: 2 steps, then the resumed one.
-    assert resumed.avspo_session.state_dict()["logged_steps"] == 3
+    message = rf"{checkpoint / STATE_FILE} cannot be resumed: avspo checkpoint state: 'monitor' is now 'warnings'"
+    with pytest.raises(ValueError, match=message):
+        make_trainer(task_reward, **SAVING).train(resume_from_checkpoint=str(checkpoint))
 
 
 def test_a_state_file_of_an_unknown_format_is_refused_by_path(make_trainer, straight_run):

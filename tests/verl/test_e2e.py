@@ -4,8 +4,7 @@ Every run goes through verl's real trainer, workers, rollout and tracker, with t
 opt-in CPU support (``avspo_plugin.verl_cpu``). One ``avspo verl-demo`` run (verl's default
 trainer, ``algorithm.adv_estimator=avspo``, 2 steps, a checkpoint at the last) is made once and shared:
 its checkpoint is resumed for steps 3 and 4 with a multi-output agent loop and two mini-batch updates per step.
-A second ``avspo verl-demo`` run takes the legacy trainer with verl's ``grpo``, the ACR monitor and
-prompt selection on, over a 4-prompt dataset so that step 2 revisits step 1's prompts (the avspo
+A second ``avspo verl-demo`` run takes the legacy trainer with verl's ``grpo``, the ACR monitor on (the avspo
 estimator in the legacy trainer is checked at the trainer-method level, tests/verl/test_checkpoint.py).
 Metrics are read from the tracker's own output: the file backend's JSONL and the console backend's lines.
 
@@ -29,8 +28,8 @@ from transformers.utils import logging as transformers_logging
 
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.core.metrics import MONITOR_METRICS
-from avspo_plugin.names import MONITOR_STATE_FILE, SELECTION_STATE_FILE, STATE_FILE
-from avspo_plugin.verl_cpu.demo import GROUP_SIZE, DemoFiles, main_ppo_command
+from avspo_plugin.names import MONITOR_STATE_FILE, STATE_FILE
+from avspo_plugin.verl_cpu.demo import DemoFiles, main_ppo_command
 from avspo_plugin.verl_cpu.main_ppo import avspo_metrics_by_step, run_main_ppo
 from renderer.docs_pages import VERL_DEMO_RECORD, demo_step_metrics
 
@@ -124,25 +123,13 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     return run_demo(tmp_path_factory.mktemp("verl_demo"), CHECKPOINT_STEP, *AVSPO_OVERRIDES)
 
 
-# Prompt selection in the legacy run: 4 prompts (one batch), so step 2 draws step 1's prompts again; a
-# prompt that collapsed at step 1 is then skipped (explore 0, no retry within the run), half a choice at most.
-SELECTION_PROMPTS = 4
-SELECTION_OVERRIDES = (
-    f"data.train_max_samples={SELECTION_PROMPTS}",
-    "algorithm.avspo_selection.enable=true",
-    "algorithm.avspo_selection.explore=0.0",
-    "algorithm.avspo_selection.retry_half_life=1000000.0",
-)
-
-
 @pytest.fixture(scope="module")
 def legacy_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     """``avspo verl-demo --trainer legacy`` with verl's grpo and the ACR monitor, CHECKPOINT_STEP steps, a
-    checkpoint at the last, prompt selection on. (Its resume is checked at the trainer-method level,
-    tests/verl/test_monitor.py and tests/verl/test_selection.py.)"""
+    checkpoint at the last. (Its resume is checked at the trainer-method level, tests/verl/test_monitor.py.)"""
     return run_demo(
         tmp_path_factory.mktemp("verl_legacy"), CHECKPOINT_STEP, "--trainer", "legacy",
-        "algorithm.adv_estimator=grpo", "algorithm.avspo_monitor.enable=true", *SELECTION_OVERRIDES,
+        "algorithm.adv_estimator=grpo", "algorithm.avspo_monitor.enable=true",
     )  # fmt: skip
 
 
@@ -168,7 +155,7 @@ def test_the_monitor_beside_grpo_in_the_legacy_trainer_logs_collapse_at_every_st
                           ("console", console_avspo_metrics(legacy_run.log_file))):  # fmt: skip
         assert sorted(logged) == steps, f"legacy, {where} backend: logged steps {sorted(logged)}"
         for step in steps:
-            collapse = {name for name in logged[step] if "/selection/" not in name}
+            collapse = set(logged[step])
             assert monitored <= collapse and "avspo/threshold" not in collapse, (where, step, sorted(collapse))
             metrics = logged[step]
             assert 0.0 <= metrics["avspo/acr"] <= 1.0 and metrics["avspo/groups"] > 0, (where, step, metrics)
@@ -188,27 +175,6 @@ def test_the_monitor_beside_grpo_in_the_legacy_trainer_logs_collapse_at_every_st
     folder = legacy_run.out / "checkpoints" / f"global_step_{CHECKPOINT_STEP}"
     assert json.loads((folder / MONITOR_STATE_FILE).read_text())["logged_steps"] == CHECKPOINT_STEP
     assert not (folder / STATE_FILE).exists()
-
-
-def test_legacy_trainer_selects_prompts_before_generation(legacy_run: DemoRun):
-    """verl's legacy trainer drew its prompts through prompt selection: every step's selection metrics in
-    verl's tracker, step 1's collapses skipped at step 2 with full batches, the history in the checkpoint."""
-    logged = avspo_metrics_by_step(legacy_run.metrics_file)
-    first, second = ({k[len("avspo/selection/"):]: v for k, v in logged[step].items() if "/selection/" in k}
-                     for step in (1, 2))  # fmt: skip
-    # Step 1: one choice over the 4 prompts, none with a history; their rewards observed.
-    assert (first["candidates"], first["skipped"], first["observed"]) == (4, 0, SELECTION_PROMPTS), first
-    collapsed = first["observed_collapsed"]
-    # Step 2: the batch is full (candidates - skipped = 4); every prompt that collapsed at step 1 is predicted,
-    # and skipped up to the cap (half of each choice of 4).
-    assert second["candidates"] - second["skipped"] == 4, second
-    assert second["predicted"] >= collapsed and (second["skipped"] > 0) == (collapsed > 0), (first, second)
-    assert second["rollouts_saved"] == second["skipped"] * GROUP_SIZE
-    state = json.loads((legacy_run.log_file.parent / "checkpoints" / f"global_step_{CHECKPOINT_STEP}"
-                        / SELECTION_STATE_FILE).read_text())  # fmt: skip
-    assert state["fingerprint"].startswith(f"{SELECTION_PROMPTS}:")
-    assert state["totals"]["candidates"] == first["candidates"] + second["candidates"]
-    assert sum(state["visits"]) == first["observed"] + second["observed"]
 
 
 def test_resumed_v1_run_with_multi_output_sessions_in_mini_batches(demo_run: DemoRun, tmp_path: Path):

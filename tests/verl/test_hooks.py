@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_module
 
 from avspo_plugin.config import ConfigError
 from avspo_plugin.verl import checkpoint, guards, hooks, plugin_process
-from avspo_plugin.verl.run_config import AVSPO, MONITOR, SELECTION, misspelt_block_problem
+from avspo_plugin.verl.run_config import AVSPO, MONITOR, misspelt_block_problem
 
 
 @pytest.fixture(scope="module")
@@ -22,17 +22,17 @@ def avspo_run_config():
 
 def test_every_hook_is_in_place_on_the_installed_verl():
     status = hooks.hook_status(load=True)
-    assert len(status) == len(hooks.HOOKS) == 16
+    assert len(status) == len(hooks.HOOKS) == 12
     assert set(status.values()) == {"in place"}, status
     for trainer in ("v1", "legacy"):
         hooks.require_hooks(trainer, AVSPO)
-        hooks.require_hooks(trainer, SELECTION)
+        hooks.require_hooks(trainer, MONITOR)
 
 
 def test_a_run_places_only_the_hooks_its_config_uses(fresh_verl_process):
     """In a fresh verl process (tests/fresh_interpreter.py, FRESH_VERL_PROCESS): importing the plugin places the
     launcher's and the trainers' entry hooks; a grpo run places nothing more; the monitor beside grpo places its own
-    hooks and nothing of AVSPO's or prompt selection's, and verl's v1 binding of compute_advantage (imported by name)
+    hooks and nothing of AVSPO's, and verl's v1 binding of compute_advantage (imported by name)
     is wrapped too."""
     steps = fresh_verl_process["placement"]
     always = sorted(hook.name for hook in hooks.HOOKS if hook.always)
@@ -107,14 +107,17 @@ def test_a_misspelt_block_name_is_refused_by_verls_launch_check_naming_the_block
 
 def test_block_names_close_to_the_plugins_are_read_as_the_block_meant_and_verls_own_keys_are_not():
     meant = {"avpso": "avspo", "AVSPO": "avspo", "avso": "avspo", "avspo_monitr": "avspo_monitor",
-             "avspo-monitor": "avspo_monitor", "avspomonitor": "avspo_monitor", "avspo_select": "avspo_selection",
-             "avspo_selections": "avspo_selection", "avspo_config": "avspo"}
+             "avspo-monitor": "avspo_monitor", "avspomonitor": "avspo_monitor", "avspo_config": "avspo"}
     for key, block in meant.items():
         assert f"did you mean algorithm.{block}?" in misspelt_block_problem({key: {}}), key
     with initialize_config_module("verl.trainer.config", version_base=None):
         algorithm = compose("ppo_trainer").algorithm
     assert misspelt_block_problem(algorithm) is None and len(algorithm) > 5
-    assert misspelt_block_problem({"avspo": {}, "avspo_monitor": {}, "avspo_selection": {}, "monitor_extra": 1}) is None
+    assert misspelt_block_problem({"avspo": {}, "avspo_monitor": {}, "monitor_extra": 1}) is None
+    # A block the plugin no longer reads is refused with why.
+    assert misspelt_block_problem({"avspo_selection": {"enable": True}}) == (
+        "algorithm.avspo_selection: prompt selection is no longer part of the plugin (not shown to help in the lab); "
+        "remove the block")
 
 
 def test_verls_experimental_fully_async_trainer_is_refused_before_ray_starts():
@@ -171,23 +174,6 @@ def test_augmentation_with_dapo_group_filtering_is_refused_in_launcher_and_train
         hooks.check_launch_config(config)
     with pytest.raises(ConfigError, match=why):
         PPOTrainerSync(config)  # verl's own trainer, through the hooked __init__
-
-
-def test_prompt_selection_with_dapo_group_filtering_on_another_metric_than_the_reward_is_refused(avspo_run_config):
-    from avspo_plugin.config import ConfigError
-
-    config = with_filtering(avspo_run_config, "never")
-    config.algorithm.adv_estimator = "grpo"
-    config.algorithm.avspo_selection = {"enable": True}
-    config.algorithm.filter_groups.metric = "acc"
-    why = r"avspo_selection.enable=true cannot run with algorithm.filter_groups.metric=acc: .* Set algorithm.filter_groups.metric=reward"
-    with pytest.raises(ConfigError, match=why):
-        hooks.check_launch_config(config)
-    with pytest.raises(ConfigError, match=why):
-        hooks.prepare_trainer(config)
-    # On the reward, selection learns from the evicted groups (tests/verl/test_selection.py).
-    config.algorithm.filter_groups.metric = "reward"
-    assert guards.group_filtering_problem(config) is None
 
 
 def test_monitor_only_with_dapo_group_filtering_is_accepted(avspo_run_config):

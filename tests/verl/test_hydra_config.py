@@ -6,7 +6,7 @@ from main_ppo_config import composed_job
 from omegaconf import OmegaConf
 
 from avspo_plugin.config import AVSPOConfig, config_help
-from avspo_plugin.verl.run_config import avspo_config_from_algorithm, selection_config_from_algorithm
+from avspo_plugin.verl.run_config import avspo_config_from_algorithm
 from renderer.verl_hydra_configs import ALGORITHM_CONFIG_NAME, CONFIG_DIR, yaml_scalar
 
 
@@ -70,19 +70,14 @@ def test_a_recipe_composes_on_the_packaged_config(tmp_path):
     assert config.trainer.total_epochs is not None  # verl's ppo_trainer underneath
 
 
-def test_a_recipe_of_the_earlier_key_names_still_reads_beside_the_packaged_block(tmp_path, caplog, monkeypatch):
-    """A recipe or an override written before apply_to was renamed: the packaged block holds the current key at its
-    default, which counts as not set, so the earlier name is read as it (with a warning)."""
-    monkeypatch.setattr("avspo_plugin.config._WARNED_EARLIER_NAMES", set())
-    config = composed_recipe(tmp_path, "ppo_trainer, avspo_algorithm, avspo_selection, _self_",
-                             "avspo: {apply_to: all_fail}", ["++algorithm.avspo_selection.apply_to=all_pass"])
-    with caplog.at_level("WARNING", logger="avspo_plugin.config"):
-        assert avspo_config_from_algorithm(config.algorithm) == AVSPOConfig(augmented_collapses="all_fail")
-        assert selection_config_from_algorithm(config.algorithm).counted_collapses == "all_pass"
-    assert caplog.messages == [
-        "algorithm.avspo.apply_to is read as algorithm.avspo.augmented_collapses, its name now: rename it",
-        "algorithm.avspo_selection.apply_to is read as algorithm.avspo_selection.counted_collapses, its name now: rename it",
-    ]
+def test_a_recipe_of_an_earlier_key_name_is_a_one_line_error_naming_the_key_now(tmp_path):
+    """A recipe or an override written before apply_to was renamed: refused, naming augmented_collapses."""
+    from avspo_plugin.config import ConfigError
+
+    config = composed_recipe(tmp_path, "ppo_trainer, avspo_algorithm, _self_", "avspo: {apply_to: all_fail}", [])
+    with pytest.raises(ConfigError, match=r"^algorithm\.avspo\.apply_to is now algorithm\.avspo\.augmented_collapses: "
+                                          r"rename it$"):
+        avspo_config_from_algorithm(config.algorithm)
 
 
 @pytest.mark.parametrize(
@@ -113,24 +108,3 @@ def test_which_override_prefix_each_config_takes(config_name, override, outcome)
     assert avspo_config_from_algorithm(config.algorithm).alpha == outcome
 
 
-def test_selection_block_reads_back_as_its_defaults_and_composes_on_grpo(tmp_path):
-    """avspo_selection.yaml: every key of SelectionConfig with its default; composed on verl's ppo_trainer it
-    leaves the estimator alone (grpo runs select prompts too)."""
-    from hydra import compose, initialize_config_dir
-
-    from avspo_plugin.config import SelectionConfig
-    from avspo_plugin.verl.run_config import selection_config_from_algorithm
-    from renderer.verl_hydra_configs import SELECTION_CONFIG_NAME
-
-    loaded = OmegaConf.load(CONFIG_DIR / f"{SELECTION_CONFIG_NAME}.yaml")
-    assert "adv_estimator" not in loaded.algorithm
-    assert OmegaConf.to_container(loaded.algorithm.avspo_selection) == SelectionConfig().to_dict()
-    (tmp_path / "grpo_recipe.yaml").write_text(
-        "hydra:\n"
-        "  searchpath: [pkg://verl.trainer.config, pkg://avspo_plugin.verl.config]\n"
-        f"defaults: [ppo_trainer, {SELECTION_CONFIG_NAME}, _self_]\n"
-    )
-    with initialize_config_dir(str(tmp_path), version_base=None):
-        config = compose("grpo_recipe", overrides=["algorithm.adv_estimator=grpo", "algorithm.avspo_selection.enable=true"])
-    assert config.algorithm.adv_estimator == "grpo"
-    assert selection_config_from_algorithm(config.algorithm) == SelectionConfig(enable=True)

@@ -238,7 +238,7 @@ def test_the_monitors_config_block_is_checked_and_its_hooks_are_the_monitors(tra
     with pytest.raises(ConfigError, match=r"reward_low=1\.0 is not below reward_high=1\.0"):
         monitor_config_from_algorithm(OmegaConf.create({"avspo_monitor": {"reward_low": 1.0}}))
     names = {hook.name for hook in hooks_for("v1", MONITOR)}
-    assert "verl.trainer.ppo.v1.trainer_base.PPOTrainer._init_dataloader" not in names  # selection's alone
+    assert "verl.trainer.ppo.v1.utils.compute_advantage_for_multi_trajectories" not in names  # the estimator's alone
     assert "verl.utils.tracking.Tracking.log" in names
 
 

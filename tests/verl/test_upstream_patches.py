@@ -1,9 +1,8 @@
-"""The verl patches of patches/ on a copy of the installed verl release.
+"""The verl patch of patches/ on a copy of the installed verl release.
 
-Each applies alone to the released source (and a second time is refused, not doubled). Applied together, in one
-process on that copy: the trainers import, the adapter uses the estimator metrics channel of
-patches/verl-estimator-metrics.patch instead of its Tracking.log hook, and each patch's own tests pass
-(patches/verl-prompt-sampler.patch is the upstream change prompt selection would use).
+It applies to the released source (and a second time is refused, not doubled). Applied, in one process on that
+copy: the trainers import, the adapter uses the estimator metrics channel of patches/verl-estimator-metrics.patch
+instead of its Tracking.log hook, and the patch's own tests pass.
 """
 
 import json
@@ -19,15 +18,13 @@ from avspo_plugin.import_patching import is_patched
 
 PATCHES = Path(__file__).resolve().parents[2] / "patches"
 METRICS_PATCH = PATCHES / "verl-estimator-metrics.patch"
-SAMPLER_PATCH = PATCHES / "verl-prompt-sampler.patch"
 # Each patch's own tests (the patch adds them) and how many there are.
 PATCH_TESTS = {
     METRICS_PATCH: ("tests/trainer/ppo/test_adv_estimator_metrics_on_cpu.py", 6),
-    SAMPLER_PATCH: ("tests/utils/dataset/test_abstract_sampler_on_cpu.py", 3),
 }
 
 # Runs with the patched copy first on sys.path: the entry point loads the adapter against it. Prints the channel's
-# report as one JSON line, then runs both patches' tests (their file paths are the arguments).
+# report as one JSON line, then runs the patch's tests (their file paths are the arguments).
 PATCHED_CHECK = """
 import json, sys
 import numpy as np, torch
@@ -48,7 +45,7 @@ for _ in range(2):
         non_tensors={"uid": np.array(["a", "a", "b", "b"], dtype=object)},
     )
     compute_advantage(batch, adv_estimator="avspo", config={"adv_estimator": "avspo"})
-# The Tracking.log hook (there for prompt selection's metrics) leaves the estimator's to the channel.
+# The Tracking.log hook (there for the monitor's metrics) leaves the estimator's to the channel.
 logged = []
 tracking = Tracking("avspo-test", "channel", default_backend=[])
 tracking.logger["probe"] = type("Probe", (), {"log": lambda self, data, step: logged.append(dict(data))})()
@@ -62,7 +59,7 @@ print(json.dumps({
     "step": step,
     "after": core_algos.collect_adv_estimator_metrics("avspo", metrics={}, global_step=6),
 }))
-import verl.trainer.ppo.v1.trainer_base  # the other trainer the sampler patch changes
+import verl.trainer.ppo.v1.trainer_base  # the other trainer the patch changes
 import pytest
 sys.exit(pytest.main(["-v", "-p", "no:cacheprovider", *sys.argv[1:]]))
 """
@@ -95,19 +92,9 @@ def test_the_metrics_patch_applies_alone_and_only_once(tmp_path):
     assert apply_patch(METRICS_PATCH, tree).returncode != 0  # applying twice is refused, not silently doubled
 
 
-def test_the_sampler_patch_applies_alone_and_only_once(tmp_path):
-    tree = released_verl(tmp_path)
-    applied = apply_patch(SAMPLER_PATCH, tree)
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    for trainer in ("ray_trainer.py", "v1/trainer_base.py"):
-        source = (tree / "verl" / "trainer" / "ppo" / trainer).read_text()
-        assert source.count(".sampler.on_prompts(") == 1 and source.count(".sampler.update(") == 1
-    assert apply_patch(SAMPLER_PATCH, tree).returncode != 0
-
-
 @pytest.fixture(scope="module")
 def patched_run(tmp_path_factory) -> tuple[dict, subprocess.CompletedProcess, Path]:
-    """Both patches on one copy of the release, and PATCHED_CHECK run on it: (channel report, the run, the copy)."""
+    """The patch on a copy of the release, and PATCHED_CHECK run on it: (channel report, the run, the copy)."""
     tree = released_verl(tmp_path_factory.mktemp("verl-patched"))
     for patch in PATCH_TESTS:
         applied = apply_patch(patch, tree)
@@ -133,7 +120,7 @@ def test_adapter_uses_verls_channel_on_the_patched_release(patched_run):
 
 
 @pytest.mark.parametrize("patch", list(PATCH_TESTS), ids=lambda patch: patch.stem)
-def test_each_patchs_own_tests_pass_with_both_applied(patched_run, patch):
+def test_the_patchs_own_tests_pass(patched_run, patch):
     _, run, _ = patched_run
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     path, count = PATCH_TESTS[patch]

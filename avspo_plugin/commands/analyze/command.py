@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from avspo_plugin.argument_types import positive_int
-from avspo_plugin.config import AVSPOConfig, SelectionConfig
-from avspo_plugin.evidence import lab_evidence
+from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.threshold_modes import PAPER_MODE
 
-from . import own_fit, plots, report, run_analysis, signals
+from . import own_fit, plots, report, run_analysis
 from .accuracy import compare_accuracy
 from .records import AnalyzeError
 from .report import printable
@@ -41,12 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"stagnation signal: ACR above this ... (default {DEFAULTS.stagnation_acr}; 0 disables)")
     parser.add_argument("--stagnation-steps", type=int, default=DEFAULTS.stagnation_steps,
                         help=f"... for more than this many consecutive steps (default {DEFAULTS.stagnation_steps})")
-    parser.add_argument("--fit", type=Path, default=None,
-                        help="JSON line {intercept, slope[, early_steps, target, label, acr_range]} to project the "
-                             "final score from early ACR, e.g. from `python -m lab sweep` (default: no projection)")
-    parser.add_argument("--paper-fit", action="store_true",
-                        help="the runs are MATH-500 GRPO runs like the paper's (Qwen2.5-Math, G = 8): project their "
-                             "final MATH-500 accuracy with the paper's line, Final = 51.4 - 29.6 * ACR_100")
     parser.add_argument("--fit-final", metavar="KEY", default=None,
                         help="fit the lab's pre-registered models on these runs: KEY (e.g. a validation score) at its "
                              "last logged step is each finished run's final score; prints the out-of-sample R^2 that "
@@ -68,11 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"reward of a passed sample: all-pass groups sit here (default {DEFAULTS.reward_high})")
     parser.add_argument("--collapse-tol", type=float, default=DEFAULTS.collapse_tol,
                         help=f"a group is collapsed when its reward std is below this (default {DEFAULTS.collapse_tol})")
-    parser.add_argument(
-        "--selection", action="append", default=[], metavar="KEY=VALUE",
-        help="a key of the prompt selection replayed on rollout dumps (docs/using/selection.md), e.g. explore=0.25; "
-             "repeat for several; reward_low, reward_high and collapse_tol follow the options above",
-    )
     parser.add_argument("--top", type=positive_int, default=10, help="prompts listed as the biggest wasters (default 10)")
     parser.add_argument("--no-plots", action="store_true", help="write analysis.json only")
 
@@ -81,8 +69,6 @@ def run(args: argparse.Namespace) -> int:
     """Errors in the input raise AnalyzeError or ConfigError: the console script prints them in one line."""
     if args.fit_setting and not args.fit_final:
         raise AnalyzeError("--fit-setting names a setting of the fit that --fit-final KEY makes: give --fit-final")
-    if args.fit and args.paper_fit:
-        raise AnalyzeError("--fit and --paper-fit both name the projection line: give one")
     if args.out.exists() and not args.out.is_dir():
         raise AnalyzeError(f"--out {args.out} is a file: --out names the folder analysis.json and the plots go into "
                            "(made if missing); name another folder, or move the file away")
@@ -95,20 +81,13 @@ def run(args: argparse.Namespace) -> int:
     settings = run_analysis.Settings(
         monitor=monitor,
         replay=monitor.replace(threshold_mode=PAPER_MODE),
-        selection=SelectionConfig.from_mapping(
-            {"enable": True, "reward_low": args.reward_low, "reward_high": args.reward_high,
-             "collapse_tol": args.collapse_tol, **_key_values(args.selection, "--selection")},
-            where="avspo analyze --selection",
-        ),
         early_steps=args.early_steps,
         stagnation_acr=args.stagnation_acr,
         stagnation_steps=args.stagnation_steps,
-        fit=signals.load_fit(args.fit) if args.fit else (signals.PAPER_FIT if args.paper_fit else None),
         group_size=args.group_size,
         top=args.top,
         accuracy=args.accuracy,
     )
-    evidence = lab_evidence.load_lab_evidence(lab_evidence.LAB_SWEEP_FIT)
     runs = [_split_label(spec) for spec in args.paths]
     labels = run_analysis.unique_labels(_default_labels(runs))
     vals = _pair_validation(labels, [_split_label(spec) for spec in args.val])
@@ -144,18 +123,14 @@ def run(args: argparse.Namespace) -> int:
         "settings": {
             "early_steps": args.early_steps,
             "stagnation": {"acr_above": args.stagnation_acr, "more_than_steps": args.stagnation_steps},
-            "fit": None if settings.fit is None else settings.fit.label,
             "group_size": args.group_size,
             "monitor": monitor.to_dict(),
             "avspo_replay": settings.replay.to_dict(),
-            "selection_replay": settings.selection.to_dict(),
         },
         "runs": [result.report for result in results],
         "comparison": rows,
         # --accuracy KEY: the runs' accuracy against the first run's final value, with the caveat of one seed.
         "accuracy_comparison": accuracy,
-        # What the lab's sweep measured of early ACR as a predictor: the same for every run, stated beside them.
-        "acr_predictive_value_in_the_lab": evidence.to_dict(),
         # --fit-final: the same pre-registered models on these runs.
         "own_fit": own,
     }
@@ -169,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         (out / "analysis.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     except ValueError as err:  # a NaN or inf slipped into the report
         raise AnalyzeError(f"analysis.json: {err}") from None
-    summary = report.summary(results, rows, evidence, accuracy)
+    summary = report.summary(results, rows, accuracy)
     own_lines = [] if own is None else own_fit.own_fit_lines(own)
     (out / "analysis.md").write_text(report.markdown(results, rows, accuracy, summary, own_lines, document),
                                      encoding="utf-8")
@@ -178,20 +153,6 @@ def run(args: argparse.Namespace) -> int:
         print("\n" + "\n".join(own_lines))
     print(f"\nWrote {out / 'analysis.md'}, {out / 'analysis.json'}" + ("" if args.no_plots else " and plots"))
     return 0
-
-
-def _key_values(specs: list[str], option: str) -> dict:
-    """['explore=0.25', ...] -> {'explore': 0.25}: each value read as JSON (numbers, true, false), else as text."""
-    values = {}
-    for spec in specs:
-        key, sep, text = spec.partition("=")
-        if not sep or not key:
-            raise AnalyzeError(f"{option} {spec!r}: expected KEY=VALUE, e.g. {option} explore=0.25")
-        try:
-            values[key] = json.loads(text)
-        except json.JSONDecodeError:
-            values[key] = text
-    return values
 
 
 def _split_label(spec: str) -> tuple[str | None, Path]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from avspo_plugin.evidence.lab_evidence import LabEvidence, evidence_lines
 from avspo_plugin.evidence.regimes import REGIME_TITLES
 
 from .run_analysis import RunResult
-from .signals import PAPER_FIT, mode_text
+from .signals import mode_text
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -68,15 +67,6 @@ def run_block(result: RunResult) -> str:
     else:
         longest = stall["longest_run_steps"]
         lines.append(f"  stagnation signal ({rule}): not fired (longest run above it: {longest} step(s))")
-    projected = r["projection"]
-    if projected is not None and projected["value"] is not None:
-        span = ""
-        if projected["low"] is not None and projected["low"] != projected["high"]:
-            span = f" (between {projected['low']:.1f} and {projected['high']:.1f})"
-        partial = "" if projected["complete"] else " [from an incomplete window]"
-        outside = " [ACR outside the fitted range]" if projected.get("extrapolated") else ""
-        lines.append(f"  projected {projected['fit']['target']}: {projected['value']:.1f}{span}{partial}{outside}")
-        lines.append(f"    by {projected['fit']['label']}")
     validation = r.get("validation")
     if validation is not None:
         lines.append(
@@ -92,14 +82,6 @@ def run_block(result: RunResult) -> str:
                 f"    {row['wasted_rollouts']:>6} {row['groups']:>6} {row['all_fail']:>5} {row['all_pass']:>5}  "
                 f"{_short(row['prompt'], 70)}"
             )
-    chosen = r.get("selection")
-    if chosen is not None:
-        lines.append(
-            f"  prompt selection replayed: would have skipped {chosen['skipped']} of {chosen['prompts']} prompt visits "
-            f"({_pct(chosen['skipped_fraction'])}), {chosen['rollouts_saved']} of {chosen['rollouts']} rollouts "
-            f"({_pct(chosen['rollouts_saved_fraction'])}); right on {_pct(chosen['skip_precision'])} of the skips "
-            f"(they collapsed); prediction precision {_num(chosen['precision'])}, recall {_num(chosen['recall'])}"
-        )
     if r["advice"]:
         lines.append("  advice (estimates):")
         lines += [f"    - {line}" for line in r["advice"]]
@@ -120,7 +102,6 @@ COLUMNS = (
     ("all-pass", "all_pass", _pct),
     ("regime", "regime", lambda v: "-" if v is None else REGIME_TITLES[v]),
     ("stagnation", "stagnation_at", lambda v: "-" if v is None else f"step {v}"),
-    ("projected", "projected", lambda v: "n/a" if v is None else f"{v:.1f}"),
     ("reward end", "reward_last", _num),
     ("val end", "val_last", _num),
     ("exact", "exact", lambda v: "yes" if v else "proxy"),
@@ -128,10 +109,8 @@ COLUMNS = (
 
 
 def comparison_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """(column titles, one row of cells per run) of the side-by-side table; the projection only where one was made."""
-    projected = any(row["projected"] is not None for row in rows)
-    columns = [column for column in COLUMNS if projected or column[1] != "projected"]
-    return [title for title, _, _ in columns], [[fmt(row[key]) for _, key, fmt in columns] for row in rows]
+    """(column titles, one row of cells per run) of the side-by-side table."""
+    return [title for title, _, _ in COLUMNS], [[fmt(row[key]) for _, key, fmt in COLUMNS] for row in rows]
 
 
 def comparison_table(rows: list[dict[str, Any]]) -> str:
@@ -177,25 +156,12 @@ def accuracy_block(accuracy: dict[str, Any]) -> str:
                       accuracy["caveat"]])
 
 
-# Why no final score is projected by default: the paper's line measures the paper's runs; it forecasts no other.
-NO_PROJECTION = (
-    f"No final score projected: the paper's line (final MATH-500 accuracy = {PAPER_FIT.intercept} - "
-    f"{-PAPER_FIT.slope} * ACR_100, over 245 GRPO configurations of Qwen2.5-Math) is the paper's measurement on "
-    "its models, not a forecast for this run. --paper-fit applies it to a MATH-500 run like the paper's; "
-    "--fit FILE applies a line fitted on runs like this one."
-)
-
-
-def summary(results: list[RunResult], rows: list[dict[str, Any]], evidence: LabEvidence,
-            accuracy: dict[str, Any] | None = None) -> str:
+def summary(results: list[RunResult], rows: list[dict[str, Any]], accuracy: dict[str, Any] | None = None) -> str:
     blocks = [run_block(result) for result in results]
     if len(results) > 1:
         blocks.append(comparison_table(rows))
     if accuracy is not None:
         blocks.append(accuracy_block(accuracy))
-    if all(result.report["projection"] is None for result in results):
-        blocks.append(NO_PROJECTION)
-    blocks.append("\n".join(evidence_lines(evidence)))
     return "\n\n".join(blocks)
 
 

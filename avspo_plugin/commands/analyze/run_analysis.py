@@ -10,11 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from avspo_plugin.config import AVSPOConfig, SelectionConfig
+from avspo_plugin.config import AVSPOConfig
 
 from . import detect, signals
 from .accuracy import accuracy_curve
-from .selection_replay import replay_selection
 from .timeline import PromptTable, Timeline, sample_timeline, scalar_timeline
 
 
@@ -24,11 +23,9 @@ class Settings:
 
     monitor: AVSPOConfig  # threshold_mode "never": how ACR and collapse kinds are measured
     replay: AVSPOConfig  # the AVSPO whose effect is replayed on per-sample rewards
-    selection: SelectionConfig  # the prompt selection replayed on per-sample rewards
     early_steps: int
     stagnation_acr: float
     stagnation_steps: int
-    fit: signals.Fit | None  # None: no projection asked for (--fit, --paper-fit)
     group_size: int | None
     top: int
     accuracy: str | None = None  # --accuracy KEY: a logged metric read as each run's accuracy curve
@@ -83,14 +80,10 @@ def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -
     report["regime"] = signals.regime(report["rollout_shares"])
     report["early_warning"] = signals.early_window(timeline, settings.early_steps)
     report["stagnation"] = signals.stagnation(timeline, settings.stagnation_acr, settings.stagnation_steps)
-    report["projection"] = None if settings.fit is None else signals.projection(settings.fit, timeline,
-                                                                                 settings.early_steps)
     report["dapo"] = signals.dapo_estimate(timeline)
     report["avspo"] = signals.avspo_estimate(timeline, settings.replay.threshold_init)
     if prompts is not None:
         report["prompts"] = signals.prompt_summary(prompts, settings.top)
-    if loaded.samples is not None:
-        report["selection"] = replay_selection(loaded.samples, settings.selection)
     if val_report is not None:
         report["validation"] = val_report
     if settings.accuracy is not None:
@@ -153,7 +146,6 @@ def compare(results: list[RunResult]) -> list[dict[str, Any]]:
             "all_pass": report["rollout_shares"]["all_pass"],
             "regime": None if report["regime"] is None else report["regime"]["name"],
             "stagnation_at": report["stagnation"]["fired_at_step"],
-            "projected": None if report["projection"] is None else report["projection"]["value"],
             "reward_last": None if report["reward_mean"] is None else report["reward_mean"]["last"],
             "val_last": None if validation is None else validation["last"]["mean_score"],
             "exact": report["exact"],

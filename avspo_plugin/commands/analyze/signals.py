@@ -1,16 +1,8 @@
-"""Early warning from a timeline: early-window ACR, the stagnation signal, projected accuracy, advice.
-
-Projection line: the paper's (final MATH-500 accuracy in percent = 51.4 - 29.6 * ACR over
-the first 100 steps, fitted over 245 configurations) unless a fitted line is given, such
-as the one ``python -m lab sweep`` writes.
-"""
+"""Early warning from a timeline: early-window ACR, the stagnation signal, advice."""
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,74 +20,7 @@ from avspo_plugin.evidence.regimes import (
 from avspo_plugin.names import METRIC_PREFIX
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 
-from .records import AnalyzeError, read_text
 from .timeline import PromptTable, Timeline
-
-
-@dataclass(frozen=True)
-class Fit:
-    """final = intercept + slope * mean ACR over the first ``early_steps`` steps."""
-
-    intercept: float
-    slope: float
-    early_steps: int | None
-    target: str
-    label: str
-    source: str
-    acr_range: tuple[float, float] | None = None
-
-
-PAPER_FIT = Fit(
-    intercept=51.4,
-    slope=-29.6,
-    early_steps=100,
-    target="final MATH-500 accuracy (%)",
-    label="the paper's line (245 GRPO configurations, Qwen2.5-Math, G = 8): Final = 51.4 - 29.6 * ACR_100",
-    source="paper",
-)
-
-
-def load_fit(path: Path) -> Fit:
-    """A fitted line from JSON: {"intercept", "slope"} at least; optional "early_steps" (the window it was
-    fitted on), "target" (what it predicts), "label", "acr_range" ([low, high] of the fitted ACRs), and "forecast"
-    ({"supported": true/false, "why"}: whether the analysis behind the line supports projecting another run, as
-    ``python -m lab sweep`` writes it; a line that does not is refused, with why)."""
-    try:
-        data = json.loads(read_text(path))
-    except FileNotFoundError:
-        raise AnalyzeError(f"{path}: fit file not found") from None
-    except json.JSONDecodeError as err:
-        raise AnalyzeError(f"{path}:{err.lineno}: fit file is not valid JSON ({err.msg})") from None
-    if not isinstance(data, dict):
-        raise AnalyzeError(f"{path}: a fit is a JSON object with 'intercept' and 'slope'")
-    forecast = data.get("forecast")
-    if forecast is not None:
-        if not (isinstance(forecast, dict) and isinstance(forecast.get("supported"), bool)):
-            raise AnalyzeError(f"{path}: fit key 'forecast' must be an object with 'supported': true or false, "
-                               f"found {forecast!r}")
-        if not forecast["supported"]:
-            raise AnalyzeError(f"{path}: this line, measured on {data.get('measured_on', 'another testbed')}, does "
-                               f"not support a forecast for another run ({forecast.get('why', 'no reason given')}); "
-                               "leave --fit out")
-    values = {}
-    for key in ("intercept", "slope"):
-        value = data.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise AnalyzeError(f"{path}: fit key {key!r} must be a finite number, found {value!r}")
-        values[key] = float(value)
-    early = data.get("early_steps")
-    if early is not None and (isinstance(early, bool) or not isinstance(early, int) or early < 1):
-        raise AnalyzeError(f"{path}: fit key 'early_steps' must be a positive integer, found {early!r}")
-    acr_range = data.get("acr_range")
-    if acr_range is not None:
-        if not (isinstance(acr_range, list) and len(acr_range) == 2 and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in acr_range)):
-            raise AnalyzeError(f"{path}: fit key 'acr_range' must be [low, high], found {acr_range!r}")
-        acr_range = (float(acr_range[0]), float(acr_range[1]))
-    target = str(data.get("target", "final score"))
-    label = str(data.get("label", f"fitted line from {path.name}: {target} = "
-                                  f"{values['intercept']:.4g} + {values['slope']:.4g} * early ACR"))
-    return Fit(values["intercept"], values["slope"], early, target, label, str(path), acr_range)
 
 
 def early_window(timeline: Timeline, steps: int) -> dict[str, Any]:
@@ -152,26 +77,6 @@ def stagnation(timeline: Timeline, acr_above: float, more_than: int) -> dict[str
     result["episodes"] = [e for e in episodes if e["fired_at"] is not None]
     result["fired"] = warning.fired_step is not None
     result["fired_at_step"] = warning.fired_step
-    return result
-
-
-def projection(fit: Fit, timeline: Timeline, default_steps: int) -> dict[str, Any]:
-    """Projected final score from the fit's early window (its own if it names one, else ``default_steps``)."""
-    window = early_window(timeline, fit.early_steps or default_steps)
-    result = {
-        "fit": {"label": fit.label, "intercept": fit.intercept, "slope": fit.slope, "early_steps": fit.early_steps,
-                "target": fit.target, "source": fit.source},
-        "window": window["window"],
-        "complete": window["complete"],
-        "acr_early": window["acr"],
-    }
-    for name, acr_name in (("value", "acr"), ("low", "acr_high"), ("high", "acr_low")):
-        acr = window[acr_name]
-        result[name] = None if acr is None else fit.intercept + fit.slope * acr
-    if fit.slope > 0:  # a rising line swaps which ACR bound gives the lower projection
-        result["low"], result["high"] = result["high"], result["low"]
-    if fit.acr_range is not None and window["acr"] is not None:
-        result["extrapolated"] = not fit.acr_range[0] <= window["acr"] <= fit.acr_range[1]
     return result
 
 

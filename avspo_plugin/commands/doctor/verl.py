@@ -98,10 +98,8 @@ def probe() -> dict[str, Any]:
         from avspo_plugin.verl import guards, hooks
         from avspo_plugin.verl.metric_routing import metrics_route
         from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, trl_patch_status
-        from avspo_plugin.verl.run_config import AVSPO
 
         report["hooks"] = hooks.hook_status(load=True)
-        report["selection_only_hooks"] = [hook.name for hook in hooks.HOOKS if AVSPO not in hook.features]
         report["metrics_route"] = metrics_route()
         report["known_good_verl"] = list(guards.KNOWN_GOOD_VERL)
         report["untested_verl"] = guards.untested_verl(guards.verl_version())
@@ -444,9 +442,7 @@ def _print_hooks(where: str, report: dict[str, Any]) -> bool:
     """Print every hook and the trl patch of one process; True when one an avspo run needs is missing."""
     hooks = {**report["hooks"], **report["trl_patch"]}
     missing = [name for name, state in hooks.items() if not state.startswith(("in place", "not needed", "ready"))]
-    # Hooks only prompt selection needs (opt-in, checked with verl 0.9.1): missing, they stop only selection runs.
-    selection_only = [name for name in missing if name in report.get("selection_only_hooks", ())]
-    failing = [name for name in missing if name not in selection_only]
+    failing = list(missing)
     placed = sum(state.startswith("in place") for state in hooks.values())
     ready = sum(state.startswith("ready") for state in hooks.values())
     line("FAIL" if failing else "warn" if missing else "ok",
@@ -455,9 +451,6 @@ def _print_hooks(where: str, report: dict[str, Any]) -> bool:
           f"{report['metrics_route']}")  # fmt: skip
     for name, state in hooks.items():
         print(f"      {'MISSING' if name in missing else '-'} {name}: {state}")
-    if selection_only:
-        line("warn", f"prompt selection (algorithm.avspo_selection) cannot run with this verl: {len(selection_only)} of "
-                     "its hooks missing; the avspo estimator is not affected")  # fmt: skip
     verl_version = report["verl_imported"]["version"]
     known = report["known_good_verl"]
     if report.get("refused_verl"):

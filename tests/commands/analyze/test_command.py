@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import pytest
@@ -59,26 +58,6 @@ def test_two_runs_side_by_side_with_plots(tmp_path, analyze):
         assert len(handle.readlines()) == 6
     assert "== side by side" in out and "FIRED at step 51" in out
     assert "DAPO dynamic sampling (verl algorithm.filter_groups" in out
-
-
-def test_final_score_is_projected_only_when_asked(tmp_path, analyze):
-    """The paper's line measures the paper's runs: by default analyze says so and projects nothing."""
-    stalled = write_verl_file_log(tmp_path / "train.metrics.jsonl", avspo_rows(truth(stalled_run(30))))
-    healthy = write_dump(tmp_path / "rollouts", draw_run(30, seed=20))
-    code, document, out, _ = analyze(stalled, healthy)
-    assert code == 0 and document["settings"]["fit"] is None
-    assert [run["projection"] for run in document["runs"]] == [None, None]
-    assert [row["projected"] for row in document["comparison"]] == [None, None]
-    assert "projected final" not in out and "  projected  " not in out  # no line per run, no table column
-    why = ("No final score projected: the paper's line (final MATH-500 accuracy = 51.4 - 29.6 * ACR_100, over 245 "
-           "GRPO configurations of Qwen2.5-Math) is the paper's measurement on its models, not a forecast for this run.")
-    assert out.count(why) == 1 and why in (Path(__file__).parents[3] / "docs" / "using" / "analyze.md").read_text()
-
-    code, document, out, _ = analyze(stalled, healthy, "--paper-fit", out=tmp_path / "paper")
-    assert code == 0 and "the paper's line" in document["settings"]["fit"]
-    assert document["runs"][0]["projection"]["value"] == pytest.approx(51.4 - 29.6 * 4 / 6)
-    assert f"  projected final MATH-500 accuracy (%): {51.4 - 29.6 * 4 / 6:.1f}" in out and "  projected  " in out
-    assert "No final score projected" not in out
 
 
 def keep_figures(monkeypatch, name: str, figures: list) -> None:
@@ -155,25 +134,12 @@ def test_validation_by_label(tmp_path, analyze):
     assert document["runs"][1]["validation"]["last"]["step"] == 8
 
 
-def test_fit_from_file(tmp_path, analyze):
-    fit = tmp_path / "fit.json"
-    fit.write_text(json.dumps({"intercept": 1.0, "slope": -1.0, "early_steps": 5, "target": "final lab accuracy"}))
-    code, document, out, _ = analyze(write_dump(tmp_path / "r", draw_run(10, seed=24)), "--fit", fit)
-    assert code == 0
-    projection = document["runs"][0]["projection"]
-    assert projection["window"] == [1, 5] and projection["fit"]["source"] == str(fit)
-    assert projection["value"] == pytest.approx(1.0 - sum(truth(draw_run(10, seed=24)).acr[:5]) / 5)
-    assert "projected final lab accuracy" in out and "No final score projected" not in out
-
-
 @pytest.mark.parametrize(
     "extra, message",
     [
         (["--val", "nobody=VAL"], "no run is labelled 'nobody'"),
         (["--val", "VAL", "--val", "VAL"], "more validation dumps than runs"),
         (["--stagnation-acr", "2"], "stagnation_acr=2.0 is invalid"),
-        (["--fit", "MISSING"], "fit file not found"),
-        (["--fit", "MISSING", "--paper-fit"], "--fit and --paper-fit both name the projection line: give one"),
     ],
 )
 def test_command_line_errors_exit_2_with_a_message(tmp_path, analyze, extra, message):

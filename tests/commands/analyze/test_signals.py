@@ -1,4 +1,4 @@
-"""Early window, stagnation signal, projection lines and the DAPO / AVSPO estimates on hand-made timelines."""
+"""Early window, stagnation signal and the DAPO / AVSPO estimates on hand-made timelines."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from avspo_plugin.commands.analyze import signals
-from avspo_plugin.commands.analyze.records import AnalyzeError
 from avspo_plugin.commands.analyze.timeline import Timeline
 from avspo_plugin.config import DEFAULT_EVIDENCE
 from avspo_plugin.evidence.regimes import collapse_regime
@@ -58,50 +57,6 @@ def test_stagnation_on_sparse_logs_and_disabled():
     for level, length in ((0.0, 50), (0.35, 0)):
         off = signals.stagnation(timeline([0.9] * 100), level, length)
         assert not off["enabled"] and not off["fired"]
-
-
-def test_paper_projection_and_interval():
-    plain = signals.projection(signals.PAPER_FIT, timeline([0.5] * 120), 100)
-    assert plain["value"] == pytest.approx(51.4 - 29.6 * 0.5)
-    assert plain["complete"] and "paper" in plain["fit"]["label"]
-    bounded = signals.projection(signals.PAPER_FIT, timeline([0.5] * 120, acr_low=[0.4] * 120, acr_high=[0.6] * 120), 100)
-    assert bounded["low"] == pytest.approx(51.4 - 29.6 * 0.6)
-    assert bounded["high"] == pytest.approx(51.4 - 29.6 * 0.4)
-
-
-def test_fit_file_is_read_and_its_window_used(tmp_path):
-    path = tmp_path / "fit.json"
-    path.write_text(json.dumps({"intercept": 0.9, "slope": -0.5, "early_steps": 20, "target": "final lab accuracy",
-                                "acr_range": [0.0, 0.5], "r2": 0.7}))
-    fit = signals.load_fit(path)
-    result = signals.projection(fit, timeline([0.6] * 20 + [0.0] * 80), 100)
-    assert result["window"] == [1, 20]
-    assert result["value"] == pytest.approx(0.9 - 0.5 * 0.6)
-    assert result["extrapolated"] is True
-    minimal = tmp_path / "minimal.json"
-    minimal.write_text('{"intercept": 50, "slope": -30}')
-    assert signals.projection(signals.load_fit(minimal), timeline([0.5] * 10), 5)["window"] == [1, 5]
-
-
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        ('{"slope": -1}', "'intercept' must be a finite number"),
-        ('{"intercept": 1, "slope": "steep"}', "'slope' must be a finite number"),
-        ('{"intercept": 1, "slope": -1, "early_steps": 0}', "'early_steps' must be a positive integer"),
-        ('{"intercept": 1, "slope": -1, "acr_range": [0]}', "'acr_range' must be"),
-        ("[1, 2]", "a fit is a JSON object"),
-        ('{"intercept": 1,\n "slope": }', ":2: fit file is not valid JSON"),
-        ('{"intercept": 1, "slope": -1, "forecast": "yes"}', "'forecast' must be an object with 'supported'"),
-        ('{"intercept": 1, "slope": -1, "measured_on": "a lab", "forecast": {"supported": false, "why": "R^2 -0.2"}}',
-         r"measured on a lab, does not support a forecast for another run \(R\^2 -0.2\); leave --fit out"),
-    ],
-)
-def test_bad_fit_file_is_named(tmp_path, text, message):
-    path = tmp_path / "fit.json"
-    path.write_text(text)
-    with pytest.raises(AnalyzeError, match=message):
-        signals.load_fit(path)
 
 
 def test_dapo_estimate():

@@ -1,4 +1,5 @@
-"""`avspo analyze` states what the lab's sweep measured of early ACR as a predictor, read from the sweep's own file."""
+"""lab/research/lab_evidence.py states what the lab's sweep measured of early ACR as a predictor, read from the sweep's
+own file."""
 
 from __future__ import annotations
 
@@ -7,38 +8,38 @@ import re
 from pathlib import Path
 
 import pytest
-from commands.analyze.generated_runs import avspo_rows, draw_run, truth, write_verl_file_log
 
-from avspo_plugin.commands.analyze.records import AnalyzeError
-from avspo_plugin.commands.analyze.signals import load_fit
 from avspo_plugin.evidence import forecast_models as sm
-from avspo_plugin.evidence import lab_evidence
+from lab.research import lab_evidence
+from lab.research.forecast import BASELINE_WORDS
 
-ROOT = Path(__file__).parents[3]
+ROOT = Path(__file__).parents[2]
 SWEEP_FIT = ROOT / "docs" / "evidence" / "sweep" / "fit.json"
 
 
 def confirmation_line(prereg: dict) -> str:
-    """What analyze prints of the confirmation in ``prereg``, as its figures and verdict make it."""
+    """What the evidence lines say of the confirmation in ``prereg``, as its figures and verdict make it."""
     confirmation = prereg["confirmation"]
     if confirmation is None:
         return (f"its confirmation sweep ({prereg['planned_confirmation']['runs']} runs on bases no fit has seen) has "
                 "not yet run")
     return (f"pre-registered confirmation ({confirmation['runs']} runs from {len(confirmation['bases'])} bases no fit "
             f"had seen): change in out-of-sample R^2 {lab_evidence.gain_text(confirmation['table']['added']['acr'])}; "
-            f"verdict: {sm.verdict_text(confirmation['table']['decision'], sm.BASELINE_WORDS)}")
+            f"verdict: {sm.verdict_text(confirmation['table']['decision'], BASELINE_WORDS)}")
 
 
-def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monkeypatch):
-    """Every figure printed comes from the packaged file: the confirmation's verdict (or that it has not yet run) and
-    the exploratory pass, labelled exploratory; change the file and the printed figures and verdict follow."""
-    run = write_verl_file_log(tmp_path / "train.metrics.jsonl", avspo_rows(truth(draw_run(12))))
+def said(path: Path) -> tuple[dict, str]:
+    evidence = lab_evidence.load_lab_evidence(path)
+    return evidence.to_dict(), "\n".join(lab_evidence.evidence_lines(evidence))
+
+
+def test_the_sweeps_numbers_come_from_its_file(tmp_path):
+    """Every figure said comes from the sweep's file: the confirmation's verdict (or that it has not yet run) and
+    the exploratory pass, labelled exploratory; change the file and the figures and verdict follow."""
     fit = json.loads(SWEEP_FIT.read_text())
     prereg = fit["preregistered"]
-    code, document, out, _ = analyze(run)
-    assert code == 0
+    shown, out = said(SWEEP_FIT)
     oos = fit["oos"]
-    shown = document["acr_predictive_value_in_the_lab"]
     assert shown["acr_alone_oos_r2"] == {"value": oos["r2"], "ci95": oos["ci95"]}
     assert shown["preregistered"]["verdict"] == prereg["verdict"]
     assert (prereg["verdict"] == "pending") == (prereg["confirmation"] is None)
@@ -55,9 +56,8 @@ def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monk
     pending["preregistered"].setdefault("planned_confirmation", {"runs": 96, "command": "python -m lab sweep --confirm"})
     copy = tmp_path / "pending.json"
     copy.write_text(json.dumps(pending))
-    monkeypatch.setattr(lab_evidence, "LAB_SWEEP_FIT", copy)
-    code, document, out, _ = analyze(run, out=tmp_path / "pending")
-    assert code == 0 and confirmation_line(pending["preregistered"]) in out and "has not yet run" in out
+    _, out = said(copy)
+    assert confirmation_line(pending["preregistered"]) in out and "has not yet run" in out
     assert "not a forecast" not in out.split("What early ACR says")[1]
 
     edited = json.loads(SWEEP_FIT.read_text())
@@ -70,13 +70,12 @@ def test_analyze_prints_the_sweeps_numbers_from_its_file(tmp_path, analyze, monk
     edited["preregistered"].update(confirmation=confirmation, verdict="adds")
     copy = tmp_path / "fit.json"
     copy.write_text(json.dumps(edited))
-    monkeypatch.setattr(lab_evidence, "LAB_SWEEP_FIT", copy)
-    code, document, out, _ = analyze(run, out=tmp_path / "edited")
-    assert code == 0 and "has not yet run" not in out
+    shown, out = said(copy)
+    assert "has not yet run" not in out
     assert ("pre-registered confirmation (48 runs from 4 bases no fit had seen): change in out-of-sample R^2 +0.200 "
             "(95% CI +0.060 to +0.400) leaving one base out, +0.100 (95% CI +0.010 to +0.200) leaving one setting out; "
             "verdict: early ACR adds to the run's settings + early reward + base accuracy") in out
-    assert document["acr_predictive_value_in_the_lab"]["preregistered"]["verdict"] == "adds"
+    assert shown["preregistered"]["verdict"] == "adds"
 
 
 @pytest.mark.parametrize(
@@ -102,18 +101,15 @@ def test_a_damaged_fit_file_is_named_with_the_key(tmp_path, change, message):
 
 
 def test_no_fit_file_offers_a_forecast_the_preregistered_verdict_does_not_back(tmp_path):
-    """Every fit file the project holds (the sweep's, its packaged copy, the confirmation's) says the verdict the
-    confirmation's numbers give, and supports a forecast only where that verdict is adds: `--fit` refuses each. Before,
-    sweep-confirm/fit.json said `supported: true` while README and the packaged file said ACR does not add."""
-    files = [SWEEP_FIT, lab_evidence.LAB_SWEEP_FIT, ROOT / "docs/evidence/sweep-confirm/fit.json"]
+    """Every fit file the project holds (the sweep's, the confirmation's) says the verdict the confirmation's numbers
+    give, and supports a forecast only where that verdict is adds. Before, sweep-confirm/fit.json said
+    `supported: true` while README said ACR does not add."""
+    files = [SWEEP_FIT, ROOT / "docs/evidence/sweep-confirm/fit.json"]
     fits = [json.loads(path.read_text()) for path in files]
     confirmation = fits[0]["preregistered"]["confirmation"]
     verdict = sm.decide(confirmation["table"]["added"]["acr"], confirmation["table"]["models"]["baseline"]["oos_r2"])
     for path, fit in zip(files, fits):
         assert fit["preregistered"]["verdict"] == verdict["verdict"] == sm.CANNOT_TELL, path
         assert fit["preregistered"]["confirmation"]["table"]["decision"] == verdict, path
-        assert fit["forecast"]["supported"] is False and sm.verdict_text(verdict, sm.BASELINE_WORDS) in \
+        assert fit["forecast"]["supported"] is False and sm.verdict_text(verdict, BASELINE_WORDS) in \
             fit["forecast"]["why"], path
-        with pytest.raises(AnalyzeError, match="does not support a forecast for another run"):
-            load_fit(path)
-    assert "could not have passed its own rule" in (ROOT / "README.md").read_text()

@@ -1,8 +1,7 @@
-"""What the lab's sweep measured of early ACR's predictive value, as `avspo analyze` states it beside every run.
+"""What the lab's sweep measured of early ACR's predictive value, in the words the evidence pages quote.
 
-The source is the sweep's own ``fit.json`` (``python -m lab sweep`` writes it; docs/evidence/sweep/fit.json), packaged
-beside this module as ``lab_sweep_fit.json`` so that a regular install reads it (a test checks the two files are
-the same). Nothing here is a typed-in number: every figure printed comes from that file.
+The source is the sweep's own ``fit.json`` (``python -m lab sweep`` writes it; docs/evidence/sweep/fit.json). Nothing
+here is a typed-in number: every figure printed comes from that file.
 """
 
 from __future__ import annotations
@@ -13,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .forecast_models import BASELINE_WORDS, SCHEME_WORDS, VERDICTS, verdict_text
+from avspo_plugin.evidence.forecast_models import SCHEME_WORDS, VERDICTS, verdict_text
 
-LAB_SWEEP_FIT = Path(__file__).with_name("lab_sweep_fit.json")
+from .forecast import BASELINE_WORDS
+
+LAB_SWEEP_FIT = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "sweep" / "fit.json"
 SWEEP_PAGE = "docs/evidence/sweep.md"
 # The sweep's signals added to early reward + base accuracy, in the words of a sentence.
 ADDED_TITLES = {
