@@ -68,7 +68,11 @@ class DoctorSample:
 
 DOCTOR_SAMPLES = {sample.name: sample for sample in (
     DoctorSample("verl", USING / "verl.md",
-                 ("doctor", "algorithm.adv_estimator=avspo", "actor_rollout_ref.rollout.n=8", "data.train_batch_size=256"),
+                 ("doctor", "algorithm.adv_estimator=avspo", "actor_rollout_ref.rollout.n=8", "data.train_batch_size=256",
+                  # the micro-batch sizes a run gives verl (its validate_config asks for them)
+                  "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+                  "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+                  "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"),
                  ("avspo-plugin", "verl", "torch", "ray"), quotes_the_run_config=True),
     DoctorSample("trl", USING / "trl.md", ("doctor", "--host", "trl"),
                  ("avspo-plugin", "trl", "transformers", "accelerate", "torch")),

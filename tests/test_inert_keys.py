@@ -92,8 +92,8 @@ def test_verls_packaged_block_counts_the_keys_that_differ_from_their_defaults():
     packaged = {**DEFAULTS, "threshold_mode": MEASURE_ONLY_MODE, "seed": 7}
     changed = {key for key in ("threshold_mode", "seed") if packaged[key] != DEFAULTS[key]}
     assert given_avspo_keys({"avspo": packaged}) == changed
-    assert given_avspo_keys({"avspo": {"seed": DEFAULTS["seed"], "apply_to": "all_fail"}}) == {"seed", "apply_to"}
-    assert given_avspo_keys({"avspo": {**packaged, "apply_to": "all_fail"}}) == changed | {"apply_to"}
+    # Outside the packaged block every key there was written, at its default or not.
+    assert given_avspo_keys({"avspo": {"seed": DEFAULTS["seed"], "strategy": "uniform"}}) == {"seed", "strategy"}
 
 
 @pytest.mark.parametrize("settings,key,inert", CASES, ids=CASE_IDS)
@@ -120,18 +120,19 @@ def test_openrlhfs_launch_check_warns(caplog, settings, key, inert):
     assert warnings_of(caplog, "avspo_plugin.openrlhf.args") == want
 
 
-def test_the_doctor_warns_of_a_key_that_cannot_act_and_of_its_earlier_name(capsys):
-    """The issue's case: augmented_collapses (or apply_to, its earlier name) under a mode that adds no virtual sample."""
+def test_the_doctor_warns_of_a_key_that_cannot_act_and_refuses_its_earlier_name(capsys):
+    """The issue's case: augmented_collapses under a mode that adds no virtual sample is a warning; apply_to, its
+    earlier name (an older recipe), is a one-line error naming the key now."""
     from avspo_plugin.commands.main import main
 
-    for written in ("augmented_collapses", "apply_to"):
-        overrides = ["algorithm.adv_estimator=avspo", f"+algorithm.avspo.threshold_mode={MEASURE_ONLY_MODE}",
-                     f"+algorithm.avspo.{written}=all_fail", *RUNNABLE]  # fmt: skip
-        assert main(["doctor", "--no-ray", *overrides]) == 0
-        out = capsys.readouterr().out
-        assert (f"[warn] algorithm.avspo.augmented_collapses='all_fail' has no effect while "
-                f"algorithm.avspo.threshold_mode='{MEASURE_ONLY_MODE}': it acts only with "
-                "algorithm.avspo.threshold_mode=adaptive, fixed or always") in out
+    base = ["algorithm.adv_estimator=avspo", f"+algorithm.avspo.threshold_mode={MEASURE_ONLY_MODE}", *RUNNABLE]
+    assert main(["doctor", "--no-ray", *base, "+algorithm.avspo.augmented_collapses=all_fail"]) == 0
+    assert (f"[warn] algorithm.avspo.augmented_collapses='all_fail' has no effect while "
+            f"algorithm.avspo.threshold_mode='{MEASURE_ONLY_MODE}': it acts only with "
+            "algorithm.avspo.threshold_mode=adaptive, fixed or always") in capsys.readouterr().out
+    assert main(["doctor", "--no-ray", *base, "+algorithm.avspo.apply_to=all_fail"]) == 1
+    assert ("algorithm.avspo.apply_to is now algorithm.avspo.augmented_collapses: rename it"
+            in capsys.readouterr().out)
 
 
 def test_the_constructor_names_the_key_an_earlier_name_became():

@@ -95,8 +95,8 @@ def test_a_value_given_equal_to_the_default_is_given(tmp_path, values, message):
 
 
 def test_given_keys_are_those_written_whatever_their_value(tmp_path):
-    config = make(tmp_path, avspo_seed=AVSPOConfig().seed, avspo_apply_to="all_fail")
-    assert config.given_keys() == {"seed", "apply_to"}
+    config = make(tmp_path, avspo_seed=AVSPOConfig().seed, avspo_threshold_lr=0.05)
+    assert config.given_keys() == {"seed", "threshold_lr"}
     assert (config.avspo_seed, config.avspo_strategy) == (AVSPOConfig().seed, AVSPOConfig().strategy)
     assert make(tmp_path).given_keys() == set()
     parsed, = HfArgumentParser(AVSPOGRPOConfig).parse_args_into_dataclasses(
