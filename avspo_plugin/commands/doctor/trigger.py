@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.figures import share
-from avspo_plugin.launch import AB_RECIPE, outlook_at_paper_acr
+from avspo_plugin.launch import outlook_at_paper_acr
 from avspo_plugin.threshold_modes import THRESHOLD_MODES
 
 # Below this share of collapsed groups augmented at the top of PAPER_GRPO_ACR, the doctor warns that the run may
@@ -25,7 +25,7 @@ def trigger_note(avspo: AVSPOConfig, group_size: int | None, prompts: int | None
     """(level, text) of the doctor's finding on a mode whose trigger can stay shut (adaptive, fixed) for this batch."""
     head = mode_note(avspo, prompts)
     advice = ("++algorithm.avspo.threshold_mode=always augments every collapsed group at every step, in any batch "
-              "(docs/method/method.md). " + AB_RECIPE)
+              "(docs/method/method.md).")
     if not prompts:
         return "warn", (f"{head}; data.train_batch_size is not set, so how often that happens is not known here: with "
                         f"many prompts per step seldom. {advice}")
