@@ -3,7 +3,9 @@
 The policy, the same for verl, TRL and OpenRLHF: a release older than the host's ``broken_below`` is refused
 (its code differs where the adapter relies on it: known not to work); any other release outside the tested range
 runs with a warning naming both versions (untested); a release inside it runs silently. The declarations of the
-three hosts live here (VERL, TRL, OPENRLHF); no host is imported.
+three hosts live here (VERL, TRL, OPENRLHF); no host is imported. Each adapter's ``versions`` module
+(:mod:`avspo_plugin.verl.versions`, :mod:`avspo_plugin.trl.versions`, :mod:`avspo_plugin.openrlhf.versions`) reads
+its host's installed release and applies this policy.
 """
 
 from __future__ import annotations

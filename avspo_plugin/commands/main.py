@@ -41,7 +41,7 @@ INPUT_ERRORS = (
     ("avspo_plugin.commands.analyze.records", "AnalyzeError"),
     ("recipes.math_data.sources", "DataError"),  # the recipes' data preparation (run_command), from a checkout
     ("avspo_plugin.host_versions", "UnsupportedHostVersion"),
-    ("avspo_plugin.verl.guards", "HookError"),
+    ("avspo_plugin.verl.launch_guards", "HookError"),
     ("avspo_plugin.verl.estimator", "RegistrationError"),
 )
 

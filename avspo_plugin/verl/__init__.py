@@ -4,16 +4,18 @@ verl loads this module in every process that imports verl, through the ``verl.pl
 point (verl >= 0.9) or ``VERL_USE_EXTERNAL_MODULES=avspo_plugin.verl`` (verl 0.6.1 - 0.8.x).
 Importing it registers the estimator and installs the hooks of :mod:`avspo_plugin.verl.hooks`
 (config check before the first rollout, ``avspo/*`` metrics in verl's tracker, state in verl's
-checkpoints, the ACR monitor beside other estimators, prompt selection). See docs/using/verl.md.
+checkpoints, the ACR monitor beside other estimators). See docs/using/verl.md.
 
 Its modules, by concern:
 
 * ``run_config``: what a run's config asks of the plugin (its blocks read and checked, the features it uses);
 * ``plugin_process``: the sessions the plugin keeps in one process, in one object, and the one place a step closes;
-* ``guards``: launch-time guards (the trainer, DAPO's group filtering, the verl release);
+* ``launch_guards``: launch-time guards (the trainer, DAPO's group filtering) and the runtime env that imports the plugin;
+* ``versions``: the verl releases the plugin supports, and the check of the imported one (like ``trl.versions`` and
+  ``openrlhf.versions``, by the policy of :mod:`avspo_plugin.host_versions`);
 * ``hooks``: the hook registry, where each hook is placed, its status, and the launcher's and trainers' entry checks;
 * ``trainer_overrides``: the refusal of a trainer subclass whose override skips a hooked verl method;
-* ``estimator``, ``multi_output``, ``monitor``, ``selection`` (with ``sampler``), ``checkpoint``,
+* ``estimator``, ``multi_output``, ``monitor``, ``checkpoint``,
   ``metric_routing``: each feature, with the wrappers of verl's functions it needs;
 * ``model_build_fix``: verl's model build beside trl 1.x.
 
@@ -27,7 +29,7 @@ Every verl function the plugin touches, and the module of its wrapper (docs/usin
 | verl function | when it runs | needed by | wrapper in | why verl 0.9 offers no extension point |
 |---|---|---|---|---|
 | `verl.utils.config.validate_config` | launch, before Ray starts | every feature (every process) | `hooks` | the only place that sees the whole config before Ray starts; no validator registry |
-| `verl.trainer.constants_ppo.get_ppo_ray_runtime_env` | launch | every feature (every process) | `guards` | the trainer process imports plugins with errors swallowed; the runtime env is the one way to import it loudly there |
+| `verl.trainer.constants_ppo.get_ppo_ray_runtime_env` | launch | every feature (every process) | `launch_guards` | the trainer process imports plugins with errors swallowed; the runtime env is the one way to import it loudly there |
 | `verl.utils.tracking.Tracking.log` | each logged step | every feature | `metric_routing` | the estimator registry takes a function, not its metrics (an upstream channel is proposed in patches/) |
 | `verl.trainer.ppo.ray_trainer.RayPPOTrainer.__init__` | trainer start, before workers (legacy trainer) | every feature (every process) | `hooks` | no trainer start callback |
 | `verl.trainer.ppo.ray_trainer.RayPPOTrainer._save_checkpoint` | each checkpoint (legacy trainer) | every feature | `checkpoint` | checkpoints have no callback for extra state |

@@ -20,7 +20,7 @@ from typing import Any
 from ..core.session import checked_state
 from ..names import STATE_FILE
 from ..state_files import load_json, write_json
-from .guards import refuse_unsupported_trainer
+from .launch_guards import refuse_unsupported_trainer
 from .plugin_process import HOST, this_process
 
 logger = logging.getLogger("avspo_plugin.verl")

@@ -6,7 +6,8 @@ therefore wraps, in memory (verl's files stay as installed), the functions of :d
 says when it runs in a step and why verl offers no extension point, and ``python -m renderer`` writes the
 table of the package's docstring and docs/using/verl.md from them (with the module of each wrapper, beside
 the feature it serves). The wrappers of the launcher's ``validate_config`` and the trainers' ``__init__``
-are here: they run the launch-time guards (:mod:`~avspo_plugin.verl.guards`, and a trainer subclass's
+are here: they run the launch-time guards (:mod:`~avspo_plugin.verl.launch_guards` and the release check of
+:mod:`~avspo_plugin.verl.versions`, and a trainer subclass's
 overrides, :mod:`~avspo_plugin.verl.trainer_overrides`) and check, and place, the hooks a run needs.
 
 Placement: only the launcher's checks, the trainers' ``__init__`` / ``_load_checkpoint`` and v1's
@@ -38,15 +39,7 @@ from ..import_patching import after_import, is_patched, rebind, wrap
 from ..launch import announce
 from .checkpoint import load_with_state, save_with_state
 from .estimator import register_estimator, session
-from .guards import (
-    KNOWN_GOOD_VERL,
-    HookError,
-    check_verl_release,
-    refuse_unsupported_trainer,
-    refuse_with_group_filtering,
-    runtime_env_with_plugin,
-    verl_version,
-)
+from .launch_guards import HookError, refuse_unsupported_trainer, refuse_with_group_filtering, runtime_env_with_plugin
 from .metric_routing import log_with_avspo_metrics, use_metrics_channel
 from .model_build_fix import TRL_PATCH_NAME, skip_missing_trl_value_head, trl_installed
 from .monitor import launch_notes, monitor, observe_advantage_step
@@ -68,6 +61,7 @@ from .run_config import (
     uses_monitor,
 )
 from .trainer_overrides import refuse_unhooked_overrides
+from .versions import KNOWN_GOOD_VERL, check_verl_release, verl_version
 
 logger = logging.getLogger("avspo_plugin.verl")
 

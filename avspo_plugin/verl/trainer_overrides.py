@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ..import_patching import is_patched
-from .guards import HookError
+from .launch_guards import HookError
 from .run_config import FEATURE_SETTING, features_of
 
 

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf, open_dict
 from avspo_plugin.config import AVSPOConfig, ConfigError
 from avspo_plugin.names import PLUGIN_MODULE
 from avspo_plugin.verl import avspo_config_from_algorithm, session
-from avspo_plugin.verl.guards import EXTERNAL_MODULES_ENV
+from avspo_plugin.verl.launch_guards import EXTERNAL_MODULES_ENV
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_module
 
 from avspo_plugin.config import ConfigError
-from avspo_plugin.verl import checkpoint, guards, hooks, plugin_process
+from avspo_plugin.verl import checkpoint, hooks, launch_guards, plugin_process, versions
 from avspo_plugin.verl.run_config import AVSPO, MONITOR, misspelt_block_problem
 
 
@@ -75,11 +75,11 @@ def test_a_changed_target_warns_naming_it_and_refuses_avspo_runs(monkeypatch, ca
     assert f"{name}.Trainer._save_checkpoint does not exist" in messages[1]
     assert not hasattr(module.Trainer.step, "__avspo_patch__")  # a changed function is left as it is
 
-    with pytest.raises(guards.HookError, match=rf"verl 0.9.1 with the v1 trainer: 1 verl function\(s\).*{name}.Trainer.step"):
+    with pytest.raises(launch_guards.HookError, match=rf"verl 0.9.1 with the v1 trainer: 1 verl function\(s\).*{name}.Trainer.step"):
         hooks.check_launch_config(avspo_run_config)
     legacy = avspo_run_config.copy()
     legacy.trainer.use_v1 = False
-    with pytest.raises(guards.HookError, match=rf"legacy trainer.*{name}.Trainer._save_checkpoint does not exist"):
+    with pytest.raises(launch_guards.HookError, match=rf"legacy trainer.*{name}.Trainer._save_checkpoint does not exist"):
         hooks.prepare_trainer(legacy)
     # Runs of other estimators are not checked.
     grpo = avspo_run_config.copy()
@@ -130,9 +130,9 @@ def test_verls_experimental_fully_async_trainer_is_refused_before_ray_starts():
     with initialize_config_dir(config_dir, version_base=None):
         config = compose("fully_async_ppo_trainer", overrides=["algorithm.adv_estimator=avspo"])
     assert "async_training" in config
-    with pytest.raises(guards.HookError, match="does not run in verl's experimental fully-async trainer"):
+    with pytest.raises(launch_guards.HookError, match="does not run in verl's experimental fully-async trainer"):
         get_ppo_ray_runtime_env(config)
-    with pytest.raises(guards.HookError, match=re.escape("trainer.v1.trainer_mode=separate_async")):
+    with pytest.raises(launch_guards.HookError, match=re.escape("trainer.v1.trainer_mode=separate_async")):
         hooks.check_launch_config(config)
     config.algorithm.adv_estimator = "grpo"
     get_ppo_ray_runtime_env(config)
@@ -180,13 +180,13 @@ def test_monitor_only_with_dapo_group_filtering_is_accepted(avspo_run_config):
     config = with_filtering(avspo_run_config, "never")
     hooks.check_launch_config(config)
     hooks.prepare_trainer(config)
-    assert guards.group_filtering_problem(config) is None
+    assert launch_guards.group_filtering_problem(config) is None
 
 
 @pytest.mark.parametrize("version, side", [("0.10.0", "newer than"), ("0.10.0.dev0", "newer than"), ("0.6.0", "older than")])
 def test_verl_outside_the_tested_range_warns_once_at_launch(monkeypatch, caplog, avspo_run_config, version, side):
-    monkeypatch.setattr(guards, "verl_version", lambda: version)
-    monkeypatch.setattr(guards, "_warned_versions", set())
+    monkeypatch.setattr(versions, "verl_version", lambda: version)
+    monkeypatch.setattr(versions, "_warned_versions", set())
     with caplog.at_level(logging.WARNING, logger="avspo_plugin.verl"):
         hooks.check_launch_config(avspo_run_config)
         hooks.check_launch_config(avspo_run_config)
@@ -202,15 +202,15 @@ def test_verl_older_than_0_6_is_refused_at_launch_naming_both_versions(monkeypat
     """The policy every host shares (host_versions): verl 0.5's trainer raises for an estimator it does not know."""
     from avspo_plugin.host_versions import UnsupportedHostVersion
 
-    monkeypatch.setattr(guards, "verl_version", lambda: "0.5.0")
+    monkeypatch.setattr(versions, "verl_version", lambda: "0.5.0")
     with pytest.raises(UnsupportedHostVersion, match=r"avspo_plugin.verl supports verl 0.6.1 to 0.9.1; the installed "
                                                      r"verl is 0.5.0. Releases before 0.6.0 differ"):
         hooks.check_launch_config(avspo_run_config)
 
 
 def test_verl_inside_the_tested_range_does_not_warn():
-    assert guards.verl_version() == "0.9.1"
-    assert [guards.untested_verl(v) for v in ("0.6.1", "0.8.5", "0.9.1")] == [None, None, None]
+    assert versions.verl_version() == "0.9.1"
+    assert [versions.untested_verl(v) for v in ("0.6.1", "0.8.5", "0.9.1")] == [None, None, None]
 
 
 def test_a_trainer_subclass_that_bypasses_a_hooked_method_is_refused_at_start(avspo_run_config):
@@ -221,7 +221,7 @@ def test_a_trainer_subclass_that_bypasses_a_hooked_method_is_refused_at_start(av
         def _save_checkpoint(self):  # saves its own way, never the parent's
             return None
 
-    with pytest.raises(guards.HookError, match=(
+    with pytest.raises(launch_guards.HookError, match=(
         r"algorithm.adv_estimator=avspo cannot run with the trainer class .*SilentTrainer: .*SilentTrainer._save_checkpoint "
         r"overrides verl.trainer.ppo.v1.trainer_base.PPOTrainer._save_checkpoint without calling it, so the plugin's hook "
         r"\(saves the AVSPO state with the checkpoint\) would never run. Call super\(\)._save_checkpoint\(...\)"
@@ -232,7 +232,7 @@ def test_a_trainer_subclass_that_bypasses_a_hooked_method_is_refused_at_start(av
         def _load_checkpoint(self):
             return 0
 
-    with pytest.raises(guards.HookError, match=r"LegacyTrainer._load_checkpoint overrides .*RayPPOTrainer._load_checkpoint"):
+    with pytest.raises(launch_guards.HookError, match=r"LegacyTrainer._load_checkpoint overrides .*RayPPOTrainer._load_checkpoint"):
         hooks.refuse_unhooked_overrides(LegacyTrainer, avspo_run_config, hooks.HOOKS)
 
     class PoliteTrainer(PPOTrainerSync):

@@ -95,15 +95,15 @@ def probe() -> dict[str, Any]:
     if PLUGIN_MODULE in sys.modules:
         # verl loaded the adapter (entry point or VERL_USE_EXTERNAL_MODULES), so importing its parts registers nothing
         # new. Imports the trainer modules, as a training process does, so every hook is placed or reported.
-        from avspo_plugin.verl import guards, hooks
+        from avspo_plugin.verl import hooks, versions
         from avspo_plugin.verl.metric_routing import metrics_route
         from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, trl_patch_status
 
         report["hooks"] = hooks.hook_status(load=True)
         report["metrics_route"] = metrics_route()
-        report["known_good_verl"] = list(guards.KNOWN_GOOD_VERL)
-        report["untested_verl"] = guards.untested_verl(guards.verl_version())
-        report["refused_verl"] = guards.refused_verl(guards.verl_version())
+        report["known_good_verl"] = list(versions.KNOWN_GOOD_VERL)
+        report["untested_verl"] = versions.untested_verl(versions.verl_version())
+        report["refused_verl"] = versions.refused_verl(versions.verl_version())
 
         report["trl_patch"] = {TRL_PATCH_NAME: trl_patch_status()}
     return report
@@ -216,8 +216,8 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
     # Here, after the registration checks: importing the verl adapter registers the estimator (module docstring).
     from omegaconf import OmegaConf
 
-    from avspo_plugin.verl.guards import group_filtering_problem, uses_group_filtering
     from avspo_plugin.verl.hooks import hooks_for
+    from avspo_plugin.verl.launch_guards import group_filtering_problem, uses_group_filtering
     from avspo_plugin.verl.monitor import launch_notes
     from avspo_plugin.verl.run_config import (
         AVSPO,

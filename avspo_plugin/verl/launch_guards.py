@@ -1,10 +1,9 @@
-"""Launch-time guards: what a run's trainer, config and verl release must be for the plugin to run as promised.
+"""Launch-time guards: what a run's trainer and config must be for the plugin to run as promised.
 
-Each check refuses (HookError, ConfigError, UnsupportedHostVersion) what would run but silently not
-be what the config asks: verl's experimental fully-async trainer, AVSPO's augmentation
-under DAPO's group filtering, a verl release known to break the plugin (an untested one
-is a warning). The launcher's and the trainer's entry hooks (:mod:`avspo_plugin.verl.hooks`) run
-them before Ray starts and again before any worker starts (a trainer class that overrides a hooked method
+Each check refuses (HookError, ConfigError) what would run but silently not be what the config asks:
+verl's experimental fully-async trainer, AVSPO's augmentation under DAPO's group filtering (the verl
+release is checked by :mod:`avspo_plugin.verl.versions`). The launcher's and the trainer's entry hooks
+(:mod:`avspo_plugin.verl.hooks`) run them before Ray starts and again before any worker starts (a trainer class that overrides a hooked method
 without calling it is refused there, beside the hook registry). The Ray runtime env is changed here too,
 so that the trainer process imports the plugin with its errors raised.
 """
@@ -12,23 +11,16 @@ so that the trainer process imports the plugin with its errors raised.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
-import verl
-
 from ..config import ConfigError
-from ..host_versions import VERL, UnsupportedHostVersion
 from ..names import PLUGIN_MODULE
 from ..threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 from .run_config import avspo_config_from_algorithm, config_entry, features_of, uses_avspo
 
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
-
-logger = logging.getLogger("avspo_plugin.verl")
 
 
 class HookError(RuntimeError):
@@ -75,58 +67,6 @@ def refuse_with_group_filtering(config: Any) -> None:
     problem = group_filtering_problem(config)
     if problem is not None:
         raise ConfigError(problem)
-
-
-# verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/method/compatibility.md).
-KNOWN_GOOD_VERL = VERL.tested
-
-
-def verl_version() -> str:
-    """The version of the verl this process imported (a source checkout on PYTHONPATH included)."""
-    version = getattr(verl, "__version__", None)
-    if version:
-        return str(version)
-    try:
-        return metadata.version("verl")
-    except metadata.PackageNotFoundError:
-        return "(unknown)"
-
-
-def untested_verl(version: str) -> str | None:
-    """Why ``version`` of verl is outside the tested range (host_versions.VERL; None when inside). An untested
-    release runs with this warning (a hook it lacks still refuses the run); a known-broken one is refused by
-    :func:`check_verl_release`."""
-    try:
-        return None if VERL.known_broken(version) else VERL.untested(version)
-    except ValueError:
-        return f"verl {version} is not a version number; the plugin is tested with verl {VERL.tested_range()}"
-
-
-def refused_verl(version: str) -> str | None:
-    """Why ``version`` of verl is refused (older than host_versions.VERL.broken_below), None when it is not."""
-    try:
-        VERL.require(version, PLUGIN_MODULE)
-    except UnsupportedHostVersion as err:
-        return str(err)
-    except ValueError:
-        return None
-    return None
-
-
-_warned_versions: set[str] = set()
-
-
-def check_verl_release() -> None:
-    """host_versions' policy for the imported verl: refused when known broken (UnsupportedHostVersion), a warning
-    once per process when untested."""
-    version = verl_version()
-    refused = refused_verl(version)
-    if refused is not None:
-        raise UnsupportedHostVersion(refused)
-    problem = untested_verl(version)
-    if problem is not None and version not in _warned_versions:
-        _warned_versions.add(version)
-        logger.warning("avspo_plugin: %s", problem)
 
 
 def with_plugin_module(modules: str) -> str:

@@ -1,0 +1,68 @@
+"""The verl releases the plugin supports, and the check of the imported one (host_versions' policy).
+
+verl's hooks (:mod:`avspo_plugin.verl.hooks`) are checked one by one when their modules load; this module
+says whether the release as a whole is refused (known broken), warned about (untested) or tested.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import metadata
+
+import verl
+
+from ..host_versions import VERL, UnsupportedHostVersion
+from ..names import PLUGIN_MODULE
+
+logger = logging.getLogger("avspo_plugin.verl")
+
+# verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/method/compatibility.md).
+KNOWN_GOOD_VERL = VERL.tested
+
+
+def verl_version() -> str:
+    """The version of the verl this process imported (a source checkout on PYTHONPATH included)."""
+    version = getattr(verl, "__version__", None)
+    if version:
+        return str(version)
+    try:
+        return metadata.version("verl")
+    except metadata.PackageNotFoundError:
+        return "(unknown)"
+
+
+def untested_verl(version: str) -> str | None:
+    """Why ``version`` of verl is outside the tested range (host_versions.VERL; None when inside). An untested
+    release runs with this warning (a hook it lacks still refuses the run); a known-broken one is refused by
+    :func:`check_verl_release`."""
+    try:
+        return None if VERL.known_broken(version) else VERL.untested(version)
+    except ValueError:
+        return f"verl {version} is not a version number; the plugin is tested with verl {VERL.tested_range()}"
+
+
+def refused_verl(version: str) -> str | None:
+    """Why ``version`` of verl is refused (older than host_versions.VERL.broken_below), None when it is not."""
+    try:
+        VERL.require(version, PLUGIN_MODULE)
+    except UnsupportedHostVersion as err:
+        return str(err)
+    except ValueError:
+        return None
+    return None
+
+
+_warned_versions: set[str] = set()
+
+
+def check_verl_release() -> None:
+    """host_versions' policy for the imported verl: refused when known broken (UnsupportedHostVersion), a warning
+    once per process when untested."""
+    version = verl_version()
+    refused = refused_verl(version)
+    if refused is not None:
+        raise UnsupportedHostVersion(refused)
+    problem = untested_verl(version)
+    if problem is not None and version not in _warned_versions:
+        _warned_versions.add(version)
+        logger.warning("avspo_plugin: %s", problem)
