@@ -28,7 +28,7 @@ def test_every_generated_file_is_what_its_sources_render(path):
 def test_the_renderer_covers_every_generated_place():
     relative = {str(path.relative_to(ROOT)) for path in GENERATED}
     assert {"docs/using/config.md", "docs/using/metrics.md", "docs/using/trl.md",
-            "docs/using/openrlhf.md", "docs/using/verl-cpu.md", "docs/using/recipes.md", "docs/using/analyze.md",
+            "docs/using/openrlhf.md", "docs/using/verl-cpu.md", "docs/using/recipes.md",
             "docs/evidence/results.md", "docs/evidence/sharpening.md", "docs/evidence/sweep.md",
             "docs/evidence/headroom.md",
             "recipes/run_avspo_paper.sh", "avspo_plugin/default_evidence.json",
