@@ -88,8 +88,8 @@ def test_no_module_outside_the_commands_imports_a_commands_internals():
 def test_the_command_internals_check_lets_only_the_runner_through():
     runner = names_imported_by("from avspo_plugin.commands.main import run_command\n", "lab")
     assert imports_of_command_internals(runner) == []
-    internal = names_imported_by("from avspo_plugin.commands.analyze import signals\n", "lab")
-    assert imports_of_command_internals(internal) == ["avspo_plugin.commands.analyze", "avspo_plugin.commands.analyze.signals"]
+    internal = names_imported_by("from avspo_plugin.commands.analyze import advice\n", "lab")
+    assert imports_of_command_internals(internal) == ["avspo_plugin.commands.analyze", "avspo_plugin.commands.analyze.advice"]
 
 
 def test_importing_the_whole_runtime_loads_no_tool(fresh_verl_process):
@@ -99,7 +99,7 @@ def test_importing_the_whole_runtime_loads_no_tool(fresh_verl_process):
 
 def test_the_layout_check_resolves_relative_imports():
     # A runtime module that reaches a tool with dots, not by name, is caught all the same.
-    assert "avspo_plugin.commands.analyze.records" in names_imported_by("from ..commands.analyze import records\n",
+    assert "avspo_plugin.commands.analyze.run_logs" in names_imported_by("from ..commands.analyze import run_logs\n",
                                                                          "avspo_plugin.core")
     assert "avspo_plugin.commands" in names_imported_by("from .. import commands\n", "avspo_plugin.core")
 

@@ -38,7 +38,7 @@ EXTRAS: dict[str, str] = {"analyze": "analyze", "openrlhf": "openrlhf", "trl-off
 INPUT_ERRORS = (
     ("avspo_plugin.config", "ConfigError"),
     ("avspo_plugin.state_files", "StateFileError"),
-    ("avspo_plugin.commands.analyze.records", "AnalyzeError"),
+    ("avspo_plugin.commands.analyze.run_logs", "AnalyzeError"),
     ("recipes.math_data.sources", "DataError"),  # the recipes' data preparation (run_command), from a checkout
     ("avspo_plugin.host_versions", "UnsupportedHostVersion"),
     ("avspo_plugin.verl.launch_guards", "HookError"),

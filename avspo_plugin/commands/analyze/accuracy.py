@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .paired import paired_difference
-from .records import AnalyzeError, ScalarLog
+from .run_logs import AnalyzeError, ScalarLog
 from .timeline import Timeline, logged_values
 
 # What one comparison of single runs cannot tell, said wherever the comparison is.

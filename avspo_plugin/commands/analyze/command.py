@@ -15,8 +15,8 @@ from avspo_plugin.threshold_modes import PAPER_MODE
 
 from . import own_fit, plots, report, run_analysis
 from .accuracy import compare_accuracy
-from .records import AnalyzeError
 from .report import printable
+from .run_logs import AnalyzeError
 
 DEFAULTS = AVSPOConfig()
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .records import AnalyzeError, JsonLines, SampleLog, StepSamples, location
+from .run_logs import AnalyzeError, JsonLines, SampleLog, StepSamples, location
 
 DUMP_FILE = re.compile(r"^(\d+)\.jsonl$")
 SESSION_KEY = re.compile(r"^(?P<uid>.+)_(?P<session>\d+)_(?P<index>\d+)$")

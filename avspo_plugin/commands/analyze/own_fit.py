@@ -31,9 +31,9 @@ import numpy as np
 
 from avspo_plugin.evidence import forecast_models as sm
 
-from . import detect
-from .records import AnalyzeError, ScalarLog
+from . import readers
 from .run_analysis import RunResult
+from .run_logs import AnalyzeError, ScalarLog
 
 # Learning-rate keys as verl, TRL/transformers and OpenRLHF log them: settings found in the logs.
 SETTING_KEYS = ("actor/lr", "train/learning_rate", "learning_rate", "lr")
@@ -47,7 +47,7 @@ CLOSEST_KEYS = 5
 
 
 def _scalars(path: Path, option: str) -> ScalarLog:
-    loaded = detect.load(path)
+    loaded = readers.load(path)
     if loaded.scalars is None:
         raise AnalyzeError(f"{path}: {option} reads the final score from a tracker log (verl's file logger, "
                            f"TensorBoard, a wandb export); this is {loaded.format}")

@@ -11,7 +11,7 @@ from scipy import stats
 
 from avspo_plugin.figures import signed
 
-from .records import AnalyzeError
+from .run_logs import AnalyzeError
 
 # Between an arm's name and its seed in a run's label.
 SEED_MARK = "@"

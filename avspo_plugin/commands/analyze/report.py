@@ -7,8 +7,8 @@ from typing import Any
 
 from avspo_plugin.evidence.regimes import REGIME_TITLES
 
+from .advice import mode_text
 from .run_analysis import RunResult
-from .signals import mode_text
 
 
 def _num(value: float | None, digits: int = 3) -> str:

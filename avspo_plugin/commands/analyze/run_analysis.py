@@ -12,7 +12,7 @@ import numpy as np
 
 from avspo_plugin.config import AVSPOConfig
 
-from . import detect, signals
+from . import advice, readers
 from .accuracy import accuracy_curve
 from .timeline import PromptTable, Timeline, sample_timeline, scalar_timeline
 
@@ -41,7 +41,7 @@ class RunResult:
 
 
 def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -> RunResult:
-    loaded = detect.load(path)
+    loaded = readers.load(path)
     prompts, sizes = None, None
     if loaded.samples is not None:
         timeline, prompts, sizes = sample_timeline(loaded.samples, settings.monitor, settings.replay, str(path))
@@ -49,7 +49,7 @@ def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -
         timeline = scalar_timeline(loaded.scalars, settings.group_size, settings.monitor, str(path))
     validation, val_report = None, None
     if val_path is not None:
-        val_loaded = detect.load_dumps(val_path)
+        val_loaded = readers.load_dumps(val_path)
         validation, _, _ = sample_timeline(val_loaded.samples, settings.monitor, settings.replay, str(val_path))
         val_report = _validation_report(val_path, validation, val_loaded.notes)
 
@@ -76,19 +76,19 @@ def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -
                        ("acr", "acr_low", "acr_high", "acr_all_fail", "acr_all_pass", "near_collapse")}
     reward = timeline.get("reward_mean")
     report["reward_mean"] = None if reward is None else {"first": _finite(reward)[0], "last": _finite(reward)[-1]}
-    report["rollout_shares"] = signals.shares(timeline)
-    report["regime"] = signals.regime(report["rollout_shares"])
-    report["early_warning"] = signals.early_window(timeline, settings.early_steps)
-    report["stagnation"] = signals.stagnation(timeline, settings.stagnation_acr, settings.stagnation_steps)
-    report["dapo"] = signals.dapo_estimate(timeline)
-    report["avspo"] = signals.avspo_estimate(timeline, settings.replay.threshold_init)
+    report["rollout_shares"] = advice.shares(timeline)
+    report["regime"] = advice.regime(report["rollout_shares"])
+    report["early_warning"] = advice.early_window(timeline, settings.early_steps)
+    report["stagnation"] = advice.stagnation(timeline, settings.stagnation_acr, settings.stagnation_steps)
+    report["dapo"] = advice.dapo_estimate(timeline)
+    report["avspo"] = advice.avspo_estimate(timeline, settings.replay.threshold_init)
     if prompts is not None:
-        report["prompts"] = signals.prompt_summary(prompts, settings.top)
+        report["prompts"] = advice.prompt_summary(prompts, settings.top)
     if val_report is not None:
         report["validation"] = val_report
     if settings.accuracy is not None:
         report["accuracy"] = accuracy_curve(loaded.scalars, settings.accuracy, timeline, str(path))
-    report["advice"] = signals.advice(report)
+    report["advice"] = advice.advice(report)
     report["per_step"] = per_step(timeline)
     return RunResult(label, timeline, prompts, validation, report)
 

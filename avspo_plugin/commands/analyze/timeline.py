@@ -23,7 +23,7 @@ from avspo_plugin.core.collapse import collapse_kinds, collapsed_groups, multi_s
 from avspo_plugin.core.groups import factorize_labels, group_stats
 from avspo_plugin.names import METRIC_PREFIX
 
-from .records import AnalyzeError, SampleLog, ScalarLog
+from .run_logs import AnalyzeError, SampleLog, ScalarLog
 
 # Series of a timeline. acr_low/acr_high bound ACR where a log only brackets it.
 ACR_SERIES = ("acr", "acr_all_fail", "acr_all_pass", "near_collapse", "reward_mean", "groups")

@@ -1,4 +1,5 @@
-"""Early warning from a timeline: early-window ACR, the stagnation signal, advice."""
+"""The advice a timeline gives, and the estimates it rests on: early-window ACR, the stagnation signal, what DAPO
+would drop and AVSPO would do, the collapse regime."""
 
 from __future__ import annotations
 

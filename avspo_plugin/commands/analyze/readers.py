@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import dumps, scalars
-from .records import AnalyzeError, JsonLines, Loaded
+from . import dumps, tracker_logs
+from .run_logs import AnalyzeError, JsonLines, Loaded
 
 TRL_STATE = "trainer_state.json"
 
@@ -38,12 +38,12 @@ def load_dumps(path: Path) -> Loaded:
 def _load_directory(path: Path) -> Loaded:
     if dumps.dump_files(path):
         return load_dumps(path)
-    event_dirs = sorted({p.parent for p in scalars.tensorboard_event_files(path)})
+    event_dirs = sorted({p.parent for p in tracker_logs.tensorboard_event_files(path)})
     if len(event_dirs) == 1:
-        return Loaded(path, "TensorBoard events", scalars=scalars.read_tensorboard(event_dirs[0]))
+        return Loaded(path, "TensorBoard events", scalars=tracker_logs.read_tensorboard(event_dirs[0]))
     state = _trl_state_file(path)
     if state is not None:  # a TRL output directory; its runs/ may hold one event directory per launch
-        return Loaded(state, "TRL trainer_state.json", scalars=scalars.read_json_records(state, "log_history"))
+        return Loaded(state, "TRL trainer_state.json", scalars=tracker_logs.read_json_records(state, "log_history"))
     if len(event_dirs) > 1:
         listed = ", ".join(str(d) for d in event_dirs)
         raise AnalyzeError(f"{path}: TensorBoard events in {len(event_dirs)} directories ({listed}); pass one per run")
@@ -63,27 +63,27 @@ def _trl_state_file(directory: Path) -> Path | None:
 
 def _load_file(path: Path) -> Loaded:
     name = path.name
-    if scalars.TB_EVENT_FILE.search(name):
+    if tracker_logs.TB_EVENT_FILE.search(name):
         raise AnalyzeError(f"{path}: pass the directory that holds the TensorBoard event file, not the file")
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return Loaded(path, "wandb history CSV", scalars=scalars.read_wandb_csv(path))
+        return Loaded(path, "wandb history CSV", scalars=tracker_logs.read_wandb_csv(path))
     if suffix == ".jsonl":
         first = _first_jsonl_record(path)
         if dumps.is_dump_record(first):
             return Loaded(path, "verl generation dump", samples=dumps.read_dumps([path]))
         if isinstance(first, dict) and "step" in first and isinstance(first.get("data"), dict):
-            return Loaded(path, "verl file tracker", scalars=scalars.read_verl_file_log(path))
-        if isinstance(first, dict) and any(key in first for key in scalars.STEP_COLUMNS):
-            return Loaded(path, "wandb history JSON lines", scalars=scalars.read_wandb_jsonl(path))
+            return Loaded(path, "verl file tracker", scalars=tracker_logs.read_verl_file_log(path))
+        if isinstance(first, dict) and any(key in first for key in tracker_logs.STEP_COLUMNS):
+            return Loaded(path, "wandb history JSON lines", scalars=tracker_logs.read_wandb_jsonl(path))
         raise AnalyzeError(
             f"{path}: JSON lines of an unknown kind (first record has keys {_keys(first)}); expected a verl "
             "generation dump (score, input/uid, step), verl's file tracker (step, data) or a wandb history (_step)"
         )
     if suffix == ".json":
         if name == TRL_STATE or _has_log_history(path):
-            return Loaded(path, "TRL trainer_state.json", scalars=scalars.read_json_records(path, "log_history"))
-        return Loaded(path, "wandb history JSON", scalars=scalars.read_json_records(path))
+            return Loaded(path, "TRL trainer_state.json", scalars=tracker_logs.read_json_records(path, "log_history"))
+        return Loaded(path, "wandb history JSON", scalars=tracker_logs.read_json_records(path))
     raise AnalyzeError(
         f"{path}: unknown file kind; expected .jsonl (verl dump or file tracker, wandb), .csv or .json (wandb "
         f"export), {TRL_STATE}, or a directory (verl dumps, TensorBoard events, TRL output)"

@@ -27,7 +27,7 @@ from tensorboard.compat.tensorflow_stub import errors
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
 from tensorboard.util import tensor_util
 
-from .records import AnalyzeError, JsonLines, ScalarLog, location, parse_json_document, read_text
+from .run_logs import AnalyzeError, JsonLines, ScalarLog, location, parse_json_document, read_text
 
 # Columns that hold the step in a wandb history export, best first: transformers logs the
 # trainer's step as train/global_step while wandb's own _step counts log calls.
