@@ -28,7 +28,7 @@ from importlib import metadata
 from typing import Any
 
 # module -> its distribution (for the version shown), None for a submodule
-REQUIRED_MODULES = {"avspo_plugin": "avspo-plugin", "avspo_plugin.math.reward": None, "math_verify": "math-verify", "verl": "verl"}
+REQUIRED_MODULES = {"avspo_plugin": "avspo-plugin", "avspo_plugin.math_reward.reward": None, "math_verify": "math-verify", "verl": "verl"}
 ESTIMATOR = "avspo"
 WANDB_HOST = "api.wandb.ai"
 INSTALL_HINT = ("install the same environment on every node, from the checkout: pip install torch==2.13.0, then "

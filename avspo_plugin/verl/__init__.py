@@ -15,7 +15,7 @@ Its modules, by concern:
   ``openrlhf.versions``, by the policy of :mod:`avspo_plugin.host_versions`);
 * ``hooks``: the hook registry, where each hook is placed, its status, and the launcher's and trainers' entry checks;
 * ``trainer_overrides``: the refusal of a trainer subclass whose override skips a hooked verl method;
-* ``estimator``, ``multi_output``, ``monitor``, ``checkpoint``,
+* ``estimator``, ``trajectory_groups``, ``monitor``, ``checkpoint``,
   ``metric_routing``: each feature, with the wrappers of verl's functions it needs;
 * ``model_build_fix``: verl's model build beside trl 1.x.
 
@@ -38,7 +38,7 @@ Every verl function the plugin touches, and the module of its wrapper (docs/usin
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer._save_checkpoint` | each checkpoint (v1 trainer) | every feature | `checkpoint` | checkpoints have no callback for extra state |
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer._load_checkpoint` | resume (v1 trainer) | every feature (every process) | `checkpoint` | checkpoints have no callback for extra state |
 | `verl.trainer.ppo.v1.trainer_base.PPOTrainer.step` | end of each global step (v1 trainer) | every feature | `plugin_process` | no end-of-step callback; one step of Eq. 12 spans several mini-batch calls |
-| `verl.trainer.ppo.v1.utils.compute_advantage_for_multi_trajectories` | each advantage step (v1 trainer) | estimator (every process) | `multi_output` | its GRPO-only trajectory grouping is a name check inside the function |
+| `verl.trainer.ppo.v1.utils.compute_advantage_for_multi_trajectories` | each advantage step (v1 trainer) | estimator (every process) | `trajectory_groups` | its GRPO-only trajectory grouping is a name check inside the function |
 | `verl.trainer.ppo.ray_trainer.compute_advantage` | each advantage step | monitor | `monitor` | no observer of the rows an estimator gets |
 | `verl.models.transformers.monkey_patch.is_trl_available` | model build, only where trl lacks `AutoModelForCausalLMWithValueHead` | every FSDP run beside trl >= 1.0 | `model_build_fix` | verl's own check, which breaks the build beside trl 1.x |
 <!-- END GENERATED hook table -->

@@ -43,7 +43,6 @@ from .launch_guards import HookError, refuse_unsupported_trainer, refuse_with_gr
 from .metric_routing import log_with_avspo_metrics, use_metrics_channel
 from .model_build_fix import TRL_PATCH_NAME, skip_missing_trl_value_head, trl_installed
 from .monitor import launch_notes, monitor, observe_advantage_step
-from .multi_output import group_trajectories_for_avspo
 from .plugin_process import close_v1_step
 from .run_config import (
     AVSPO,
@@ -61,6 +60,7 @@ from .run_config import (
     uses_monitor,
 )
 from .trainer_overrides import refuse_unhooked_overrides
+from .trajectory_groups import group_trajectories_for_avspo
 from .versions import KNOWN_GOOD_VERL, check_verl_release, verl_version
 
 logger = logging.getLogger("avspo_plugin.verl")

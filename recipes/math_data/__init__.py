@@ -1,4 +1,4 @@
-"""The math data and evaluation around the reward (``avspo_plugin.math``).
+"""The math data and evaluation around the reward (``avspo_plugin.math_reward``).
 
 - ``sources``: the datasets (MATH, GSM8K, MATH-500, Minerva, OlympiadBench, AMC, AIME-2024) from a
   local file or the dataset hub, turned into verl's parquet rows.

@@ -34,8 +34,8 @@ with extra_imports(__name__, PROG, "verl,math"):
     import yaml
     from verl.utils.reward_score import math_dapo, math_reward, math_verify
 
-    from avspo_plugin.math.answer import EVALUATION_SOURCES, TRAINING_SOURCES
-    from avspo_plugin.math.reward import score_answer
+    from avspo_plugin.math_reward.answer import EVALUATION_SOURCES, TRAINING_SOURCES
+    from avspo_plugin.math_reward.reward import score_answer
 
 OURS_TRAINING = "avspo (training rule)"
 OURS_EVALUATION = "avspo (evaluation rule)"

@@ -31,8 +31,8 @@ from avspo_plugin.extras import extra_imports
 PROG = "python -m recipes.math_data.evaluate"
 
 with extra_imports(__name__, PROG, "math"):
-    from avspo_plugin.math.answer import EVALUATION_SOURCES
-    from avspo_plugin.math.reward import score_many
+    from avspo_plugin.math_reward.answer import EVALUATION_SOURCES
+    from avspo_plugin.math_reward.reward import score_many
     from recipes.math_data.generation import Engine, Sampling, generate_chat
     from recipes.math_data.sources import BENCHMARKS, DataError, read_verl_parquet
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from avspo_plugin.math.answer import TRAINING_SOURCES
-from avspo_plugin.math.reward import score_many
+from avspo_plugin.math_reward.answer import TRAINING_SOURCES
+from avspo_plugin.math_reward.reward import score_many
 from recipes.math_data.generation import Engine, Sampling, generate_chat
 
 

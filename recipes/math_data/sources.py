@@ -28,8 +28,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from avspo_plugin.math.answer import gold_from_boxed_solution, gold_from_gsm8k, without_math_delimiters
-from avspo_plugin.math.reward import reference_text
+from avspo_plugin.math_reward.answer import gold_from_boxed_solution, gold_from_gsm8k, without_math_delimiters
+from avspo_plugin.math_reward.reward import reference_text
 
 # The Qwen2.5-Math chain-of-thought instruction; the reward reads \boxed{} first.
 SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."

@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from avspo_plugin.math.answer import EVALUATION_SOURCES, gold_from_gsm8k
-from avspo_plugin.math.reward import compute_score, score_many
+from avspo_plugin.math_reward.answer import EVALUATION_SOURCES, gold_from_gsm8k
+from avspo_plugin.math_reward.reward import compute_score, score_many
 from recipes.math_data import evaluate, level3, prepare, sources
 from recipes.math_data.generation import Engine, Sampling
 

@@ -649,7 +649,7 @@ def test_check_cluster_on_a_local_ray_cluster(tmp_path):
         env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "avspo_plugin 0.1.0, avspo_plugin.math.reward ok, math_verify 0.9.0, verl 0.9.1;" in run.stdout
+    assert "avspo_plugin 0.1.0, avspo_plugin.math_reward.reward ok, math_verify 0.9.0, verl 0.9.1;" in run.stdout
     assert "not ready: 0 node(s) with at least 1 GPUs, 1 needed" in run.stdout
     # Imports, registration and the wandb login are fine: the GPUs are the one problem.
     assert [line for line in run.stdout.splitlines() if line.startswith("not ready:")] == [
@@ -743,7 +743,7 @@ def test_ab_setting_is_one_gpu_a_small_open_model_and_gsm8k(ab):
     assert (config.trainer.n_gpus_per_node, config.trainer.nnodes) == (1, 1)
     assert list(config.data.train_files) == [str(data / "gsm8k_train.parquet")]
     assert list(config.data.val_files) == [str(data / "eval" / "gsm8k.parquet")]
-    assert config.reward.custom_reward_function.path == "pkg://avspo_plugin.math.reward"
+    assert config.reward.custom_reward_function.path == "pkg://avspo_plugin.math_reward.reward"
     assert "file" in config.trainer.logger and config.trainer.total_training_steps == 40  # STEPS=40
     assert (config.data.train_batch_size, config.actor_rollout_ref.rollout.n) == (64, 8)
 

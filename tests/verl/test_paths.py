@@ -18,7 +18,7 @@ from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
 from avspo_plugin.verl import pop_metrics, session
-from avspo_plugin.verl.multi_output import final_output_rows
+from avspo_plugin.verl.trajectory_groups import final_output_rows
 
 LENGTH = 6
 

@@ -17,8 +17,8 @@ from cost_growth import assert_linear
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from avspo_plugin.math.answer import EVALUATION_SOURCES, TRAINING_SOURCES, last_boxed
-from avspo_plugin.math.reward import ANSWER_TOO_LONG, MAX_ANSWER_CHARS, score_answer
+from avspo_plugin.math_reward.answer import EVALUATION_SOURCES, TRAINING_SOURCES, last_boxed
+from avspo_plugin.math_reward.reward import ANSWER_TOO_LONG, MAX_ANSWER_CHARS, score_answer
 
 MEMORY_BOUND_MIB = 100
 

@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from cost_growth import assert_linear
 
-from avspo_plugin.math import reward, verify
-from avspo_plugin.math.answer import (
+from avspo_plugin.math_reward import reward, verify
+from avspo_plugin.math_reward.answer import (
     EVALUATION_SOURCES,
     TRAINING_SOURCES,
     Extraction,
@@ -18,7 +18,7 @@ from avspo_plugin.math.answer import (
     last_boxed,
     normalize_answer,
 )
-from avspo_plugin.math.reward import compute_score
+from avspo_plugin.math_reward.reward import compute_score
 
 # (model output, reference answer, expected score, expected reason) under the training rule (compute_score's
 # default); tests/recipes/fixtures/reward_pairs.yaml holds the broader labelled set.

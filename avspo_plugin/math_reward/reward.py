@@ -4,7 +4,7 @@ In a verl config::
 
     reward:
       custom_reward_function:
-        path: pkg://avspo_plugin.math.reward
+        path: pkg://avspo_plugin.math_reward.reward
         name: compute_score
 
 (``reward.custom_reward_function``; a top-level ``custom_reward_function`` is ignored by verl 0.9.)

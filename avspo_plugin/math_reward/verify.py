@@ -79,7 +79,7 @@ def worker_context() -> multiprocessing.context.BaseContext:
     """The start method of the scoring pools: forkserver, its server preloading the math reward (math-verify,
     sympy). The preload list is the process's; a server already running keeps its own."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["avspo_plugin.math.reward"])
+    context.set_forkserver_preload(["avspo_plugin.math_reward.reward"])
     return context
 
 
