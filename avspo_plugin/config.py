@@ -300,7 +300,7 @@ class CollapseSettings(ConfigBlock):
     )
     collapse_tol: float = _key(
         1e-6, REWARDS_AND_COLLAPSE,
-        "A group of >= 2 samples is collapsed when its reward std is below this (tau of Eq. 4).",
+        "A group of >= 2 samples is collapsed when its reward std is below this collapse tolerance (Eq. 4).",
         Number(0.0, REWARD_LIMIT, low_open=True),
         "a std is >= 0, so 0 would find no collapse at all; the upper limit is the one of reward_low and "
         "reward_high",

@@ -235,7 +235,7 @@ def check_shapes(
 class GroupCollapse:
     """Eq. 4 / Eq. 11 on one call's groups.
 
-    multi: 1[G_j >= 2], the groups that count; collapsed: 1[G_j >= 2 and sigma_{R_j} < tau];
+    multi: 1[G_j >= 2], the groups that count; collapsed: 1[G_j >= 2 and sigma_{R_j} < collapse_tol];
     all_fail, all_pass: the collapsed groups at reward_low, resp. reward_high. Each (N,) bool.
     acr: ACR_t = (1/N) sum_j collapsed_j over the multi-sample groups (0 when there is none).
     """
@@ -248,7 +248,7 @@ class GroupCollapse:
 
 
 def group_collapse(stats: GroupStats, config: AVSPOConfig) -> GroupCollapse:
-    """Eq. 4 / Eq. 11: which groups collapsed (sigma_{R_j} < tau = collapse_tol), of which kind, and ACR_t.
+    """Eq. 4 / Eq. 11: which groups collapsed (sigma_{R_j} < collapse_tol, the collapse tolerance), of which kind, and ACR_t.
 
     stats: per group (N,).
     """

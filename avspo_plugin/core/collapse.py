@@ -21,7 +21,7 @@ def multi_sample_groups(stats: GroupStats) -> torch.Tensor:
 
 
 def collapsed_groups(stats: GroupStats, collapse_tol: float) -> torch.Tensor:
-    """1[G_j >= 2 and sigma_{R_j} < tau]: the collapsed groups of Eq. 4.  (N,) bool."""
+    """1[G_j >= 2 and sigma_{R_j} < collapse_tol]: the collapsed groups of Eq. 4.  (N,) bool."""
     return multi_sample_groups(stats) & (stats.std < collapse_tol)
 
 

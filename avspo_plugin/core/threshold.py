@@ -92,7 +92,7 @@ def groups_to_augment(
     all_fail: torch.Tensor,
     all_pass: torch.Tensor,
 ) -> tuple[bool, torch.Tensor]:
-    """Eq. 13: R'_j = R_j U V_j  iff  ACR_t > tau_t  and  sigma_{R_j} < tau (group j collapsed).
+    """Eq. 13: R'_j = R_j U V_j  iff  ACR_t > tau_t  and  sigma_{R_j} < collapse_tol (group j collapsed).
 
     The batch condition comes from the threshold mode (:func:`is_triggered`); the group condition
     is narrowed to one kind of collapse by ``augmented_collapses`` (all, all_fail, all_pass).
