@@ -10,6 +10,7 @@ naming it and saying what to do. The states' owners describe their fields (core.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -19,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .config import earlier_name_error
+from .config import AutoOrInteger, Integer, Number, OneOf, earlier_name_error
 
 T = TypeVar("T")
 
@@ -156,6 +157,20 @@ class Matching:
 
     pattern: str
     meaning: str
+
+
+def config_field_spec(config_class: type, name: str) -> Any:
+    """The spec of a state field that holds config key ``name``: what ``config_class`` declares it allows."""
+    allowed = next(f for f in dataclasses.fields(config_class) if f.name == name).metadata["allowed"]
+    if isinstance(allowed, AutoOrInteger):
+        return Matching("auto", "'auto'"), InRange(int, allowed.low, allowed.high)
+    if isinstance(allowed, Integer):
+        return InRange(int, allowed.low, allowed.high)
+    if isinstance(allowed, Number) and not allowed.high_open:
+        return InRange(float, allowed.low, allowed.high, low_open=allowed.low_open)
+    if isinstance(allowed, OneOf):
+        return Matching("|".join(map(re.escape, allowed.choices)), allowed.wording())
+    raise TypeError(f"{config_class.__name__}.{name}: no state field spec for {allowed!r}")
 
 
 def _bound(value: float) -> str:

@@ -291,29 +291,8 @@ def statistics_in_reward_dtype(
 
     augmented: (N,) bool; exact_mean, exact_std: (N,) float64, singleton convention applied -> (N,), (N,) in dtype.
     """
-    singleton = stats.count == 1
-    mean = torch.where(augmented, exact_mean.to(dtype), torch.where(singleton, 0.0, stats.host_mean))
-    std = torch.where(augmented, exact_std.to(dtype), torch.where(singleton, 1.0, stats.host_std))
-    return mean, std
-
-
-def effectively_collapsed(
-    stats: GroupStats, multi: torch.Tensor, exact_mean: torch.Tensor, exact_std: torch.Tensor, config: AVSPOConfig
-) -> torch.Tensor:
-    """Multi-sample groups whose Eq. 14 advantages, in float64, are all below collapse_tol in magnitude.
-
-    A group's advantages are largest in magnitude at its lowest or its highest reward, so those two values per
-    group decide. multi: (N,) bool; exact_mean, exact_std: (N,) float64 mu'_j, sigma'_j -> (N,) bool.
-    """
-    num_groups = stats.count.shape[0]
-    extremes = torch.cat([stats.low, stats.high])
-    extreme_ids = torch.arange(num_groups, device=extremes.device).repeat(2)
-    extreme_advantages = normalized_advantages(
-        extremes, extreme_ids, exact_mean, exact_std, config.epsilon, config.norm_by_std
-    )
-    return effectively_collapsed_groups(
-        extreme_advantages, extreme_ids, (stats.count > 0).repeat(2), multi, config.collapse_tol
-    )
+    host_mean, host_std = with_singleton_convention(stats, stats.host_mean, stats.host_std)
+    return torch.where(augmented, exact_mean.to(dtype), host_mean), torch.where(augmented, exact_std.to(dtype), host_std)
 
 
 def call_metrics(
@@ -432,7 +411,15 @@ def compute_group_advantages(
         advantages = normalized_advantages(scores, group_ids, mean, std, config.epsilon, config.norm_by_std)
         advantages = torch.where(valid, advantages, 0.0)
 
-        effective = effectively_collapsed(stats, collapse.multi, exact_mean, exact_std, config)
+        # Eq. 14's float64 advantages are largest in magnitude at a group's lowest or highest reward: those two
+        # values per group decide whether all of its advantages are below collapse_tol.
+        extreme_ids = torch.arange(num_groups, device=scores.device).repeat(2)
+        extreme_advantages = normalized_advantages(
+            torch.cat([stats.low, stats.high]), extreme_ids, exact_mean, exact_std, config.epsilon, config.norm_by_std
+        )
+        effective = effectively_collapsed_groups(
+            extreme_advantages, extreme_ids, (stats.count > 0).repeat(2), collapse.multi, config.collapse_tol
+        )
         metrics, off_bound_count, off_bound_value = call_metrics(
             stats, collapse, exact, group_ids, valid, advantages, effective, augmented, num_virtual,
             triggered, threshold, config.collapse_tol,

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..config import MAX_VIRTUAL, AVSPOConfig
-from ..state_files import INT64_MAX, InRange, Matching, check_fields, refuse_earlier_keys
+from ..config import AVSPOConfig
+from ..state_files import INT64_MAX, InRange, check_fields, config_field_spec, refuse_earlier_keys
 from ..threshold_modes import THRESHOLD_MODES
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .collapse import off_bound_message
@@ -42,16 +42,11 @@ STATE_SETTINGS = ("threshold_mode", "threshold_init", "threshold_lr", "threshold
 COUNT = InRange(int, 0, INT64_MAX)
 FRACTION = InRange(float, 0.0, 1.0)
 # The type and range of every field of state_dict(), checked on load: tau is a threshold on ACR, a fraction;
-# the settings as AVSPOConfig allows them.
+# the settings as AVSPOConfig declares them.
 STATE_FIELDS = {
     "format": int,
     "threshold": (None, {"tau": FRACTION, "prev_reward_mean": (None, InRange(float)), "step": COUNT}),
-    "settings": (None, {
-        "threshold_mode": Matching("|".join(THRESHOLD_MODES), "one of " + ", ".join(THRESHOLD_MODES)),
-        "threshold_init": FRACTION, "threshold_lr": FRACTION, "threshold_min": FRACTION, "threshold_max": FRACTION,
-        "num_virtual": (Matching("auto", "'auto'"), InRange(int, 1, MAX_VIRTUAL)),
-        "alpha": InRange(float, 0.0, 1.0, low_open=True),
-    }),
+    "settings": (None, {name: config_field_spec(AVSPOConfig, name) for name in STATE_SETTINGS}),
     "warnings": {name: {"streak": COUNT, "fired_step": (None, COUNT)}
                 for name in ("stagnation", "entropy_collapse", INERT_TRIGGER)},
     "logged_steps": COUNT,
