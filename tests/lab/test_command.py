@@ -64,17 +64,16 @@ def test_quick_lab_writes_every_output(quick_reports):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_demo_shows_the_two_acting_modes_each_labelled(quick_reports):
-    """make demo's AVSPO arms are the two acting modes, the paper's adaptive trigger and threshold_mode=always (the
-    default, never, trains on GRPO's advantages); each arm's label says its setting, and the report says what the run
-    can and cannot tell apart."""
+def test_the_demo_shows_what_adv_estimator_avspo_runs_beside_grpo_and_dapo(quick_reports):
+    """make demo's AVSPO arm is what algorithm.adv_estimator=avspo runs, the paper's method at its defaults (the
+    adaptive trigger); each arm's label says its setting, and the report says what the run can and cannot tell
+    apart, with the share of steps the trigger opened on."""
     report = json.loads((quick_reports[0] / "report.json").read_text())
     methods = report["methods"]
-    assert AVSPOConfig().threshold_mode == "never"
+    assert list(methods) == ["grpo", "dapo", "avspo"]
+    assert AVSPOConfig().threshold_mode == "adaptive"
     assert methods["avspo"]["algorithm"]["avspo"]["threshold_mode"] == "adaptive"
-    assert methods["avspo"]["label"] == "avspo (threshold_mode=adaptive, the paper's trigger)"
-    assert methods["avspo_always"]["algorithm"]["avspo"]["threshold_mode"] == "always"
-    assert methods["avspo_always"]["label"] == "avspo_always (threshold_mode=always)"
+    assert methods["avspo"]["label"] == "avspo (threshold_mode=adaptive, the default, the paper's trigger)"
     assert methods["grpo"]["label"] == "grpo (adv_estimator=grpo)"
     markdown = (quick_reports[0] / "report.md").read_text()
     assert "## What this run can and cannot tell apart" in markdown

@@ -34,12 +34,18 @@ class OpenrlhfDriver:
     def __init__(self):
         # group_norm's advantage: (r - mean) / (unbiased std + 1e-9).
         self.host_keys = {"epsilon": 1e-9}
-        advantage = SimpleNamespace(estimator="avspo", avspo=SimpleNamespace(**AVSPO_KEYS))
-        self.args = SimpleNamespace(algo=SimpleNamespace(advantage=advantage),
-                                    rollout=SimpleNamespace(n_samples_per_prompt=GROUP_SIZE))  # fmt: skip
+        self.args = self.arguments(AVSPO_KEYS)
         self.client_states = None
 
-    def run(self, steps, save=False, resume=False):
+    @staticmethod
+    def arguments(keys):
+        advantage = SimpleNamespace(estimator="avspo", avspo=SimpleNamespace(**keys))
+        return SimpleNamespace(algo=SimpleNamespace(advantage=advantage),
+                               rollout=SimpleNamespace(n_samples_per_prompt=GROUP_SIZE))  # fmt: skip
+
+    def run(self, steps, save=False, resume=False, keys=None, filtered=None):
+        assert not filtered, "OpenRLHF evicts no group before its advantage calls"
+        self.args = self.arguments(keys or AVSPO_KEYS)
         SESSION.reset()  # a new trainer actor
         if resume:
             load_checkpoint_state(self.client_states)

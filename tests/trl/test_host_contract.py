@@ -35,14 +35,15 @@ class TrlDriver:
         self.make_trainer = make_trainer
         self.trainer = None
 
-    def run(self, steps, save=False, resume=False):
+    def run(self, steps, save=False, resume=False, keys=None, filtered=None):
+        assert not filtered, "TRL evicts no group before its advantage calls"
         done = SAVED_STEP if resume else 0  # the steps the checkpoint resumed holds
         rewards = self.kit.PresetRewards()
         rewards.queue.extend(rows for calls in steps for rows in calls)
         saving = {"save_strategy": "steps", "save_steps": SAVED_STEP} if save else {}
-        keys = {f"avspo_{key}": value for key, value in AVSPO_KEYS.items()}
+        fields = {f"avspo_{key}": value for key, value in (keys or AVSPO_KEYS).items()}
         self.trainer = self.make_trainer(rewards, trainer_class=RecordingTrainer, max_steps=done + len(steps), **saving,
-                                         **keys)  # fmt: skip
+                                         **fields)  # fmt: skip
         self.trainer.used = []
         checkpoint = HOST.step_folder(self.trainer.args.output_dir, SAVED_STEP)
         self.trainer.train(resume_from_checkpoint=checkpoint if resume else None)

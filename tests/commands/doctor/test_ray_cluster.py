@@ -65,7 +65,8 @@ def test_joining_an_address_that_answers_but_is_not_ray_stops_at_the_bound():
     run = subprocess.run([sys.executable, "-c", JOIN_A_SOCKET_THAT_IS_NOT_RAY], capture_output=True, text=True,
                          env=env, timeout=120)
     waited, message = run.stdout.split(" ", 1)
-    assert 2 <= float(waited) < 4, run.stdout + run.stderr
+    # At least the bound, and not the minutes ray.init would retry for (a loaded machine only adds seconds).
+    assert 2 <= float(waited) < 30, run.stdout + run.stderr
     assert "(--ray-address) answers but Ray could not join it within 2 s" in message
     assert f"set {ray_cluster.TIMEOUT_VARIABLE} to wait longer" in message
     assert time.monotonic() - started < 60  # the process ends although the join is still running
