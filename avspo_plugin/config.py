@@ -13,12 +13,12 @@ import dataclasses
 import difflib
 import json
 import logging
-import math
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from .allowed import Allowed, AutoOrInteger, Boolean, Integer, Number, OneOf
 from .strategies import STRATEGIES
 from .threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 
@@ -66,99 +66,6 @@ MAX_SEED = 2**32 - 1
 MAX_STEPS = 1_000_000
 # The smallest epsilon a supported host uses (OpenRLHF's group_norm, 1e-9).
 MIN_EPSILON = 1e-9
-
-
-@dataclass(frozen=True)
-class Number:
-    """A finite number in [low, high] (open at low when ``low_open``, at high when ``high_open``)."""
-
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False
-    high_open: bool = False
-
-    def problem(self, value: Any) -> str | None:
-        """What is allowed, when ``value`` is not; None when it is."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return "a finite number"
-        below = value <= self.low if self.low_open else value < self.low
-        above = value >= self.high if self.high_open else value > self.high
-        if below or above:
-            return f"a number in {self._open()}{self.low}, {self.high}{self._close()}"
-        return None
-
-    def _open(self) -> str:
-        return "(" if self.low_open else "["
-
-    def _close(self) -> str:
-        return ")" if self.high_open else "]"
-
-    def wording(self) -> str:
-        low, high = _plain(self.low), _plain(self.high)
-        if math.isinf(self.low) and math.isinf(self.high):
-            return "any finite number"
-        if math.isinf(self.high):
-            return f"{'>' if self.low_open else '>='} {low}"
-        return f"{self._open()}{low}, {high}{self._close()}"
-
-
-@dataclass(frozen=True)
-class Integer:
-    """An integer (not a bool) in [low, high]."""
-
-    low: int
-    high: int
-
-    def problem(self, value: Any) -> str | None:
-        if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
-            return self.wording()
-        return None
-
-    def wording(self) -> str:
-        return f"an integer >= {self.low} and <= {self.high}"
-
-
-@dataclass(frozen=True)
-class AutoOrInteger(Integer):
-    """'auto' or an integer in [low, high]."""
-
-    def problem(self, value: Any) -> str | None:
-        if isinstance(value, str) and value == "auto":
-            return None
-        return None if super().problem(value) is None else self.wording()
-
-    def wording(self) -> str:
-        return f"'auto' or {super().wording()}"
-
-
-@dataclass(frozen=True)
-class OneOf:
-    """One of ``choices`` (the help text says what each means); a table of rows is read as it stands at each check."""
-
-    choices: Collection[str]
-
-    def problem(self, value: Any) -> str | None:
-        return None if value in self.choices else self.wording()
-
-    def wording(self) -> str:
-        return "one of " + ", ".join(self.choices)
-
-
-@dataclass(frozen=True)
-class Boolean:
-    def problem(self, value: Any) -> str | None:
-        return None if isinstance(value, bool) else self.wording()
-
-    def wording(self) -> str:
-        return "true or false"
-
-
-Allowed = Number | Integer | OneOf | Boolean
-
-
-def _plain(bound: float) -> str:
-    """A range bound as a reader writes it: 0 and 1, not 0.0 and 1.0."""
-    return str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e15 else repr(bound)
 
 
 def _key(default: Any, section: str, help: str | Callable[[], str], allowed: Allowed, why: str = "") -> Any:
@@ -251,6 +158,11 @@ class ConfigBlock:
     @classmethod
     def keys(cls) -> tuple[str, ...]:
         return tuple(f.name for f in cls.ordered_fields())
+
+    @classmethod
+    def allowed(cls, name: str) -> Allowed:
+        """What key ``name`` allows (the check a state field that saves it declares too)."""
+        return next(f for f in dataclasses.fields(cls) if f.name == name).metadata["allowed"]
 
     @classmethod
     def from_mapping(cls: type[Block], values: Mapping[str, Any] | None, where: str | None = None) -> Block:

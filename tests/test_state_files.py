@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from avspo_plugin.config import AVSPOConfig
+from avspo_plugin.allowed import Number
+from avspo_plugin.config import AVSPOConfig, ConfigError
 from avspo_plugin.core import AVSPOSession
 from avspo_plugin.names import STATE_FILE
-from avspo_plugin.state_files import InRange, StateFileError, check_fields, write_json
+from avspo_plugin.state_files import StateFileError, check_fields, write_json
 from avspo_plugin.verl import checkpoint
 
 
@@ -120,16 +121,16 @@ def test_a_missing_nested_field_is_named(tmp_path):
 
 # ------------------------------------------------------------------ every field's range
 
-INT64 = "an integer in [0, 2**63 - 1]"
+INT64 = "an integer >= 0 and <= 2**63 - 1"
 WARNINGS = ("stagnation", "entropy_collapse", "inert_trigger")
 
 
 @pytest.mark.parametrize(
     "field, value, allowed",
     [
-        (("threshold", "tau"), float("nan"), "a finite number in [0, 1]"),
-        (("threshold", "tau"), 1.5, "a finite number in [0, 1]"),
-        (("threshold", "tau"), -0.25, "a finite number in [0, 1]"),
+        (("threshold", "tau"), float("nan"), "a finite number"),
+        (("threshold", "tau"), 1.5, "a number in [0.0, 1.0]"),
+        (("threshold", "tau"), -0.25, "a number in [0.0, 1.0]"),
         (("threshold", "prev_reward_mean"), float("inf"), "a finite number"),
         (("threshold", "prev_reward_mean"), float("nan"), "a finite number"),
         (("threshold", "step"), -3, INT64),
@@ -153,10 +154,25 @@ def test_every_field_of_the_avspo_state_has_its_range_checked(tmp_path, field, v
 
 
 def test_a_number_of_the_right_type_is_named_with_its_range_not_its_type():
-    spec = {"a": (None, InRange(float, 0.0, 1.0))}
-    with pytest.raises(ValueError, match=r"^s: field a is nan; allowed: a finite number in \[0, 1\]$"):
+    spec = {"a": (None, Number(0.0, 1.0))}
+    with pytest.raises(ValueError, match=r"^s: field a is 1.5; allowed: a number in \[0.0, 1.0\]$"):
+        check_fields({"a": 1.5}, spec, "s")
+    with pytest.raises(ValueError, match=r"^s: field a is nan; allowed: a finite number$"):
         check_fields({"a": float("nan")}, spec, "s")
     with pytest.raises(ValueError, match=r"^s: field a should be null or a number, found str '0.5'$"):
         check_fields({"a": "0.5"}, spec, "s")
     check_fields({"a": None}, spec, "s")
     check_fields({"a": 1}, spec, "s")
+
+
+@pytest.mark.parametrize("key, value", [("alpha", 2.0), ("num_virtual", 0), ("threshold_mode", "sometimes"),
+                                        ("threshold_min", float("nan"))])
+def test_a_saved_setting_is_refused_in_the_words_its_config_key_uses(key, value):
+    """One vocabulary: the state field that saves a key declares the key's own check, so both say the same."""
+    with pytest.raises(ConfigError) as config_error:
+        AVSPOConfig(**{key: value})
+    allowed = str(config_error.value).split(" is invalid: allowed ", 1)[1]
+    state = avspo_state()
+    state["settings"][key] = value
+    with pytest.raises(ValueError, match=re.escape(f"field settings.{key} is {value!r}; allowed: {allowed}")):
+        AVSPOSession().load_state_dict(state)

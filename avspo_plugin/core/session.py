@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from ..allowed import INT64_MAX, Integer, Number
 from ..config import AVSPOConfig
-from ..state_files import INT64_MAX, InRange, check_fields, config_field_spec, refuse_earlier_keys
+from ..state_files import check_fields, refuse_earlier_keys
 from ..threshold_modes import THRESHOLD_MODES
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .collapse import off_bound_message
@@ -39,14 +40,14 @@ STATE_KEYS = ("threshold", "warnings", "logged_steps")
 STATE_SETTINGS = ("threshold_mode", "threshold_init", "threshold_lr", "threshold_min", "threshold_max", "num_virtual",
                   "alpha")
 # A count or a step number of the state.
-COUNT = InRange(int, 0, INT64_MAX)
-FRACTION = InRange(float, 0.0, 1.0)
+COUNT = Integer(0, INT64_MAX)
+FRACTION = Number(0.0, 1.0)
 # The type and range of every field of state_dict(), checked on load: tau is a threshold on ACR, a fraction;
 # the settings as AVSPOConfig declares them.
 STATE_FIELDS = {
     "format": int,
-    "threshold": (None, {"tau": FRACTION, "prev_reward_mean": (None, InRange(float)), "step": COUNT}),
-    "settings": (None, {name: config_field_spec(AVSPOConfig, name) for name in STATE_SETTINGS}),
+    "threshold": (None, {"tau": FRACTION, "prev_reward_mean": (None, Number()), "step": COUNT}),
+    "settings": (None, {name: AVSPOConfig.allowed(name) for name in STATE_SETTINGS}),
     "warnings": {name: {"streak": COUNT, "fired_step": (None, COUNT)}
                 for name in ("stagnation", "entropy_collapse", INERT_TRIGGER)},
     "logged_steps": COUNT,
