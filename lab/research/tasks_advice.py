@@ -1,0 +1,186 @@
+"""What the tasks study (docs/evidence/tasks/tasks.json, ``python -m lab tasks``) lets the product say, worded at the
+strength its tests carry. Issue 56 item 6; these rules were fixed in code before the study's look (the commit that
+added this module precedes its tasks.json). ``python -m renderer`` renders them into avspo_plugin/default_evidence.json
+(the doctor's and each host's launch line, analyze's case line), the README's sentence and results.md's decision
+table. The named method stays the paper's whatever the study reads.
+
+The rules:
+
+- **The primary** (the paper's AVSPO minus GRPO, tasks as the unit, Holm over the real tests): the verdict the study's
+  report gives (``helps``, ``hurts``, ``not shown``, ``did not act``, ``not distinct``), worded by
+  :data:`PRIMARY_WORDS`, with its mean and 95% interval.
+- **Per regime** (secondary, pre-declared, no Holm): each setting's paired t over that regime's tasks whose regime
+  check passed and where the setting acted (:func:`regime_reading`): "helped" when its 95% interval lies above 0,
+  "hurt" when below, "neither shown" when it holds 0; "one task" (no interval) or "not read" (no task). The advice of a
+  regime names the settings that helped there as found to help, and those that hurt as found to hurt; a setting that
+  neither helped nor hurt is named as neither; nothing is called safe that was not read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .tasks_report import REGIMES
+
+REPORT = "docs/evidence/tasks/tasks.json"
+PAGE = "docs/evidence/tasks/tasks.md"
+PRIMARY = "avspo"
+# Each arm as the setting a user writes (verl's keys; TRL and OpenRLHF spell them their way).
+SETTINGS = {
+    "avspo": "the paper's AVSPO (threshold_mode=adaptive, every default)",
+    "avspo_always_all_pass": "threshold_mode=always with augmented_collapses=all_pass",
+    "avspo_always_all_fail": "threshold_mode=always with augmented_collapses=all_fail",
+}
+# The same settings in few words, for the README's sentences.
+SHORT_SETTINGS = {
+    "avspo": "the paper's AVSPO",
+    "avspo_always_all_pass": "always on all-pass groups",
+    "avspo_always_all_fail": "always on all-fail groups",
+}
+REGIME_WORDS = {"all_fail": "all-fail-dominant", "all_pass": "all-pass-dominant"}
+PRIMARY_WORDS = {
+    "helps": "beat GRPO",
+    "hurts": "did worse than GRPO",
+    "not shown": "showed neither help nor harm against GRPO",
+    "did not act": "acted on too few tasks to be read",
+    "not distinct": "ran the same as GRPO",
+}
+
+
+def interval(test: dict[str, Any], digits: int = 3) -> str:
+    low, high = test["ci95"]
+    return f"{test['mean']:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def regime_reading(test: dict[str, Any]) -> str:
+    """A setting's reading in one regime (a by_regime entry of tasks.json): helped, hurt, neither shown, one task,
+    not read."""
+    if not test["tasks"]:
+        return "not read"
+    if "ci95" not in test:
+        return "one task"
+    low, high = test["ci95"]
+    return "helped" if low > 0 else "hurt" if high < 0 else "neither shown"
+
+
+def regime_tasks(report: dict[str, Any], regime: str) -> list[str]:
+    """The tasks of ``regime`` whose regime check passed (where GRPO's early groups had the regime's kind)."""
+    return [t for t, task in report["tasks"].items()
+            if task["regime"] == regime and task["regime_check"]["passed"]]
+
+
+def regime_case(report: dict[str, Any], regime: str) -> dict[str, Any]:
+    """What the study read in ``regime``: GRPO's mean early all-fail and all-pass shares over its tasks (where
+    ``avspo analyze`` places a run), each setting's reading, the settings found to help and to hurt, and one clause."""
+    tasks = regime_tasks(report, regime)
+    readings = {arm: regime_reading(by[regime]) for arm, by in report["by_regime"].items()}
+    parts = []
+    for arm, by in report["by_regime"].items():
+        test, reading = by[regime], readings[arm]
+        if reading == "not read":
+            parts.append(f"{SETTINGS[arm]} not read (it acted on none)")
+        elif reading == "one task":
+            parts.append(f"{SETTINGS[arm]} read on one task only ({test['mean']:+.3f}, no interval)")
+        else:
+            parts.append(f"{SETTINGS[arm]} {reading} ({interval(test)}, {_count(len(test['tasks']), 'task')})")
+    shares = [report["tasks"][t]["regime_check"] for t in tasks]
+    return {
+        "regime": regime,
+        "tasks": len(tasks),
+        "all_fail": sum(s["early_all_fail"] for s in shares) / len(shares) if shares else None,
+        "all_pass": sum(s["early_all_pass"] for s in shares) / len(shares) if shares else None,
+        "helped": [a for a, r in readings.items() if r == "helped"],
+        "hurt": [a for a, r in readings.items() if r == "hurt"],
+        "clause": f"in its {_count(len(tasks), REGIME_WORDS[regime] + ' task')} (secondary, uncorrected): "
+                  + "; ".join(parts),
+    }
+
+
+def primary_clause(report: dict[str, Any], with_figures: bool) -> str:
+    verdict = report["verdicts"][PRIMARY]
+    test = report["comparison"]["primary"][PRIMARY]
+    words = f"the paper's AVSPO {PRIMARY_WORDS[verdict]}"
+    if with_figures and test["real"]:
+        words += f" ({interval(test)} frontier-tier test accuracy, tasks as the unit, Holm p {test['p_holm']:.3g})"
+    return words
+
+
+def advice_clause(case: dict[str, Any], names: dict[str, str] = SETTINGS) -> str:
+    """Which settings the study found to help and to hurt in one regime, without figures, each named by ``names``."""
+    where = f"where {case['regime'].replace('_', '-')} groups dominated"
+    if case["helped"]:
+        found = f"it found {' and '.join(names[a] for a in case['helped'])} to help"
+    else:
+        found = "it found no setting to help"
+    if case["hurt"]:
+        found += f" and {' and '.join(names[a] for a in case['hurt'])} to hurt"
+    return f"{where}, {found}"
+
+
+def scope(report: dict[str, Any]) -> str:
+    return f"{_count(len(report['tasks']), 'independent task')} (a tiny model learning addition)"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def acting_evidence(report: dict[str, Any]) -> str:
+    """One sentence at the strength the tests carry: the primary with its interval, then each regime's advice."""
+    regimes = [advice_clause(regime_case(report, r)) for r in REGIMES if regime_tasks(report, r)]
+    return (f"In the lab's CPU study of {scope(report)}, one registered look, {primary_clause(report, True)}"
+            + (f"; per regime (secondary), {'; '.join(regimes)}" if regimes else "") + f" ({PAGE}).")
+
+
+def readme_sentences(report: dict[str, Any]) -> str:
+    """The README's sentences: the same findings without figures or intervals, the settings in few words."""
+    regimes = [advice_clause(regime_case(report, r), SHORT_SETTINGS) for r in REGIMES if regime_tasks(report, r)]
+    text = f"In this project's CPU lab, over {scope(report)}, {primary_clause(report, False)}."
+    return text + (f" Per regime, {'; '.join(regimes)}." if regimes else "")
+
+
+def acting_evidence_detail(report: dict[str, Any]) -> str:
+    """Every reading behind the sentence: the primary, its seed pairs and MDEs, the ablations, each regime, the
+    predictor."""
+    primary = report["comparison"]["primary"]
+    parts = [f"Primary: {primary_clause(report, True)}."]
+    test = primary[PRIMARY]
+    if test["real"]:
+        planned = report["planned_mde"][PRIMARY]["with_tau"]["mde"]
+        parts.append(f"Seed pairs beside: {interval(test['seed_pairs'])}; realised MDE {test['mde']:.3f} against "
+                     f"{planned:.3f} planned.")
+    for arm, t in primary.items():
+        if arm != PRIMARY:
+            figures = f" ({interval(t)}, Holm p {t['p_holm']:.3g})" if t["real"] else f" ({t['why']})"
+            parts.append(f"Secondary: {SETTINGS[arm]}: {report['verdicts'][arm]}{figures}.")
+    parts += [f"By regime, {regime_case(report, r)['clause']}." for r in REGIMES]
+    parts.append(f"Can a run's own early logs tell the sign of its task's effect? {report['predictor']['verdict']} "
+                 f"({report['predictor']['why']}).")
+    return " ".join(parts)
+
+
+def cases(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The regimes with at least one task whose check passed, as analyze places a run among them."""
+    return [regime_case(report, r) for r in REGIMES if regime_tasks(report, r)]
+
+
+def decision_table(report: dict[str, Any]) -> str:
+    """results.md's decision table: per regime, each setting's reading; the primary above it."""
+    rows = []
+    for regime in REGIMES:
+        case = regime_case(report, regime)
+        cells = []
+        for by in report["by_regime"].values():
+            test, reading = by[regime], regime_reading(by[regime])
+            figures = interval(test) if "ci95" in test else f"{test['mean']:+.3f}" if test["tasks"] else ""
+            cells.append(f"{reading}: {figures}" if figures else reading)
+        rows.append(f"| {REGIME_WORDS[regime]} ({_count(case['tasks'], 'task')} whose check passed) | "
+                    + " | ".join(cells) + " |")
+    header = "| regime (GRPO's early groups) | " + " | ".join(f"`{arm}`" for arm in report["by_regime"]) + " |"
+    return "\n".join([
+        f"**{acting_evidence(report)}**", "",
+        header, "|" + "---|" * (1 + len(report["by_regime"])), *rows, "",
+        f"Settings: {'; '.join(f'`{arm}` is {text}' for arm, text in SETTINGS.items())}. Each cell: frontier-tier test "
+        "accuracy at T = 1 minus GRPO's, a paired t over the regime's tasks where the setting acted (95%, no Holm: "
+        f"secondary). Full report, every run's curve: [tasks/tasks.md](tasks/tasks.md).",
+    ])
