@@ -125,18 +125,21 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def findings(report: dict[str, Any], link: str = "") -> list[str]:
+    """The findings in at most two sentences without figures, the settings in few words: the primary (followed by
+    ``link``, where its figures are), then each regime's advice. The README's sentences, and with the link to
+    results.md the packaged ``acting_evidence`` that the launch lines and analyze quote."""
+    regimes = [advice_clause(regime_case(report, r), SHORT_SETTINGS) for r in REGIMES if regime_tasks(report, r)]
+    first = f"In this project's CPU lab, over {scope(report)}, {primary_clause(report, False)}{link}."
+    return [first, f"Per regime, {'; '.join(regimes)}."] if regimes else [first]
+
+
 def acting_evidence(report: dict[str, Any]) -> str:
-    """One sentence at the strength the tests carry: the primary with its interval, then each regime's advice."""
-    regimes = [advice_clause(regime_case(report, r)) for r in REGIMES if regime_tasks(report, r)]
-    return (f"In the lab's CPU study of {scope(report)}, one registered look, {primary_clause(report, True)}"
-            + (f"; per regime (secondary), {'; '.join(regimes)}" if regimes else "") + f" ({PAGE}).")
+    return " ".join(findings(report, " (docs/evidence/results.md)"))
 
 
 def readme_sentences(report: dict[str, Any]) -> str:
-    """The README's sentences: the same findings without figures or intervals, the settings in few words."""
-    regimes = [advice_clause(regime_case(report, r), SHORT_SETTINGS) for r in REGIMES if regime_tasks(report, r)]
-    text = f"In this project's CPU lab, over {scope(report)}, {primary_clause(report, False)}."
-    return text + (f" Per regime, {'; '.join(regimes)}." if regimes else "")
+    return " ".join(findings(report))
 
 
 def acting_evidence_detail(report: dict[str, Any]) -> str:
@@ -178,7 +181,8 @@ def decision_table(report: dict[str, Any]) -> str:
                     + " | ".join(cells) + " |")
     header = "| regime (GRPO's early groups) | " + " | ".join(f"`{arm}`" for arm in report["by_regime"]) + " |"
     return "\n".join([
-        f"**{acting_evidence(report)}**", "",
+        f"**{' '.join(findings(report))}**", "",
+        f"Primary (tasks as the unit, one registered look): {primary_clause(report, True)}.", "",
         header, "|" + "---|" * (1 + len(report["by_regime"])), *rows, "",
         f"Settings: {'; '.join(f'`{arm}` is {text}' for arm, text in SETTINGS.items())}. Each cell: frontier-tier test "
         "accuracy at T = 1 minus GRPO's, a paired t over the regime's tasks where the setting acted (95%, no Holm: "

@@ -71,11 +71,12 @@ def test_the_sentence_carries_the_primary_verdict_and_figures_only_for_a_real_te
     r = report(verdict)
     if verdict in ("did not act", "not distinct"):
         r["comparison"]["primary"]["avspo"] = {"real": False, "why": "acted on 2 tasks (< 3)"}
-    sentence = advice.acting_evidence(r)
-    assert f"the paper's AVSPO {words}" in sentence
-    assert ("+0.050 [+0.010, +0.090]" in sentence) == (verdict not in ("did not act", "not distinct"))
-    assert "where all-fail groups dominated, it found no setting to help and threshold_mode=always with " \
-           "augmented_collapses=all_fail to hurt" in sentence
+    sentence, detail = advice.acting_evidence(r), advice.acting_evidence_detail(r)
+    assert f"the paper's AVSPO {words} (docs/evidence/results.md). Per regime, " in sentence and "[" not in sentence
+    primary = detail.split(" Secondary: ")[0]
+    assert ("+0.050 [+0.010, +0.090]" in primary) == (verdict not in ("did not act", "not distinct"))
+    assert "where all-fail groups dominated, it found no setting to help and always on all-fail groups to hurt" \
+           in sentence
 
 
 def test_the_readme_sentences_have_no_figure_and_none_is_over_300_characters():
