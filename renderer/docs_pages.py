@@ -236,7 +236,8 @@ EVIDENCE_END = "<!-- END EVIDENCE {name} -->"
 # The folder each block's figures come from (the headroom study's, unless named here).
 EVIDENCE_FOLDERS = {"headroom": "docs/evidence/sharpening/",
                     "results-sharpening": "docs/evidence/sharpening/",
-                    "results-tasks": "docs/evidence/tasks/", "readme": "docs/evidence/tasks/"}
+                    "results-tasks": "docs/evidence/tasks/", "readme": "docs/evidence/tasks/",
+                    "paper-recipe": "docs/evidence/tasks/"}
 
 
 def evidence_blocks() -> dict[str, tuple[Path, str, str]]:
@@ -249,7 +250,7 @@ def evidence_blocks() -> dict[str, tuple[Path, str, str]]:
             "results-tasks": (DOCS / "evidence" / "results.md", "", tasks_advice.decision_table(tasks)),
             "results": (DOCS / "evidence" / "results.md", "", headroom.results_block(report, first_look)),
             "results-sharpening": (DOCS / "evidence" / "results.md", "", evidence.results_block(sharpening)),
-            "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", headroom.recipe_comment(report, first_look)),
+            "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", tasks_advice.recipe_comment(tasks)),
             "headroom": (DOCS / "evidence" / "sharpening.md", "",
                          evidence.headroom_summary(json.loads(HEADROOM_SOURCE.read_text()))),
             "headroom-pilot": (DOCS / "evidence" / "headroom.md", "", headroom.pilot_summary(report["pilot"])),
