@@ -8,10 +8,10 @@
 # nothing): the paper's operating point. With more prompts per step (data.train_batch_size > 1) always keeps that
 # operating point and the adaptive trigger seldom opens (docs/evidence/study.md). This recipe sets
 # threshold_mode=adaptive (shared/paper_setting.yaml), the paper's trigger. What the lab found of acting:
-# <!-- BEGIN EVIDENCE paper-recipe: rendered by `python -m renderer` from docs/evidence/headroom/ -->
-# In the lab's CPU headroom study, on one task (two warm-up lengths) in an all-fail-dominant regime, the
-# registered look showed neither help nor harm from acting AVSPO (adaptive or always); a second look chosen
-# after it (real error rate about 0.068) read harm (docs/evidence/results.md).
+# <!-- BEGIN EVIDENCE paper-recipe: rendered by `python -m renderer` from docs/evidence/tasks/ -->
+# In this project's CPU lab, over 2 independent tasks (a tiny model learning addition), the paper's AVSPO acted
+# on too few tasks to be read (docs/evidence/results.md). Per regime, where all-fail groups dominated, it found
+# no setting to help.
 # <!-- END EVIDENCE paper-recipe -->
 set -euo pipefail
 

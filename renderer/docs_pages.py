@@ -25,6 +25,7 @@ from avspo_plugin.config import AVSPOConfig, MonitorConfig, config_sections
 from avspo_plugin.core.metrics import METRIC_HELP, METRIC_REDUCTIONS, MONITOR_METRICS, REDUCTION_HELP
 from lab.research import headroom_report as headroom
 from lab.research import sharpening_report as evidence
+from lab.research import tasks_advice
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -222,6 +223,8 @@ def sample_markers(name: str) -> tuple[str, str]:
 # What the lab found of acting AVSPO, quoted from one study's JSON
 # ----------------------------------------------------------------------------------------------
 
+# The study the product's advice comes from (tasks as the unit); the headroom study before it keeps its record.
+TASKS_SOURCE = DOCS / "evidence" / "tasks" / "tasks.json"
 EVIDENCE_SOURCE = DOCS / "evidence" / "headroom" / "headroom.json"
 FIRST_LOOK_SOURCE = DOCS / "evidence" / "headroom" / "first_look.json"
 # The study before it (learning or sharpening), still quoted where its own findings are.
@@ -232,7 +235,9 @@ EVIDENCE_BEGIN = "<!-- BEGIN EVIDENCE {name}: rendered by `python -m renderer` f
 EVIDENCE_END = "<!-- END EVIDENCE {name} -->"
 # The folder each block's figures come from (the headroom study's, unless named here).
 EVIDENCE_FOLDERS = {"headroom": "docs/evidence/sharpening/",
-                    "results-sharpening": "docs/evidence/sharpening/"}
+                    "results-sharpening": "docs/evidence/sharpening/",
+                    "results-tasks": "docs/evidence/tasks/", "readme": "docs/evidence/tasks/",
+                    "paper-recipe": "docs/evidence/tasks/"}
 
 
 def evidence_blocks() -> dict[str, tuple[Path, str, str]]:
@@ -240,9 +245,12 @@ def evidence_blocks() -> dict[str, tuple[Path, str, str]]:
     report = json.loads(EVIDENCE_SOURCE.read_text())
     sharpening = json.loads(SHARPENING_SOURCE.read_text())
     first_look = json.loads(FIRST_LOOK_SOURCE.read_text())
-    return {"results": (DOCS / "evidence" / "results.md", "", headroom.results_block(report, first_look)),
+    tasks = json.loads(TASKS_SOURCE.read_text())
+    return {"readme": (ROOT / "README.md", "", tasks_advice.readme_sentences(tasks)),
+            "results-tasks": (DOCS / "evidence" / "results.md", "", tasks_advice.decision_table(tasks)),
+            "results": (DOCS / "evidence" / "results.md", "", headroom.results_block(report, first_look)),
             "results-sharpening": (DOCS / "evidence" / "results.md", "", evidence.results_block(sharpening)),
-            "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", headroom.recipe_comment(report, first_look)),
+            "paper-recipe": (ROOT / "recipes" / "run_avspo_paper.sh", "# ", tasks_advice.recipe_comment(tasks)),
             "headroom": (DOCS / "evidence" / "sharpening.md", "",
                          evidence.headroom_summary(json.loads(HEADROOM_SOURCE.read_text()))),
             "headroom-pilot": (DOCS / "evidence" / "headroom.md", "", headroom.pilot_summary(report["pilot"])),
@@ -254,15 +262,14 @@ def evidence_markers(name: str, prefix: str) -> tuple[str, str]:
     return prefix + EVIDENCE_BEGIN.format(name=name, source=source), prefix + EVIDENCE_END.format(name=name)
 
 
-def packaged_evidence(report: dict, first_look: dict) -> dict:
-    """What avspo_plugin/default_evidence.json holds: what the headroom study found of acting AVSPO in one plain
-    sentence at its strength (``acting_evidence``, which ``avspo analyze``, the doctor and threshold_mode's help quote)
-    and with its figures (``acting_evidence_detail``); and each base's case (its GRPO runs' early all-fail and
-    all-pass shares and what each arm did there), from which analyze names the case nearest a run. The study chose no
-    default."""
-    acting = headroom.acting_evidence(report, first_look)
-    return {"source": "docs/evidence/headroom/headroom.json",
-            "acting_evidence": acting,
-            "acting_evidence_detail": headroom.acting_evidence_detail(report, first_look),
-            "cases": [{"base": c["base"], "all_fail": c["all_fail"], "all_pass": c["all_pass"],
-                       "clause": headroom.case_clause(c)} for c in headroom.cases(report)]}
+def packaged_evidence(tasks: dict) -> dict:
+    """What avspo_plugin/default_evidence.json holds, from the tasks study (lab/research/tasks_advice.py words it):
+    its findings without figures (``acting_evidence``, which the launch lines, the doctor and analyze quote), with
+    every figure (``acting_evidence_detail``), and each regime's case (GRPO's early all-fail and all-pass shares
+    there, the settings found to help and to hurt, one clause with figures), among which analyze places a run. The
+    named method's defaults are fixed in the design; no study chooses them."""
+    return {"source": str(TASKS_SOURCE.relative_to(ROOT)),
+            "scope": tasks_advice.scope(tasks),
+            "acting_evidence": tasks_advice.acting_evidence(tasks),
+            "acting_evidence_detail": tasks_advice.acting_evidence_detail(tasks),
+            "cases": tasks_advice.cases(tasks)}

@@ -23,11 +23,10 @@ from . import (
 )
 from .docs_pages import (
     DOCS,
-    EVIDENCE_SOURCE,
-    FIRST_LOOK_SOURCE,
     PACKAGED_EVIDENCE,
     PAGES,
     SAMPLES,
+    TASKS_SOURCE,
     evidence_blocks,
     evidence_markers,
     packaged_evidence,
@@ -68,10 +67,8 @@ def generated_files() -> dict[Path, str]:
         block(page, *sample_markers(name), render())
     for name, sample in doctor_samples.DOCTOR_SAMPLES.items():
         block(sample.page, *sample.markers(), doctor_samples.doctor_sample(name))
-    # The evidence behind the default: the study's figures where they are quoted, and the packaged sentence.
-    report = json.loads(EVIDENCE_SOURCE.read_text(encoding="utf-8"))
-    first_look = json.loads(FIRST_LOOK_SOURCE.read_text(encoding="utf-8"))
-    files[PACKAGED_EVIDENCE] = json.dumps(packaged_evidence(report, first_look), indent=1) + "\n"
+    # What the studies found, where it is quoted, and the packaged findings the product says at launch.
+    files[PACKAGED_EVIDENCE] = json_text(packaged_evidence(json.loads(TASKS_SOURCE.read_text(encoding="utf-8"))))
     for name, (page, prefix, text) in evidence_blocks().items():
         block(page, *evidence_markers(name, prefix), text)
     block(results_page.PAGE, results_page.BEGIN, results_page.END, results_page.results_history())

@@ -5,8 +5,6 @@ first_look.json."""
 from __future__ import annotations
 
 import functools
-import re
-import textwrap
 from collections.abc import Sequence
 
 from avspo_plugin.evidence.regimes import REGIME_TITLES, collapse_regime
@@ -463,15 +461,6 @@ def record_paragraphs(report: dict, first_look: dict, folder: str = "headroom/")
             if p]
 
 
-def acting_evidence_detail(report: dict, first_look: dict) -> str:
-    """The figures behind acting_evidence, with their intervals (results.md's, for the doctor's --verbose): the
-    looks, the bases, each base's case."""
-    text = " ".join(record_paragraphs(report, first_look, "docs/evidence/headroom/")).replace("**", "")
-    return (re.sub(r"\[([^]]+)\]\([^)]+\)", r"\1", text)
-            + " By base (second look, " + verdict_level(report) + "): "
-            + "; ".join(case_clause(c) for c in cases(report)) + ".")
-
-
 def power_sentence(report: dict) -> str:
     """What the data could resolve: the primary's realized MDE against the planned one, and how much the acting arms'
     runs varied and fell back, against GRPO's."""
@@ -519,13 +508,6 @@ def _difference(entry: dict | None) -> str:
     return f"{entry['mean']:+.3f}" + (f" [{low_high[0]:+.3f}, {low_high[1]:+.3f}]" if low_high else "")
 
 
-def case_clause(case: dict) -> str:
-    """One base in words: its early collapse split and each arm's difference to GRPO."""
-    return (f"{case['base']} (tier 5 at {case['base_greedy']:.2f} greedy; GRPO's early groups {case['all_fail']:.0%} "
-            f"all-fail, {case['all_pass']:.0%} all-pass: {REGIME_TITLES[case['regime']]}): "
-            + ", ".join(f"{SHORT_TITLES[a]} {_difference(case['arms'][a])}" for a in CASE_ARMS))
-
-
 def results_table(report: dict) -> list[str]:
     """Per base and arm: the primary's difference to GRPO (seed pairs), with the base's regime in GRPO's logs."""
     arms = [a for a in report["design"]["arms"] if a != report["design"]["baseline"]]
@@ -553,12 +535,6 @@ def headroom_record(report: dict, first_look: dict) -> str:
     """docs/evidence/headroom.md's account of how the study was read (after its point 7)."""
     return "\n\n".join([f"**As read:** {acting_evidence(report, first_look)}",
                         *record_paragraphs(report, first_look)])
-
-
-def recipe_comment(report: dict, first_look: dict) -> str:
-    """The comment of recipes/run_avspo_paper.sh on what the lab found of acting."""
-    return "\n".join(f"# {line}" for line in textwrap.wrap(acting_evidence(report, first_look), 110,
-                                                         break_on_hyphens=False))
 
 
 def made_of(candidate: dict) -> str:

@@ -18,6 +18,7 @@ The rules:
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from .tasks_report import REGIMES
@@ -136,6 +137,11 @@ def findings(report: dict[str, Any], link: str = "") -> list[str]:
 
 def acting_evidence(report: dict[str, Any]) -> str:
     return " ".join(findings(report, " (docs/evidence/results.md)"))
+
+
+def recipe_comment(report: dict[str, Any]) -> str:
+    """The comment of recipes/run_avspo_paper.sh on what the lab found of acting."""
+    return "\n".join(f"# {line}" for line in textwrap.wrap(acting_evidence(report), 110, break_on_hyphens=False))
 
 
 def readme_sentences(report: dict[str, Any]) -> str:

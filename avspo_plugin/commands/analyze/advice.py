@@ -206,7 +206,7 @@ def regime(shares_of_rollouts: dict[str, float | None]) -> dict[str, Any] | None
 
 
 def nearest_lab_case(all_fail: float, all_pass: float) -> dict[str, Any]:
-    """The base of the lab's headroom study (DEFAULT_EVIDENCE["cases"]) whose GRPO runs' early shares of all-fail
+    """The regime of the lab's tasks study (DEFAULT_EVIDENCE["cases"]) whose GRPO runs' mean early shares of all-fail
     and all-pass groups lie nearest (Euclidean) to ``all_fail`` and ``all_pass``."""
     return min(DEFAULT_EVIDENCE["cases"],
                key=lambda case: math.hypot(case["all_fail"] - all_fail, case["all_pass"] - all_pass))
@@ -293,18 +293,18 @@ def advice(run: dict[str, Any]) -> list[str]:
             why = {"all_fail": " (the prompts are mostly too hard for the policy)",
                    "all_pass": " (the prompts are mostly too easy for the policy)", "mixed": ""}[regime["name"]]
             lines.append(
-                f"Regime: {REGIME_TITLES[regime['name']]}{why}. The decision table ({DECISION_TABLE}) says, per base "
-                "and its regime, what the lab measured for AVSPO and DAPO against GRPO where GRPO had room to learn; "
-                "the earlier table below it has AVSPO's ablations and prompt selection by regime."
+                f"Regime: {REGIME_TITLES[regime['name']]}{why}. The decision table ({DECISION_TABLE}) says, per "
+                "regime, what the lab read of the paper's AVSPO and of always on all-fail or all-pass groups only "
+                "against GRPO, across independent tasks where GRPO had room to learn."
             )
     early = run.get("early_warning") or {}
-    if early.get("acr_all_fail") is not None and early.get("acr_all_pass") is not None:
+    if early.get("acr_all_fail") is not None and early.get("acr_all_pass") is not None and DEFAULT_EVIDENCE["cases"]:
         case = nearest_lab_case(early["acr_all_fail"], early["acr_all_pass"])
         lines.append(
             f"Which case this run is nearest: its first {early['points']} logged steps had {_pct(early['acr_all_fail'])} "
-            f"of groups all-fail and {_pct(early['acr_all_pass'])} all-pass; the lab's headroom study "
-            f"(docs/evidence/results.md; {len(DEFAULT_EVIDENCE['cases'])} bases of one task, evidence about the "
-            f"mechanism, not a forecast for this run) measured, on its nearest base, {case['clause']}."
+            f"of groups all-fail and {_pct(early['acr_all_pass'])} all-pass; the lab's study of "
+            f"{DEFAULT_EVIDENCE['scope']} (docs/evidence/results.md; evidence about the mechanism on a tiny model, "
+            f"not a forecast for this run) read, {case['clause']}."
         )
     prompts = run.get("prompts")
     if prompts and prompts["never_mixed"]:

@@ -116,16 +116,16 @@ def test_a_logged_run_without_its_threshold_whose_trigger_never_opened_is_not_ca
 
 def test_a_run_is_told_the_lab_case_nearest_its_early_collapse_split(monkeypatch):
     monkeypatch.setitem(DEFAULT_EVIDENCE, "cases", [
-        {"base": "hard", "all_fail": 0.6, "all_pass": 0.1, "clause": "hard: always -0.1"},
-        {"base": "easy", "all_fail": 0.1, "all_pass": 0.5, "clause": "easy: always +0.1"}])
+        {"regime": "all_fail", "all_fail": 0.6, "all_pass": 0.1, "clause": "in its hard tasks: always -0.1"},
+        {"regime": "all_pass", "all_fail": 0.1, "all_pass": 0.5, "clause": "in its easy tasks: always +0.1"}])
     run = {"rollout_shares": {"collapsed": None}, "dapo": {"dropped_groups": 0}, "stagnation": {"fired": False},
            "avspo": {"source": "threshold", "acr": 0.0},
            "early_warning": {"acr_all_fail": 0.15, "acr_all_pass": 0.4, "points": 10}}
     (line,) = advice.advice(run)
     assert line.startswith("Which case this run is nearest: its first 10 logged steps had 15.0% of groups all-fail "
-                           "and 40.0% all-pass") and line.endswith("on its nearest base, easy: always +0.1.")
+                           "and 40.0% all-pass") and line.endswith("not a forecast for this run) read, in its easy tasks: always +0.1.")
     run["early_warning"].update(acr_all_fail=0.55, acr_all_pass=0.3)
-    assert advice.advice(run)[0].endswith("on its nearest base, hard: always -0.1.")
+    assert advice.advice(run)[0].endswith("read, in its hard tasks: always -0.1.")
     run["early_warning"]["acr_all_pass"] = None  # no split logged: no case named
     assert advice.advice(run) == []
 
@@ -161,10 +161,11 @@ def test_a_run_with_too_little_collapse_or_no_split_has_no_regime():
     assert named["name"] == "all_pass" and named["decision_table"] == "docs/evidence/results.md#decision-table"
 
 
-def test_the_packaged_cases_are_the_headroom_studys_bases_and_each_is_its_own_nearest():
+def test_the_packaged_cases_are_the_tasks_studys_checked_regimes_and_each_is_its_own_nearest():
     report = json.loads((Path(__file__).parents[3] / DEFAULT_EVIDENCE["source"]).read_text())
-    assert [case["base"] for case in DEFAULT_EVIDENCE["cases"]] == list(report["grpo_learns"])
+    checked = [r for r in ("all_fail", "all_pass")
+               if any(t["regime"] == r and t["regime_check"]["passed"] for t in report["tasks"].values())]
+    assert [case["regime"] for case in DEFAULT_EVIDENCE["cases"]] == checked
     for case in DEFAULT_EVIDENCE["cases"]:
         assert advice.nearest_lab_case(case["all_fail"], case["all_pass"]) is case
-        assert (case["clause"].startswith(case["base"] + " (")
-                and case["clause"] in DEFAULT_EVIDENCE["acting_evidence_detail"])
+        assert case["clause"] in DEFAULT_EVIDENCE["acting_evidence_detail"]
