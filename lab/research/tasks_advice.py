@@ -14,6 +14,10 @@ The rules:
   "hurt" when below, "neither shown" when it holds 0; "one task" (no interval) or "not read" (no task). The advice of a
   regime names the settings that helped there as found to help, and those that hurt as found to hurt; a setting that
   neither helped nor hurt is named as neither; nothing is called safe that was not read.
+
+Changed after the look, in presentation only (no rule, verdict or figure): the short sentences (:func:`findings`)
+name the ablations' verdicts, tested with the primary under Holm, which the first wording left to the detail, and
+how many tasks each regime's advice rests on.
 """
 
 from __future__ import annotations
@@ -108,7 +112,7 @@ def primary_clause(report: dict[str, Any], with_figures: bool) -> str:
 
 def advice_clause(case: dict[str, Any], names: dict[str, str] = SETTINGS) -> str:
     """Which settings the study found to help and to hurt in one regime, without figures, each named by ``names``."""
-    where = f"where {case['regime'].replace('_', '-')} groups dominated"
+    where = f"where {case['regime'].replace('_', '-')} groups dominated ({_count(case['tasks'], 'task')})"
     if case["helped"]:
         found = f"it found {' and '.join(names[a] for a in case['helped'])} to help"
     else:
@@ -127,12 +131,17 @@ def _count(n: int, noun: str) -> str:
 
 
 def findings(report: dict[str, Any], link: str = "") -> list[str]:
-    """The findings in at most two sentences without figures, the settings in few words: the primary (followed by
-    ``link``, where its figures are), then each regime's advice. The README's sentences, and with the link to
-    results.md the packaged ``acting_evidence`` that the launch lines and analyze quote."""
-    regimes = [advice_clause(regime_case(report, r), SHORT_SETTINGS) for r in REGIMES if regime_tasks(report, r)]
-    first = f"In this project's CPU lab, over {scope(report)}, {primary_clause(report, False)}{link}."
-    return [first, f"Per regime, {'; '.join(regimes)}."] if regimes else [first]
+    """The findings in at most three sentences without figures, the settings in few words: the primary (followed by
+    ``link``, where its figures are), the ablations' verdicts (tested with it, Holm over the family), then each
+    checked regime's advice with how many tasks it rests on. The README's sentences, and with the link to results.md
+    the packaged ``acting_evidence`` that the launch lines and analyze quote."""
+    sentences = [f"In this project's CPU lab, over {scope(report)}, {primary_clause(report, False)}{link}."]
+    parts = [f"{SHORT_SETTINGS[arm]} {PRIMARY_WORDS[report['verdicts'][arm]]}" for arm in SETTINGS if arm != PRIMARY]
+    sentences.append(f"Of its parts, {' and '.join(parts)}.")
+    checked = [advice_clause(regime_case(report, r), SHORT_SETTINGS) for r in REGIMES if regime_tasks(report, r)]
+    if checked:
+        sentences.append(f"Per regime (secondary, tasks whose regime check passed), {'; '.join(checked)}.")
+    return sentences
 
 
 def acting_evidence(report: dict[str, Any]) -> str:

@@ -108,7 +108,7 @@ def test_each_run_is_named_by_its_regime_and_pointed_to_the_decision_table(tmp_p
     assert second["regime"]["name"] == "mixed"
     assert [row["regime"] for row in document["comparison"]] == ["all_fail", "mixed"]
     assert "Regime: all-fail dominant (the prompts are mostly too hard for the policy). The decision table " \
-           "(docs/evidence/results.md#decision-table) says, per base and its regime" in out
+           "(docs/evidence/results.md#decision-table) says, per regime, what the lab read" in out
     assert "Regime: mixed. The decision table" in out
     # and the lab case nearest each run's early split of collapsed groups
     assert out.count("Which case this run is nearest:") == 2

@@ -72,22 +72,24 @@ def test_the_sentence_carries_the_primary_verdict_and_figures_only_for_a_real_te
     if verdict in ("did not act", "not distinct"):
         r["comparison"]["primary"]["avspo"] = {"real": False, "why": "acted on 2 tasks (< 3)"}
     sentence, detail = advice.acting_evidence(r), advice.acting_evidence_detail(r)
-    assert f"the paper's AVSPO {words} (docs/evidence/results.md). Per regime, " in sentence and "[" not in sentence
+    assert f"the paper's AVSPO {words} (docs/evidence/results.md). Of its parts, always on all-pass groups showed " \
+           "neither help nor harm against GRPO and always on all-fail groups acted on too few tasks to be read. Per " \
+           "regime (secondary, tasks whose regime check passed), " in sentence and "[" not in sentence
     primary = detail.split(" Secondary: ")[0]
     assert ("+0.050 [+0.010, +0.090]" in primary) == (verdict not in ("did not act", "not distinct"))
-    assert "where all-fail groups dominated, it found no setting to help and always on all-fail groups to hurt" \
-           in sentence
+    assert "where all-fail groups dominated (2 tasks), it found no setting to help and always on all-fail groups to " \
+           "hurt" in sentence
 
 
 def test_the_readme_sentences_have_no_figure_and_none_is_over_300_characters():
     text = advice.readme_sentences(report())
     assert not re.search(r"\[|\d\.\d", text)
     sentences = text.split(". ")
-    assert len(sentences) == 2 and max(map(len, sentences)) <= 300
+    assert len(sentences) == 3 and max(map(len, sentences)) <= 300
     assert sentences[0] == "In this project's CPU lab, over 5 independent tasks (a tiny model learning addition), the paper's AVSPO beat GRPO"
-    assert sentences[1] == ("Per regime, where all-fail groups dominated, it found no setting to help and always on all-fail "
-                            "groups to hurt; where all-pass groups dominated, it found the paper's AVSPO and always on "
-                            "all-pass groups to help.")
+    assert sentences[2] == ("Per regime (secondary, tasks whose regime check passed), where all-fail groups dominated (2 "
+                            "tasks), it found no setting to help and always on all-fail groups to hurt; where all-pass "
+                            "groups dominated (2 tasks), it found the paper's AVSPO and always on all-pass groups to help.")
 
 
 def test_the_cases_analyze_places_a_run_among_are_the_regimes_with_a_checked_task():
@@ -95,4 +97,4 @@ def test_the_cases_analyze_places_a_run_among_are_the_regimes_with_a_checked_tas
     for name in ("task4", "task5"):
         r["tasks"][name]["regime_check"]["passed"] = False
     assert [case["regime"] for case in advice.cases(r)] == ["all_fail"]
-    assert "all-pass" not in advice.acting_evidence(r)
+    assert "all-pass groups dominated" not in advice.acting_evidence(r)
