@@ -205,8 +205,12 @@ def without_math_delimiters(text: str) -> str:
 
 
 def _last_answer_phrase(text: str) -> re.Match | None:
-    matches = list(_ANSWER_PHRASE.finditer(text))
-    return matches[-1] if matches else None
+    # The last match kept alone: a list of every match (tens of thousands in a degenerate output) made the garbage
+    # collector's passes, whose cost grows with everything the process holds, dominate the call.
+    last = None
+    for last in _ANSWER_PHRASE.finditer(text):  # noqa: B007 (the loop keeps the last match)
+        pass
+    return last
 
 
 def _clean_sentence_answer(answer: str) -> str | None:
