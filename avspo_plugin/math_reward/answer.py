@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -207,10 +208,8 @@ def without_math_delimiters(text: str) -> str:
 def _last_answer_phrase(text: str) -> re.Match | None:
     # The last match kept alone: a list of every match (tens of thousands in a degenerate output) made the garbage
     # collector's passes, whose cost grows with everything the process holds, dominate the call.
-    last = None
-    for last in _ANSWER_PHRASE.finditer(text):  # noqa: B007 (the loop keeps the last match)
-        pass
-    return last
+    last = deque(_ANSWER_PHRASE.finditer(text), maxlen=1)
+    return last[0] if last else None
 
 
 def _clean_sentence_answer(answer: str) -> str | None:

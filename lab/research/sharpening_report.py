@@ -8,9 +8,10 @@ from ..report import markdown_table
 PRIMARY_ENDPOINT = "primary"
 
 
-def interval(test: dict) -> str:
+def interval(test: dict, digits: int = 4) -> str:
+    """A difference with its 95% interval."""
     low, high = test["ci95"]
-    return f"{test['mean']:+.4f} [{low:+.4f}, {high:+.4f}]"
+    return f"{test['mean']:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
 def _p(value: float | None) -> str:

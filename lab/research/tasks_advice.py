@@ -25,6 +25,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from .sharpening_report import interval
 from .tasks_report import REGIMES
 
 REPORT = "docs/evidence/tasks/tasks.json"
@@ -52,9 +53,8 @@ PRIMARY_WORDS = {
 }
 
 
-def interval(test: dict[str, Any], digits: int = 3) -> str:
-    low, high = test["ci95"]
-    return f"{test['mean']:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+def _interval(test: dict[str, Any]) -> str:
+    return interval(test, digits=3)
 
 
 def regime_reading(test: dict[str, Any]) -> str:
@@ -83,11 +83,11 @@ def regime_case(report: dict[str, Any], regime: str) -> dict[str, Any]:
     for arm, by in report["by_regime"].items():
         test, reading = by[regime], readings[arm]
         if reading == "not read":
-            parts.append(f"{SETTINGS[arm]} not read (it acted on none)")
+            parts.append(f"{SETTINGS[arm]} not read (no task of the regime where it acted passed the check)")
         elif reading == "one task":
             parts.append(f"{SETTINGS[arm]} read on one task only ({test['mean']:+.3f}, no interval)")
         else:
-            parts.append(f"{SETTINGS[arm]} {reading} ({interval(test)}, {_count(len(test['tasks']), 'task')})")
+            parts.append(f"{SETTINGS[arm]} {reading} ({_interval(test)}, {_count(len(test['tasks']), 'task')})")
     shares = [report["tasks"][t]["regime_check"] for t in tasks]
     return {
         "regime": regime,
@@ -106,7 +106,7 @@ def primary_clause(report: dict[str, Any], with_figures: bool) -> str:
     test = report["comparison"]["primary"][PRIMARY]
     words = f"the paper's AVSPO {PRIMARY_WORDS[verdict]}"
     if with_figures and test["real"]:
-        words += f" ({interval(test)} frontier-tier test accuracy, tasks as the unit, Holm p {test['p_holm']:.3g})"
+        words += f" ({_interval(test)} frontier-tier test accuracy, tasks as the unit, Holm p {test['p_holm']:.3g})"
     return words
 
 
@@ -138,7 +138,7 @@ def findings(report: dict[str, Any], link: str = "") -> list[str]:
     sentences = [f"In this project's CPU lab, over {scope(report)}, {primary_clause(report, False)}{link}."]
     parts = [f"{SHORT_SETTINGS[arm]} {PRIMARY_WORDS[report['verdicts'][arm]]}" for arm in SETTINGS if arm != PRIMARY]
     sentences.append(f"Of its parts, {' and '.join(parts)}.")
-    checked = [advice_clause(regime_case(report, r), SHORT_SETTINGS) for r in REGIMES if regime_tasks(report, r)]
+    checked = [advice_clause(case, SHORT_SETTINGS) for case in cases(report)]
     if checked:
         sentences.append(f"Per regime (secondary, tasks whose regime check passed), {'; '.join(checked)}.")
     return sentences
@@ -165,11 +165,11 @@ def acting_evidence_detail(report: dict[str, Any]) -> str:
     test = primary[PRIMARY]
     if test["real"]:
         planned = report["planned_mde"][PRIMARY]["with_tau"]["mde"]
-        parts.append(f"Seed pairs beside: {interval(test['seed_pairs'])}; realised MDE {test['mde']:.3f} against "
+        parts.append(f"Seed pairs beside: {_interval(test['seed_pairs'])}; realised MDE {test['mde']:.3f} against "
                      f"{planned:.3f} planned.")
     for arm, t in primary.items():
         if arm != PRIMARY:
-            figures = f" ({interval(t)}, Holm p {t['p_holm']:.3g})" if t["real"] else f" ({t['why']})"
+            figures = f" ({_interval(t)}, Holm p {t['p_holm']:.3g})" if t["real"] else f" ({t['why']})"
             parts.append(f"Secondary: {SETTINGS[arm]}: {report['verdicts'][arm]}{figures}.")
     parts += [f"By regime, {regime_case(report, r)['clause']}." for r in REGIMES]
     parts.append(f"Can a run's own early logs tell the sign of its task's effect? {report['predictor']['verdict']} "
@@ -190,7 +190,7 @@ def decision_table(report: dict[str, Any]) -> str:
         cells = []
         for by in report["by_regime"].values():
             test, reading = by[regime], regime_reading(by[regime])
-            figures = interval(test) if "ci95" in test else f"{test['mean']:+.3f}" if test["tasks"] else ""
+            figures = _interval(test) if "ci95" in test else f"{test['mean']:+.3f}" if test["tasks"] else ""
             cells.append(f"{reading}: {figures}" if figures else reading)
         rows.append(f"| {REGIME_WORDS[regime]} ({_count(case['tasks'], 'task')} whose check passed) | "
                     + " | ".join(cells) + " |")

@@ -7,13 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from .headroom_report import _f, _signed, markdown_table
+from .sharpening_report import interval
 
 REGIMES = ("all_fail", "all_pass")  # tasks.REGIMES (tasks.py imports this module)
-
-
-def _interval(test: dict[str, Any]) -> str:
-    low, high = test["ci95"]
-    return f"{test['mean']:+.4f} [{low:+.4f}, {high:+.4f}]"
 
 
 def registration_markdown(d: dict[str, Any], mde: dict[str, Any]) -> str:
@@ -89,16 +85,16 @@ def tasks_markdown(report: dict[str, Any]) -> str:
         if not test["real"]:
             rows.append([arm, report["verdicts"][arm], test["why"], "", "", "", ""])
             continue
-        rows.append([arm, report["verdicts"][arm], _interval(test), f"{test['p']:.3g}", f"{test['p_holm']:.3g}",
-                     f"{test['mde']:.3f}", _interval(test["seed_pairs"])])
+        rows.append([arm, report["verdicts"][arm], interval(test), f"{test['p']:.3g}", f"{test['p_holm']:.3g}",
+                     f"{test['mde']:.3f}", interval(test["seed_pairs"])])
     out += [markdown_table(["arm", "verdict", "tasks as the unit: mean [95%]", "p", "Holm p", "realised MDE",
                             "seed pairs: mean [95%]"], rows), ""]
     shipped = report["comparison"]["as_shipped"]
     if shipped:
-        out += [f"`{report['design']['primary_arm']}` on every task, acting or not: {_interval(shipped)}.", ""]
+        out += [f"`{report['design']['primary_arm']}` on every task, acting or not: {interval(shipped)}.", ""]
     out += ["## Per regime (secondary)", "", markdown_table(
         ["arm", *REGIMES],
-        [[arm, *(_interval(r[g]) if "ci95" in r[g] else f"{_signed(r[g].get('mean'))} ({len(r[g]['tasks'])} tasks)"
+        [[arm, *(interval(r[g]) if "ci95" in r[g] else f"{_signed(r[g].get('mean'))} ({len(r[g]['tasks'])} tasks)"
                  for g in REGIMES)] for arm, r in report["by_regime"].items()]), ""]
     pred = report["predictor"]
     out += ["## What a run's logs tell", "", f"{pred['verdict']}: {pred['why']}.", ""]

@@ -63,7 +63,7 @@ def test_each_regime_names_what_helped_and_what_hurt_there_and_nothing_else():
     assert pass_["hurt"] == []
     # GRPO's early shares over the regime's tasks whose check passed (task3's failed check is left out).
     assert (fail["tasks"], fail["all_fail"], fail["all_pass"]) == (2, pytest.approx(0.5), pytest.approx(0.1))
-    assert "not read (it acted on none)" in fail["clause"] and "read on one task only (+0.010" in pass_["clause"]
+    assert "not read (no task of the regime where it acted passed the check)" in fail["clause"] and "read on one task only (+0.010" in pass_["clause"]
 
 
 @pytest.mark.parametrize("verdict, words", sorted(advice.PRIMARY_WORDS.items()))
