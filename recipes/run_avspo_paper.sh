@@ -10,10 +10,11 @@
 # threshold_mode=adaptive (shared/paper_setting.yaml), the paper's trigger. What the lab found of acting:
 # <!-- BEGIN EVIDENCE paper-recipe: rendered by `python -m renderer` from docs/evidence/tasks/ -->
 # In this project's CPU lab, over 10 independent tasks (a tiny model learning addition), the paper's AVSPO
-# showed neither help nor harm against GRPO (docs/evidence/results.md). Of its parts, always on all-pass groups
-# beat GRPO and always on all-fail groups showed neither help nor harm against GRPO. Per regime (secondary,
-# tasks whose regime check passed), where all-fail groups dominated (2 tasks), it found always on all-pass
-# groups to help; where all-pass groups dominated (2 tasks), it found no setting to help.
+# showed neither help nor harm against GRPO (docs/evidence/results.md). Of its parts, at T = 1, always on
+# all-pass groups beat GRPO and always on all-fail groups showed neither help nor harm against GRPO; at greedy
+# decoding, always on all-pass groups showed neither help nor harm against GRPO. Per regime (secondary, tasks
+# whose regime check passed), where all-fail groups dominated (2 tasks), it found always on all-pass groups to
+# help; where all-pass groups dominated (2 tasks), it found no setting to help.
 # <!-- END EVIDENCE paper-recipe -->
 set -euo pipefail
 

@@ -16,8 +16,9 @@ The rules:
   neither helped nor hurt is named as neither; nothing is called safe that was not read.
 
 Changed after the look, in presentation only (no rule, verdict or figure): the short sentences (:func:`findings`)
-name the ablations' verdicts, tested with the primary under Holm, which the first wording left to the detail, and
-how many tasks each regime's advice rests on.
+name the ablations' verdicts, tested with the primary under Holm, which the first wording left to the detail, how
+many tasks each regime's advice rests on, and where a verdict on the registered greedy reading differs from the one
+at T = 1 (the first wording reported T = 1 alone); the detail and the decision table give the greedy readings.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import textwrap
 from typing import Any
 
 from .sharpening_report import interval
+from .tasks import verdict
 from .tasks_report import REGIMES
 
 REPORT = "docs/evidence/tasks/tasks.json"
@@ -137,11 +139,21 @@ def findings(report: dict[str, Any], link: str = "") -> list[str]:
     the packaged ``acting_evidence`` that the launch lines and analyze quote."""
     sentences = [f"In this project's CPU lab, over {scope(report)}, {primary_clause(report, False)}{link}."]
     parts = [f"{SHORT_SETTINGS[arm]} {PRIMARY_WORDS[report['verdicts'][arm]]}" for arm in SETTINGS if arm != PRIMARY]
-    sentences.append(f"Of its parts, {' and '.join(parts)}.")
+    changed = greedy_changes(report)
+    greedy = (f"; at greedy decoding, {' and '.join(f'{SHORT_SETTINGS[a]} {PRIMARY_WORDS[v]}' for a, v in changed)}"
+              if changed else "; the same at greedy decoding")
+    sentences.append(f"Of its parts, at T = 1, {' and '.join(parts)}{greedy}.")
     checked = [advice_clause(case, SHORT_SETTINGS) for case in cases(report)]
     if checked:
         sentences.append(f"Per regime (secondary, tasks whose regime check passed), {'; '.join(checked)}.")
     return sentences
+
+
+def greedy_changes(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """(arm, greedy verdict) of each arm whose verdict on the greedy reading (registered beside the T = 1 primary,
+    Holm over its own family) differs from its verdict at T = 1."""
+    greedy = {arm: verdict(test) for arm, test in report["comparison"]["greedy"].items()}
+    return [(arm, greedy[arm]) for arm in SETTINGS if greedy[arm] != report["verdicts"][arm]]
 
 
 def acting_evidence(report: dict[str, Any]) -> str:
@@ -157,20 +169,28 @@ def readme_sentences(report: dict[str, Any]) -> str:
     return " ".join(findings(report))
 
 
-def acting_evidence_detail(report: dict[str, Any]) -> str:
-    """Every reading behind the sentence: the primary, its seed pairs and MDEs, the ablations, each regime, the
-    predictor."""
+def family_sentences(report: dict[str, Any]) -> list[str]:
+    """The ablations at T = 1 and every arm on the greedy reading registered beside it, with figures."""
+    def reading(arm: str, test: dict[str, Any]) -> str:
+        figures = f" ({_interval(test)}, Holm p {test['p_holm']:.3g})" if test["real"] else f" ({test['why']})"
+        return f"{SETTINGS[arm]}: {verdict(test)}{figures}"
+
     primary = report["comparison"]["primary"]
+    return ([f"Secondary: {reading(arm, t)}." for arm, t in primary.items() if arm != PRIMARY]
+            + ["Greedy decoding, beside: "
+               + "; ".join(reading(arm, t) for arm, t in report["comparison"]["greedy"].items()) + "."])
+
+
+def acting_evidence_detail(report: dict[str, Any]) -> str:
+    """Every reading behind the sentences: the primary, its seed pairs and MDEs, the ablations, the greedy readings,
+    each regime, the predictor."""
     parts = [f"Primary: {primary_clause(report, True)}."]
-    test = primary[PRIMARY]
+    test = report["comparison"]["primary"][PRIMARY]
     if test["real"]:
         planned = report["planned_mde"][PRIMARY]["with_tau"]["mde"]
         parts.append(f"Seed pairs beside: {_interval(test['seed_pairs'])}; realised MDE {test['mde']:.3f} against "
                      f"{planned:.3f} planned.")
-    for arm, t in primary.items():
-        if arm != PRIMARY:
-            figures = f" ({_interval(t)}, Holm p {t['p_holm']:.3g})" if t["real"] else f" ({t['why']})"
-            parts.append(f"Secondary: {SETTINGS[arm]}: {report['verdicts'][arm]}{figures}.")
+    parts += family_sentences(report)
     parts += [f"By regime, {regime_case(report, r)['clause']}." for r in REGIMES]
     parts.append(f"Can a run's own early logs tell the sign of its task's effect? {report['predictor']['verdict']} "
                  f"({report['predictor']['why']}).")
@@ -197,7 +217,8 @@ def decision_table(report: dict[str, Any]) -> str:
     header = "| regime (GRPO's early groups) | " + " | ".join(f"`{arm}`" for arm in report["by_regime"]) + " |"
     return "\n".join([
         f"**{' '.join(findings(report))}**", "",
-        f"Primary (tasks as the unit, one registered look): {primary_clause(report, True)}.", "",
+        " ".join([f"Primary (tasks as the unit, one registered look): {primary_clause(report, True)}.",
+                  *family_sentences(report)]), "",
         header, "|" + "---|" * (1 + len(report["by_regime"])), *rows, "",
         f"Settings: {'; '.join(f'`{arm}` is {text}' for arm, text in SETTINGS.items())}. Each cell: frontier-tier test "
         "accuracy at T = 1 minus GRPO's, a paired t over the regime's tasks where the setting acted (95%, no Holm: "

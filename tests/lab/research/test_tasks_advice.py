@@ -29,8 +29,12 @@ def report(primary_verdict: str = "helps") -> dict:
     return {
         "tasks": tasks,
         "verdicts": {"avspo": primary_verdict, "avspo_always_all_pass": "not shown", "avspo_always_all_fail": "did not act"},
-        "comparison": {"primary": {"avspo": real, "avspo_always_all_pass": {**real, "p_holm": 0.3},
-                                   "avspo_always_all_fail": {"real": False, "why": "acted on 2 tasks (< 3)"}}},
+        "comparison": {
+            "primary": {"avspo": real, "avspo_always_all_pass": {**real, "p_holm": 0.3},
+                        "avspo_always_all_fail": {"real": False, "status": "did not act", "why": "acted on 2 tasks (< 3)"}},
+            "greedy": {"avspo": {**real, "p_holm": 0.3}, "avspo_always_all_pass": {**real, "p_holm": 0.3},
+                       "avspo_always_all_fail": {"real": False, "status": "did not act", "why": "acted on 2 tasks (< 3)"}},
+        },
         "by_regime": {
             "avspo": {"all_fail": regime_test(-0.02, -0.05, 0.01, ["task1", "task2"]),
                       "all_pass": regime_test(0.04, 0.01, 0.07, ["task4", "task5"])},
@@ -70,11 +74,12 @@ def test_each_regime_names_what_helped_and_what_hurt_there_and_nothing_else():
 def test_the_sentence_carries_the_primary_verdict_and_figures_only_for_a_real_test(verdict, words):
     r = report(verdict)
     if verdict in ("did not act", "not distinct"):
-        r["comparison"]["primary"]["avspo"] = {"real": False, "why": "acted on 2 tasks (< 3)"}
+        r["comparison"]["primary"]["avspo"] = {"real": False, "status": verdict, "why": "acted on 2 tasks (< 3)"}
     sentence, detail = advice.acting_evidence(r), advice.acting_evidence_detail(r)
-    assert f"the paper's AVSPO {words} (docs/evidence/results.md). Of its parts, always on all-pass groups showed " \
-           "neither help nor harm against GRPO and always on all-fail groups acted on too few tasks to be read. Per " \
-           "regime (secondary, tasks whose regime check passed), " in sentence and "[" not in sentence
+    assert f"the paper's AVSPO {words} (docs/evidence/results.md). Of its parts, at T = 1, always on all-pass groups " \
+           "showed neither help nor harm against GRPO and always on all-fail groups acted on too few tasks to be read" \
+           in sentence and "[" not in sentence
+    assert ". Per regime (secondary, tasks whose regime check passed), " in sentence
     primary = detail.split(" Secondary: ")[0]
     assert ("+0.050 [+0.010, +0.090]" in primary) == (verdict not in ("did not act", "not distinct"))
     assert "where all-fail groups dominated (2 tasks), it found no setting to help and always on all-fail groups to " \
@@ -98,3 +103,14 @@ def test_the_cases_analyze_places_a_run_among_are_the_regimes_with_a_checked_tas
         r["tasks"][name]["regime_check"]["passed"] = False
     assert [case["regime"] for case in advice.cases(r)] == ["all_fail"]
     assert "all-pass groups dominated" not in advice.acting_evidence(r)
+
+
+def test_a_greedy_verdict_is_named_where_it_differs_from_the_one_at_t1():
+    r = report("helps")  # greedy: not shown for the paper's AVSPO, the same as at T = 1 for the ablations
+    assert advice.greedy_changes(r) == [("avspo", "not shown")]
+    assert "; at greedy decoding, the paper's AVSPO showed neither help nor harm against GRPO." in advice.acting_evidence(r)
+    r["comparison"]["greedy"]["avspo"]["p_holm"] = 0.01
+    assert advice.greedy_changes(r) == []
+    assert "; the same at greedy decoding." in advice.acting_evidence(r)
+    assert "Greedy decoding, beside: the paper's AVSPO (threshold_mode=adaptive, every default): helps (+0.050 " \
+           "[+0.010, +0.090], Holm p 0.01)" in advice.acting_evidence_detail(r)
