@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from avspo_plugin.evidence import forecast_models as sm
+from lab.research import forecast_models as sm
 from lab.research.lab_evidence import gain_text
 
 FORECAST_BEGIN = "<!-- BEGIN FORECAST {name}: rendered by `python -m renderer` from {source} -->"
@@ -25,13 +25,13 @@ def confirmed_verdict(prereg: dict[str, Any]) -> str | None:
 def readme_forecast(prereg: dict[str, Any]) -> str:
     """README's sentence: ACR counts wasted rollouts, and what the confirmation says of it as a forecast."""
     words, confirmation = confirmed_verdict(prereg), prereg["confirmation"]
-    tail = ("(`avspo analyze --fit-final KEY` fits the same models on your own runs; "
+    tail = ("(the forecast analysis is the lab's research, not part of the package: "
             "[docs/evidence/sweep.md](docs/evidence/sweep.md)).")
     if words is None:
         return ("ACR counts wasted rollouts; whether early ACR also foretells how a run ends is open: the lab's "
                 "pre-registered confirmation sweep has not yet run, and its exploratory pass on the first sweep is a "
                 f"lead, not a finding {tail}")
-    use = ("a lead for runs like the lab's, to check on your own runs" if prereg["verdict"] == sm.ADDS
+    use = ("a lead for runs like the lab's" if prereg["verdict"] == sm.ADDS
            else "so ACR is not sold as a forecast")
     return (f"ACR counts wasted rollouts. Whether early ACR also foretells how a run ends was put to a pre-registered "
             f"test on {confirmation['runs']} runs of the CPU lab (a tiny model on addition) from "
@@ -43,8 +43,8 @@ def sweep_forecast(prereg: dict[str, Any]) -> str:
     """docs/evidence/sweep.md's paragraph: what the product says, following the confirmation's verdict."""
     words = confirmed_verdict(prereg)
     packaged = "`avspo analyze` projects no final score from early ACR"
-    common = ("`avspo analyze --fit-final KEY` fits the same models on a user's own finished runs "
-              "([docs/using/analyze.md](../using/analyze.md)); a line of early ACR alone supports a forecast only where "
+    common = ("The forecast analysis is the lab's research (lab/research/forecast_models.py), not part of the "
+              "package; a line of early ACR alone supports a forecast only where "
               f"the pre-registered verdict is {sm.ADDS} (each fit file's `forecast` says why). The stagnation warning marks a run's wasted rollouts: within "
               "lr x base cells, runs where it fired did not end worse (block above). The old sweep's results, from the "
               "testbed where RL did not learn, are history: [sweep-history/](sweep-history/README.md).")
@@ -55,5 +55,5 @@ def sweep_forecast(prereg: dict[str, Any]) -> str:
                 f"calls ACR a forecast nor rules it out. {common}")
     return (f"**What the product says**, following the confirmation on bases no fit had seen: {words}. {packaged}; "
             "ACR is kept as what it certainly is, the share of rollouts that taught nothing (`avspo/wasted_rollouts`)"
-            + (", and a forecast from it is one to check on the user's own runs first. " if prereg["verdict"] == sm.ADDS
+            + (", and a forecast from it is one for runs like the lab's alone. " if prereg["verdict"] == sm.ADDS
                else ", never called a forecast. ") + common)

@@ -113,7 +113,7 @@ def test_the_packaged_evidence_chose_no_default_and_says_what_the_lab_found_in_p
 def test_the_forecast_sentences_say_what_the_confirmation_says(gains, verdict):
     """README's and sweep.md's words on ACR as a forecast are the confirmation's verdict as forecast_models words it
     (forecast_models.verdict_text), with its runs, bases and gains; pending until it has run."""
-    from avspo_plugin.evidence import forecast_models as sm
+    from lab.research import forecast_models as sm
     from renderer.forecast import KNOWN, readme_forecast, sweep_forecast
 
     prereg = json.loads((ROOT / "docs" / "evidence" / "sweep" / "fit.json").read_text())["preregistered"]

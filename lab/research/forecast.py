@@ -1,4 +1,4 @@
-"""The lab sweep's side of the pre-registered forecast analysis (avspo_plugin/evidence/forecast_models.py): its runs as
+"""The lab sweep's side of the pre-registered forecast analysis (lab/research/forecast_models.py): its runs as
 the models read them, the verdict's words for its baseline, and the stagnation rule's within-cells comparison."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from avspo_plugin.evidence.forecast_models import (
+from .forecast_models import (
     ADDS,
     CANNOT_TELL,
     DETECTION_POWER,

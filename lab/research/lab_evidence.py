@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from avspo_plugin.evidence.forecast_models import SCHEME_WORDS, VERDICTS, verdict_text
-
 from .forecast import BASELINE_WORDS
+from .forecast_models import SCHEME_WORDS, VERDICTS, verdict_text
 
 LAB_SWEEP_FIT = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "sweep" / "fit.json"
 SWEEP_PAGE = "docs/evidence/sweep.md"

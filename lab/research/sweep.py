@@ -32,8 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from avspo_plugin.evidence.forecast_models import MIN_TRAIN_GROUPS
-
 from ..experiment import (
     RunSpec,
     default_jobs,
@@ -48,6 +46,7 @@ from ..experiment import (
 from ..methods import PRESETS
 from ..report import EARLY_FRACTION
 from ..settings import LabSettings
+from .forecast_models import MIN_TRAIN_GROUPS
 from .study import QUICK as STUDY_QUICK
 from .study import QUICK_WARMUP, STUDY_SETTINGS, BaseCandidate, choose_bases, regime_of
 from .sweep_analysis import MIN_BASES, analyse, early_signals, final_gain, stagnation
@@ -97,7 +96,7 @@ SWEEP_SETTINGS = dataclasses.replace(STUDY_SETTINGS, temperature=SWEEP_TEMPERATU
 REFERENCE_BUDGET = 128_000
 ESTIMATED_RUN_CPU_S = 140.0
 ESTIMATED_WARMUP_CPU_S = 30.0
-# The confirmation sweep (issue 40): the pre-registered analysis (avspo_plugin/evidence/forecast_models.py, committed before it runs) on bases
+# The confirmation sweep (issue 40): the pre-registered analysis (lab/research/forecast_models.py, committed before it runs) on bases
 # that no sweep, tuning round or fit has used (new warm-ups, none of study.BASE_CANDIDATES: carry-drop rates between
 # the ones tried, a tier mix between 16:8:4:1 and 4:3:2:1, a warm-up length below 730), seeds no run has used (the
 # study's are 0, 1, ..., tuning's 1000-1099), and learning rates between (3e-4) and beyond (1.2e-3) the sweep's

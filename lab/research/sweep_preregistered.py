@@ -1,4 +1,4 @@
-"""The pre-registered analysis (avspo_plugin/evidence/forecast_models.py) applied to a sweep's runs, and what
+"""The pre-registered analysis (lab/research/forecast_models.py) applied to a sweep's runs, and what
 the sweep's fit file carries of it.
 
 ``python -m lab.research.sweep [DIR]`` (default docs/evidence/sweep, sweep.write_preregistered) is the exploratory
@@ -20,8 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from avspo_plugin.evidence import forecast_models as sm
-
+from . import forecast_models as sm
 from .forecast import BASELINE_WORDS, stagnation_within_cells, table_from_points
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence"

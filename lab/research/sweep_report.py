@@ -11,10 +11,9 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from avspo_plugin.evidence.forecast_models import verdict_text
-
 from ..report import markdown_table
 from .forecast import BASELINE_WORDS, VERDICT_MEANINGS
+from .forecast_models import verdict_text
 from .sweep_analysis import ADDED, BASELINE, EARLY_FRACTION, SIGNALS, STEP_SIGNALS
 
 SIGNAL_TITLES = {
@@ -275,7 +274,7 @@ def preregistered_markdown(prereg: Mapping) -> list[str]:
     lines = [
         "## Early ACR's forecast value, pre-registered",
         "",
-        "Fixed in code (`avspo_plugin/evidence/forecast_models.py`) before any new run. Models, each least "
+        "Fixed in code (`lab/research/forecast_models.py`) before any new run. Models, each least "
         "squares on an intercept and: "
         + "; ".join(f"{MODEL_TITLES[name]}" for name in prereg["models"]) + ". Out of sample: "
         + " and ".join(SCHEME_TITLES[s] for s in prereg["schemes"]) + " (a setting: one lr x G x tier mix). "

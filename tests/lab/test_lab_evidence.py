@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from avspo_plugin.evidence import forecast_models as sm
+from lab.research import forecast_models as sm
 from lab.research import lab_evidence
 from lab.research.forecast import BASELINE_WORDS
 

@@ -298,7 +298,7 @@ def test_a_fit_file_supports_a_forecast_only_where_the_preregistered_verdict_is_
     """The confirmation's own fit file: its line of early ACR alone meets the line's rule (R^2 0.60, interval above
     0), yet the pre-registered verdict on the same runs is cannot tell, so the file supports no forecast and says
     why; edited so that the verdict is adds, it does. Drawing the verdicts again changes nothing."""
-    from avspo_plugin.evidence import forecast_models as sm
+    from lab.research import forecast_models as sm
     from lab.research.sweep_preregistered import EVIDENCE, with_verdicts
 
     fit = json.loads((EVIDENCE / "sweep-confirm" / "fit.json").read_text())

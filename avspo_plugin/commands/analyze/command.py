@@ -13,7 +13,7 @@ from avspo_plugin.argument_types import positive_int
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.threshold_modes import PAPER_MODE
 
-from . import own_fit, plots, report, run_analysis
+from . import plots, report, run_analysis
 from .accuracy import compare_accuracy
 from .report import printable
 from .run_logs import AnalyzeError
@@ -40,15 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"stagnation signal: ACR above this ... (default {DEFAULTS.stagnation_acr}; 0 disables)")
     parser.add_argument("--stagnation-steps", type=int, default=DEFAULTS.stagnation_steps,
                         help=f"... for more than this many consecutive steps (default {DEFAULTS.stagnation_steps})")
-    parser.add_argument("--fit-final", metavar="KEY", default=None,
-                        help="fit the lab's pre-registered models on these runs: KEY (e.g. a validation score) at its "
-                             "last logged step is each finished run's final score; prints the out-of-sample R^2 that "
-                             "early ACR adds to the runs' settings + early reward, with its interval, and forecasts "
-                             "runs without KEY only where early ACR adds (docs/using/analyze.md)")
-    parser.add_argument("--fit-setting", action="append", default=[], metavar="KEY",
-                        help="with --fit-final: a logged key that is a setting of the runs (each run's largest value; "
-                             "a learning rate as its log2); repeat for several (default: the learning rate, "
-                             f"{' or '.join(own_fit.SETTING_KEYS)}, where every run logs it)")
     parser.add_argument("--accuracy", metavar="KEY", default=None,
                         help="a logged metric to compare the runs' accuracy by, e.g. verl's "
                              "val-core/gsm8k/acc/mean@1: each run's curve against the rollouts it spent, and the "
@@ -67,8 +58,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Errors in the input raise AnalyzeError or ConfigError: the console script prints them in one line."""
-    if args.fit_setting and not args.fit_final:
-        raise AnalyzeError("--fit-setting names a setting of the fit that --fit-final KEY makes: give --fit-final")
     if args.out.exists() and not args.out.is_dir():
         raise AnalyzeError(f"--out {args.out} is a file: --out names the folder analysis.json and the plots go into "
                            "(made if missing); name another folder, or move the file away")
@@ -98,10 +87,6 @@ def run(args: argparse.Namespace) -> int:
     rows = run_analysis.compare(results)
     accuracy = None if args.accuracy is None else compare_accuracy(
         [result.label for result in results], [result.report["accuracy"] for result in results])
-    own = None if args.fit_final is None else own_fit.fit_own_runs(
-        results, [path for _, path in runs], args.fit_final, args.fit_setting, args.early_steps)
-    for warning in [] if own is None else own_fit.left_out_warnings(own):
-        print(f"avspo analyze: warning: {printable(warning)}", file=sys.stderr)
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -131,8 +116,6 @@ def run(args: argparse.Namespace) -> int:
         "comparison": rows,
         # --accuracy KEY: the runs' accuracy against the first run's final value, with the caveat of one seed.
         "accuracy_comparison": accuracy,
-        # --fit-final: the same pre-registered models on these runs.
-        "own_fit": own,
     }
     if len(results) > 1 and not args.no_plots:
         plots.compare_acr(results, out / "acr_compare.png", args.stagnation_acr)
@@ -145,12 +128,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:  # a NaN or inf slipped into the report
         raise AnalyzeError(f"analysis.json: {err}") from None
     summary = report.summary(results, rows, accuracy)
-    own_lines = [] if own is None else own_fit.own_fit_lines(own)
-    (out / "analysis.md").write_text(report.markdown(results, rows, accuracy, summary, own_lines, document),
-                                     encoding="utf-8")
+    (out / "analysis.md").write_text(report.markdown(results, rows, accuracy, summary, document), encoding="utf-8")
     print(summary)
-    if own_lines:
-        print("\n" + "\n".join(own_lines))
     print(f"\nWrote {out / 'analysis.md'}, {out / 'analysis.json'}" + ("" if args.no_plots else " and plots"))
     return 0
 

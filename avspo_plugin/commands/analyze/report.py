@@ -174,7 +174,7 @@ def _markdown_table(titles: list[str], cells: list[list[str]]) -> list[str]:
 
 
 def markdown(results: list[RunResult], rows: list[dict[str, Any]], accuracy: dict[str, Any] | None, summary_text: str,
-             own_fit_lines: list[str], document: dict[str, Any]) -> str:
+             document: dict[str, Any]) -> str:
     """analysis.md: the comparison in tables, the plots by their file names (beside it in --out), and the terminal
     summary in full."""
     labels = ", ".join(printable(result.label) for result in results)
@@ -194,5 +194,5 @@ def markdown(results: list[RunResult], rows: list[dict[str, Any]], accuracy: dic
     plots += [Path(document[key]).name for key in ("comparison_plot", "accuracy_plot") if key in document]
     if plots:
         lines += ["## Plots", "", *(f"![{name}]({name})" for name in plots), ""]
-    lines += ["## The full summary", "", "```", summary_text, *(["", *own_fit_lines] if own_fit_lines else []), "```", ""]
+    lines += ["## The full summary", "", "```", summary_text, "```", ""]
     return "\n".join(lines)

@@ -56,7 +56,7 @@ class ScalarLog:
     # values left out of the analysis (NaN, a fraction outside [0, 1]), each naming file, step and value
     warnings: list[str] = field(default_factory=list)
     # key -> {step: value} of the infinite values a text log held (kept out of ``values``), so that a key whose last
-    # value is infinite is named as such (``--fit-final``) rather than taken as never logged there
+    # value is infinite is named as such (``--accuracy``) rather than taken as never logged there
     infinite: dict[str, dict[int, float]] = field(default_factory=dict)
 
     def keys(self) -> set[str]:

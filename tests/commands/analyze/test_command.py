@@ -161,6 +161,15 @@ def test_bad_file_error_names_file_and_line(tmp_path, analyze):
     assert code == 2 and f"{path}:3: not valid JSON" in err
 
 
+def test_out_naming_a_file_says_what_to_do(tmp_path, analyze):
+    taken = tmp_path / "analysis"
+    taken.write_text("notes")
+    code, _, _, err = analyze(write_dump(tmp_path / "r", draw_run(3, seed=25)), out=taken)
+    assert code == 2 and taken.read_text() == "notes"
+    assert err == (f"avspo analyze: error: --out {taken} is a file: --out names the folder analysis.json and the plots "
+                   "go into (made if missing); name another folder, or move the file away\n")
+
+
 def test_run_labels_never_write_outside_out(tmp_path, analyze):
     """Labels that are paths ('..', 'a/b', absolute, empty, NUL) start plain file names in --out; the report keeps
     them."""

@@ -1,10 +1,10 @@
-"""The pre-registered analysis of early ACR's forecast value (avspo_plugin/evidence/forecast_models.py) on synthetic sweeps whose truth is known:
+"""The pre-registered analysis of early ACR's forecast value (lab/research/forecast_models.py) on synthetic sweeps whose truth is known:
 ACR truly adds (the rule says yes) or is noise (the rule says no); the refitted folds and bootstrap."""
 
 import numpy as np
 import pytest
 
-from avspo_plugin.evidence import forecast_models as sm
+from lab.research import forecast_models as sm
 from lab.research.forecast import stagnation_within_cells, table_from_points
 
 REPS = 150

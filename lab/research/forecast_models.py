@@ -1,6 +1,6 @@
 """Early ACR's forecast value, pre-registered (issue 40): the models, the out-of-sample schemes, the bootstrap and the
-decision rule, fixed in code before the confirmation sweep runs. numpy only: ``avspo analyze --fit-final`` fits them on
-a user's own runs, and the lab's sweep (lab/research/forecast.py) on its own.
+decision rule, fixed in code before the confirmation sweep runs; the lab's sweep (lab/research/forecast.py) fits them.
+Research, not part of the package: ``avspo analyze`` fits no forecast.
 
 Target: a run's final score (the lab: its final held-out gain over the base, in points). Terms (MODELS):
 
@@ -11,8 +11,8 @@ Target: a run's final score (the lab: its final held-out gain over the base, in 
 - ``acr``, ``acr_all_fail``, ``acr_all_pass`` (its parts) and ``entropy``: early-window means.
 
 Models, each a least-squares fit on an intercept and its terms: ``intercept``, ``settings``, ``baseline`` (settings
-+ reward + base accuracy), and ``baseline`` + each of ADDED alone. A term a table does not have (a user's runs
-have no base accuracy) is left out of every model; a model whose added term is missing is not fitted.
++ reward + base accuracy), and ``baseline`` + each of ADDED alone. A term a table does not have is left out of every
+model; a model whose added term is missing is not fitted.
 
 Out of sample (SCHEMES): ``leave_one_base_out`` (each base's runs predicted by the fit on the other bases' runs) and
 ``leave_one_setting_out`` (each setting's runs, a setting being one combination of the settings' values, predicted by
