@@ -1,11 +1,8 @@
 """AVSPO advantages (Eq. 13 / Eq. 14) with every ACR metric, in one vectorised pass.
 
-The group statistics come from one float64 pass centred on each group's mean as verl rounds it
-(:func:`~.groups.group_stats`): collapse, the metrics and the augmented statistics of Eq. 14 use the
-float64 values, and a group that gets no virtual sample is normalised by the mean and std that verl's
-GRPO computes for it, with verl's own operations, so that with nothing augmented the result is verl's
-GRPO to the last bit, for any reward values. The (B, L) work of the token path is the token sum and the
-final broadcast A_i * response_mask, the two passes verl's own estimators make.
+Collapse, the metrics and Eq. 14 use float64 group statistics (:func:`~.groups.group_stats`); a group given no
+virtual sample is normalised by the mean and std verl's GRPO computes for it, so that with nothing augmented the
+result is verl's GRPO to the last bit.
 """
 
 from __future__ import annotations
@@ -23,13 +20,13 @@ from ..strategies import STRATEGIES, Slots
 from ..threshold_modes import MEASURE_ONLY_MODE
 from . import virtual as vr
 from .collapse import (
+    BOUND_TOL,
     collapse_kinds,
     collapsed_groups,
     effectively_collapsed_groups,
     group_rate,
     multi_sample_groups,
     near_collapse_groups,
-    off_bound_groups,
     share,
 )
 from .groups import GroupStats, factorize_labels, group_stats, label_array, segment_sum
@@ -37,8 +34,6 @@ from .inputs import TensorLike, as_config, as_index, as_optional_tensor, as_stat
 from .metrics import CALL_METRICS
 from .threshold import ThresholdState, advance, groups_to_augment, threshold_in_force
 
-# A reward this far outside [reward_low, reward_high] is an error for bounded strategies.
-BOUNDS_TOL = 1e-6
 # float32 holds every integer up to this magnitude exactly.
 FLOAT32_EXACT_INTEGERS = 2**24
 
@@ -48,9 +43,7 @@ class AVSPOResult:
     """advantages: (B,) for :func:`compute_group_advantages`, (B, L) for :func:`compute_token_advantages`.
 
     num_virtual: (N,) int64 K_j of each group (0: not augmented), groups in sorted label order;
-    virtual_rewards: (sum_j K_j,) float64, every virtual reward of the call packed group after group (group
-    j's are the K_j values after the K_1 + ... + K_{j-1} of the groups before it). Empty when the batch had
-    no valid row.
+    virtual_rewards: (sum_j K_j,) float64, packed group after group (:mod:`.virtual`); empty without a valid row.
     off_bound_groups: the multi-sample groups collapsed at a value that is neither reward bound;
     off_bound_value: the lowest such value (inf when there is none).
     """
@@ -85,8 +78,7 @@ def augmented_group_stats(
 
     mu'_j = (G_j mu_j + sum_k v_jk) / (G_j + K_j)
     sigma'_j^2 = [sum_i (r_i - mu_j)^2 + G_j (mu_j - mu'_j)^2 + sum_k (v_jk - mu'_j)^2] / (G_j + K_j - ddof)
-    stats: per group (N,); num_virtual: (N,) int64 K_j (0 = not augmented); virtual: (sum_j K_j,) float64,
-    packed group after group (:mod:`.virtual`).
+    stats: per group (N,); num_virtual: (N,) int64 K_j; virtual: (sum_j K_j,) float64, packed (:mod:`.virtual`).
     Returns (mu' (N,), sigma' (N,)); with K_j = 0 they are the group's own mean and std.
     """
     num_groups = num_virtual.shape[0]
@@ -124,24 +116,24 @@ def reward_range_problem(
     setting_names: tuple[str, str, str] = ("reward_low", "reward_high", "threshold_mode"),
     reward_source: Callable[[int], str] | None = None,
 ) -> str | None:
-    """What is wrong when virtual rewards are placed between reward_low and reward_high and a valid reward lies
-    farther than BOUNDS_TOL outside them; None when nothing is (the one message every host gives).
+    """The one message every host gives when virtual rewards are placed in [reward_low, reward_high] and a valid
+    reward lies farther than BOUND_TOL outside it; None when none does.
 
     scores, valid: (B,); describe_row(row): how the host names a row ("uid 'p2' at row 8"); setting_names: the host's
-    names of reward_low, reward_high and threshold_mode; reward_source(row): where the host's reward of that row
-    comes from, said after the range ("; the reward is ...").
+    names of reward_low, reward_high and threshold_mode; reward_source(row): where the row's reward comes from.
     """
     if not config.places_virtual_rewards_in_bounds:
         return None
-    outside = valid & ((scores < config.reward_low - BOUNDS_TOL) | (scores > config.reward_high + BOUNDS_TOL))
+    outside = valid & ((scores < config.reward_low - BOUND_TOL) | (scores > config.reward_high + BOUND_TOL))
     if not bool(outside.any()):
         return None
     row = int(outside.nonzero()[0])
     low, high, mode = setting_names
+    source = "" if reward_source is None else reward_source(row)
     return (
         f"reward {float(scores[row]):g} of {describe_row(row)} ({int(outside.sum())} in all) lies outside "
         f"[{low}, {high}] = [{config.reward_low}, {config.reward_high}], where strategy {config.strategy!r} places "
-        f"virtual rewards{'' if reward_source is None else reward_source(row)}. Set {low} and {high} to the reward's range (for a sum of rewards, the sum of their "
+        f"virtual rewards{source}. Set {low} and {high} to the reward's range (for a sum of rewards, the sum of their "
         f"lowest and of their highest values); or {mode}={MEASURE_ONLY_MODE} to monitor ACR only, with any reward range"
     )
 
@@ -153,11 +145,8 @@ def label_at(labels: np.ndarray, row: int) -> Any:
 
 
 def float_rewards(scores: torch.Tensor, labels: np.ndarray) -> torch.Tensor:
-    """Rewards as a floating tensor: integer and boolean rewards become float32 (what verl's grpo_vectorized
-    makes of them), so their advantages are verl's GRPO of the same rewards in float32.
-
-    scores, labels: (B,). Integer sums beyond 2**24 in magnitude, which float32 cannot hold exactly, are an error.
-    """
+    """Rewards (B,) as a floating tensor: integer and boolean rewards become float32, as verl's grpo_vectorized
+    makes them; integers beyond 2**24 in magnitude, which float32 cannot hold exactly, are an error."""
     if scores.is_floating_point():
         return scores
     if scores.is_complex():
@@ -189,11 +178,7 @@ def check_rewards(scores: torch.Tensor, valid: torch.Tensor, labels: np.ndarray,
 
 
 def non_finite_advantages(
-    advantages: torch.Tensor,
-    labels: np.ndarray,
-    group_ids: torch.Tensor,
-    mean: torch.Tensor,
-    std: torch.Tensor,
+    advantages: torch.Tensor, labels: np.ndarray, group_ids: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
     epsilon: float,
 ) -> str:
     """The error for non-finite advantages (B,) of finite rewards: group statistics that overflow the rewards'
@@ -202,16 +187,11 @@ def non_finite_advantages(
     row = int(bad.nonzero()[0])
     group = int(group_ids[row])
     return (
-        f"advantage of row {row} (uid {label_at(labels, row)!r}) is {float(advantages[row])} ({int(bad.sum())} row(s) in "
-        f"all): the rewards' dtype {advantages.dtype} cannot hold its group's statistics (mean {float(mean[group])}, "
-        f"std {float(std[group])}, epsilon {epsilon}); pass the rewards in a wider dtype (float64)"
+        f"advantage of row {row} (uid {label_at(labels, row)!r}) is {float(advantages[row])} ({int(bad.sum())} "
+        f"row(s) in all): the rewards' dtype {advantages.dtype} cannot hold its group's statistics (mean "
+        f"{float(mean[group])}, std {float(std[group])}, epsilon {epsilon}); pass the rewards in a wider dtype "
+        "(float64)"
     )
-
-
-def empty_metrics(threshold: float) -> dict[str, float]:
-    metrics = dict.fromkeys(CALL_METRICS, 0.0)
-    metrics["threshold"] = threshold
-    return metrics
 
 
 def check_shapes(
@@ -231,38 +211,11 @@ def check_shapes(
         )
 
 
-@dataclass(frozen=True)
-class GroupCollapse:
-    """Eq. 4 / Eq. 11 on one call's groups.
-
-    multi: 1[G_j >= 2], the groups that count; collapsed: 1[G_j >= 2 and sigma_{R_j} < collapse_tol];
-    all_fail, all_pass: the collapsed groups at reward_low, resp. reward_high. Each (N,) bool.
-    acr: ACR_t = (1/N) sum_j collapsed_j over the multi-sample groups (0 when there is none).
-    """
-
-    multi: torch.Tensor
-    collapsed: torch.Tensor
-    all_fail: torch.Tensor
-    all_pass: torch.Tensor
-    acr: float
-
-
-def group_collapse(stats: GroupStats, config: AVSPOConfig) -> GroupCollapse:
-    """Eq. 4 / Eq. 11: which groups collapsed (sigma_{R_j} < collapse_tol, the collapse tolerance), of which kind, and ACR_t.
-
-    stats: per group (N,).
-    """
-    multi = multi_sample_groups(stats)
-    collapsed = collapsed_groups(stats, config.collapse_tol)
-    all_fail, all_pass = collapse_kinds(collapsed, stats, config.reward_low, config.reward_high)
-    return GroupCollapse(multi, collapsed, all_fail, all_pass, group_rate(collapsed, multi))
-
-
-def num_virtual_samples(config: AVSPOConfig, group_size: torch.Tensor, acr: float, augmented: torch.Tensor) -> torch.Tensor:
+def num_virtual_samples(
+    config: AVSPOConfig, group_size: torch.Tensor, acr: float, augmented: torch.Tensor
+) -> torch.Tensor:
     """Eq. 9: K_j = max(1, min(G_j, ceil(G_j * ACR_t ** alpha))) for an augmented group (or num_virtual given as a
-    number), K_j = 0 for any other.
-
-    group_size: (N,) float64 G_j; augmented: (N,) bool (Eq. 13) -> (N,) int64.
+    number), K_j = 0 for any other.  group_size: (N,) float64 G_j; augmented: (N,) bool -> (N,) int64.
     """
     if config.num_virtual == "auto":
         num_virtual = vr.num_virtual_auto(group_size, acr, config.alpha)
@@ -274,10 +227,7 @@ def num_virtual_samples(config: AVSPOConfig, group_size: torch.Tensor, acr: floa
 def with_singleton_convention(
     stats: GroupStats, mean: torch.Tensor, std: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """verl's convention for a group of one valid sample: mu_j = 0, sigma_j = 1 (its advantage is r_i / (1 + eps)).
-
-    mean, std: (N,) -> (N,), (N,) with the singleton groups' values replaced.
-    """
+    """verl's convention for a group of one valid sample: mu_j = 0, sigma_j = 1.  mean, std: (N,) -> (N,), (N,)."""
     singleton = stats.count == 1
     return torch.where(singleton, 0.0, mean), torch.where(singleton, 1.0, std)
 
@@ -286,18 +236,19 @@ def statistics_in_reward_dtype(
     stats: GroupStats, augmented: torch.Tensor, exact_mean: torch.Tensor, exact_std: torch.Tensor, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The mu_j and sigma_j that Eq. 14 divides by, in the rewards' dtype: an augmented group's float64 mu'_j and
-    sigma'_j rounded once to it, any other group's mean and std as verl's GRPO computes them (stats.host_mean,
-    stats.host_std), so that an untouched group's advantages are verl's to the last bit.
+    sigma'_j rounded once, any other group's as verl's GRPO computes them (stats.host_mean, stats.host_std).
 
     augmented: (N,) bool; exact_mean, exact_std: (N,) float64, singleton convention applied -> (N,), (N,) in dtype.
     """
     host_mean, host_std = with_singleton_convention(stats, stats.host_mean, stats.host_std)
-    return torch.where(augmented, exact_mean.to(dtype), host_mean), torch.where(augmented, exact_std.to(dtype), host_std)
+    mean = torch.where(augmented, exact_mean.to(dtype), host_mean)
+    return mean, torch.where(augmented, exact_std.to(dtype), host_std)
 
 
 def call_metrics(
     stats: GroupStats,
-    collapse: GroupCollapse,
+    collapsed: torch.Tensor,
+    kinds: tuple[torch.Tensor, torch.Tensor],
     exact: torch.Tensor,
     group_ids: torch.Tensor,
     valid: torch.Tensor,
@@ -309,16 +260,16 @@ def call_metrics(
     threshold: float,
     collapse_tol: float,
 ) -> tuple[dict[str, float], int, float]:
-    """The call's metrics (docs/using/metrics.md), the number of groups collapsed at neither reward bound and the
-    lowest value of those (inf when there is none).
+    """The call's metrics (docs/using/metrics.md), the number of groups collapsed at neither reward bound and
+    the lowest value of those (inf when there is none).
 
-    exact: (B,) float64 rewards; group_ids, valid, advantages: (B,); effective, augmented: (N,) bool;
-    num_virtual: (N,) int64 K_j. "reward_mean" is J_t of Eq. 12; "adv_abs_max" is NaN or inf when an
-    advantage is.
+    collapsed, effective, augmented: (N,) bool; kinds: (all_fail, all_pass) (N,) bool; exact: (B,) float64
+    rewards; group_ids, valid, advantages: (B,); num_virtual: (N,) int64 K_j. "reward_mean" is J_t of Eq. 12.
     """
-    multi, collapsed = collapse.multi, collapse.collapsed
+    multi = multi_sample_groups(stats)
+    all_fail, all_pass = kinds
     lone_success, lone_failure = near_collapse_groups(exact, group_ids, valid, stats, collapsed, collapse_tol)
-    off_bound = off_bound_groups(collapsed, collapse.all_fail, collapse.all_pass)
+    off_bound = collapsed & ~all_fail & ~all_pass
     # Every metric in one transfer: one device sync per call, not one per metric.
     num_samples, wasted, reward_sum, adv_abs_max, off_bound_value = torch.stack([
         stats.count.sum(), torch.where(effective, stats.count, 0.0).sum(),
@@ -327,11 +278,12 @@ def call_metrics(
     ]).tolist()
     counts = torch.stack([
         (flags & multi).sum()
-        for flags in (collapse.all_fail, collapse.all_pass, effective, lone_success, lone_failure, augmented)
+        for flags in (collapsed, all_fail, all_pass, effective, lone_success, lone_failure, augmented)
     ] + [multi.sum(), augmented.sum(), num_virtual.sum(), off_bound.sum()]).tolist()
-    fail, pass_, effective_multi, success, failure, augmented_multi, num_multi, num_augmented, total_virtual = counts[:9]
+    num_collapsed, fail, pass_, effective_multi, success, failure, augmented_multi = counts[:7]
+    num_multi, num_augmented, total_virtual, off_bound_count = counts[7:]
     metrics = {
-        "acr": collapse.acr,
+        "acr": share(num_collapsed, num_multi),
         "acr_all_fail": share(fail, num_multi),
         "acr_all_pass": share(pass_, num_multi),
         "effective_acr": share(effective_multi, num_multi),
@@ -346,9 +298,9 @@ def call_metrics(
         "samples": num_samples,
         "wasted_rollouts": wasted,
         "reward_mean": reward_sum / num_samples,
-        "adv_abs_max": adv_abs_max,  # padding rows hold 0
+        "adv_abs_max": adv_abs_max,  # NaN or inf when an advantage is; padding rows hold 0
     }
-    return metrics, int(counts[9]), off_bound_value
+    return metrics, off_bound_count, off_bound_value
 
 
 def compute_group_advantages(
@@ -362,18 +314,14 @@ def compute_group_advantages(
 ) -> AVSPOResult:
     """AVSPO advantages of sequence rewards, the state after this batch, and the batch's metrics.
 
-    scores: (B,) sequence rewards; index: (B,) group labels (uids). Rewards and masks may be torch tensors, numpy
-    arrays or lists of numbers, the config an AVSPOConfig or a mapping of its keys, the state None for a fresh one
-    (:mod:`.inputs`).
+    scores: (B,) sequence rewards; index: (B,) group labels (uids); the accepted types are :mod:`.inputs`'s.
     valid: (B,) bool, False for rows that join no group (advantage 0).
-    response_mask: (B, L) 0/1, when the rewards come from tokens. A group none of whose valid rows has
-    a response token (verl's padding rows, which share one uid) joins no statistic or metric and gets
-    advantage 0; a row without response in a group that has one keeps its reward in the group's
-    mean and std, as verl's GRPO keeps it (rollout-correction rejection empties such masks).
-    call_in_step: this call's place in the host's step (hosts that split a step into several calls).
-    Groups of one valid sample keep verl's convention (mean 0, std 1) and are never augmented.
-    Returns advantages (B,) in scores' dtype, and ``state`` advanced by Eq. 12 as if this batch were a
-    whole step (:class:`~.session.AVSPOSession` advances once per step over all of its calls).
+    response_mask: (B, L) 0/1, when the rewards come from tokens: a group none of whose valid rows has a response
+    token (verl's padding) joins no statistic or metric and gets advantage 0; an empty row in another group keeps
+    its reward in the group's statistics, as verl's GRPO does.
+    call_in_step: this call's place in the host's step. Groups of one valid sample keep verl's convention (mean 0,
+    std 1) and are never augmented. Returns advantages (B,) in scores' dtype, and ``state`` advanced by Eq. 12 as
+    if this batch were a whole step (:class:`~.session.AVSPOSession` advances once per step).
     """
     config = as_config(config)
     state = as_state(state, config)
@@ -391,19 +339,21 @@ def compute_group_advantages(
         exact = scores.to(torch.float64)
         check_rewards(exact, valid, labels, config)
         if not bool(valid.any()):
-            return AVSPOResult(torch.zeros_like(scores), state, empty_metrics(threshold))
+            metrics = {**dict.fromkeys(CALL_METRICS, 0.0), "threshold": threshold}
+            return AVSPOResult(torch.zeros_like(scores), state, metrics)
 
         ddof = 1 if config.std == "unbiased" else 0
         stats = group_stats(scores, group_ids, num_groups, valid, ddof)
-        collapse = group_collapse(stats, config)
-        triggered, augmented = groups_to_augment(
-            config, collapse.acr, threshold, collapse.collapsed, collapse.all_fail, collapse.all_pass
-        )
-        num_virtual = num_virtual_samples(config, stats.count, collapse.acr, augmented)
+        # Eq. 4 / Eq. 11: the collapsed groups (sigma_{R_j} < collapse_tol), their kinds, and ACR_t.
+        multi = multi_sample_groups(stats)
+        collapsed = collapsed_groups(stats, config.collapse_tol)
+        kinds = collapse_kinds(collapsed, stats, config.reward_low, config.reward_high)
+        acr = group_rate(collapsed, multi)
+        triggered, augmented = groups_to_augment(config, acr, threshold, collapsed, *kinds)
+        num_virtual = num_virtual_samples(config, stats.count, acr, augmented)
         # One sync sizes the packed virtual rewards: T values, linear in the batch (K_j <= G_j, or a constant K).
         owners = vr.virtual_owners(num_virtual, int(num_virtual.sum()))
         virtual = virtual_rewards(config, num_virtual, owners, stats, state.step, call_in_step)
-        # Eq. 14's statistics in float64 for every group (with K_j = 0: the group's own).
         exact_mean, exact_std = with_singleton_convention(
             stats, *augmented_group_stats(stats, num_virtual, virtual, ddof)
         )
@@ -418,16 +368,16 @@ def compute_group_advantages(
             torch.cat([stats.low, stats.high]), extreme_ids, exact_mean, exact_std, config.epsilon, config.norm_by_std
         )
         effective = effectively_collapsed_groups(
-            extreme_advantages, extreme_ids, (stats.count > 0).repeat(2), collapse.multi, config.collapse_tol
+            extreme_advantages, extreme_ids, (stats.count > 0).repeat(2), multi, config.collapse_tol
         )
         metrics, off_bound_count, off_bound_value = call_metrics(
-            stats, collapse, exact, group_ids, valid, advantages, effective, augmented, num_virtual,
+            stats, collapsed, kinds, exact, group_ids, valid, advantages, effective, augmented, num_virtual,
             triggered, threshold, config.collapse_tol,
         )
         if not math.isfinite(metrics["adv_abs_max"]):  # NaN and inf propagate through the max
             raise ValueError(non_finite_advantages(advantages, labels, group_ids, mean, std, config.epsilon))
     return AVSPOResult(
-        advantages, advance(config, state, collapse.acr, metrics["reward_mean"]), metrics, num_virtual, virtual,
+        advantages, advance(config, state, acr, metrics["reward_mean"]), metrics, num_virtual, virtual,
         off_bound_groups=off_bound_count, off_bound_value=off_bound_value,
     )
 
@@ -449,9 +399,8 @@ def responding_groups(
 ) -> torch.Tensor:
     """Groups with a valid row that has a response token: (N,) bool.  response_mask: (B, L); group_ids, valid: (B,).
 
-    One valid row per group is looked at first, at its first token (every verl response starts with
-    one); only the rows of the groups not settled so are read in full. A batch of right-padded
-    responses thus costs N reads of the mask, not a pass over (B, L).
+    One valid row per group is read first, at its first token (every verl response starts with one); only the
+    rows of groups not settled so are read in full: N reads of a right-padded mask, not a pass over (B, L).
     """
     rows = torch.arange(valid.shape[0], device=valid.device)
     some_row = torch.full((num_groups,), -1, dtype=torch.int64, device=valid.device)
@@ -475,11 +424,8 @@ def compute_token_advantages(
 ) -> AVSPOResult:
     """Outcome-reward AVSPO on token-level tensors, as verl's estimators take them.
 
-    token_level_rewards, response_mask: (B, L) (tensors, numpy arrays or nested lists); index: (B,); config and
-    state as :func:`compute_group_advantages` takes them. The sequence reward is the token sum. A
-    group all of whose response masks are zero is padding (out of every statistic and metric); a
-    row with an empty mask in another group keeps its reward in the group's statistics, as in
-    verl's GRPO. Returns advantages (B, L) = A_i * response_mask.
+    token_level_rewards, response_mask: (B, L); index, config, state: as :func:`compute_group_advantages` takes
+    them. The sequence reward is the token sum. Returns advantages (B, L) = A_i * response_mask.
     """
     token_level_rewards = as_tensor(token_level_rewards, "token_level_rewards")
     response_mask = as_tensor(response_mask, "response_mask")

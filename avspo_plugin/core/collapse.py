@@ -1,18 +1,23 @@
-"""Advantage collapse: which groups are collapsed, of which kind (all-fail, all-pass, other), and the rates (Eq. 4 / Eq. 11).
+"""Advantage collapse: which groups collapsed, of which kind (all-fail, all-pass, other), and the rates (Eq. 4 / 11).
 
-All rates share one denominator: the groups with at least two valid samples
-(a single sample has no spread to lose, so it can neither collapse nor be
-augmented).
+Every rate is over the groups with at least two valid samples: one sample has no spread to lose.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
 from .groups import GroupStats, segment_max, segment_sum
 
-# Distance from a reward bound within which a collapsed group's value counts as that bound.
+# Distance from a reward bound within which a value counts as that bound.
 BOUND_TOL = 1e-6
+
+
+def at_bound(value: Any, bound: float) -> Any:
+    """|value - bound| <= BOUND_TOL, for a number (bool) or a tensor (bool tensor)."""
+    return abs(value - bound) <= BOUND_TOL
 
 
 def multi_sample_groups(stats: GroupStats) -> torch.Tensor:
@@ -28,22 +33,12 @@ def collapsed_groups(stats: GroupStats, collapse_tol: float) -> torch.Tensor:
 def collapse_kinds(
     collapsed: torch.Tensor, stats: GroupStats, reward_low: float, reward_high: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """All-fail and all-pass collapsed groups: value c_j within 1e-6 of reward_low, resp. of reward_high.
+    """All-fail and all-pass collapsed groups: value c_j at reward_low, resp. reward_high (:func:`at_bound`).
 
-    A group collapsed at any other value (possible when rewards leave the bounds, as in monitor-only
-    runs of summed rewards) is of neither kind. collapsed: (N,) bool -> (all_fail (N,) bool, all_pass (N,) bool).
+    A group collapsed at any other value (rewards outside the bounds, in monitor-only runs) is of neither kind.
+    collapsed: (N,) bool -> (all_fail (N,) bool, all_pass (N,) bool).
     """
-    all_fail = collapsed & ((stats.mean - reward_low).abs() <= BOUND_TOL)
-    all_pass = collapsed & ((stats.mean - reward_high).abs() <= BOUND_TOL)
-    return all_fail, all_pass
-
-
-def off_bound_groups(collapsed: torch.Tensor, all_fail: torch.Tensor, all_pass: torch.Tensor) -> torch.Tensor:
-    """Collapsed groups whose value c_j is neither reward bound (within 1e-6): collapsed & ~all_fail & ~all_pass.
-
-    (N,) bool each -> (N,) bool.
-    """
-    return collapsed & ~all_fail & ~all_pass
+    return collapsed & at_bound(stats.mean, reward_low), collapsed & at_bound(stats.mean, reward_high)
 
 
 def off_bound_message(groups: int, total: int, value: float, reward_low: float, reward_high: float,
@@ -71,12 +66,11 @@ def off_bound_message(groups: int, total: int, value: float, reward_low: float, 
 
 
 def group_rate(flags: torch.Tensor, multi: torch.Tensor) -> float:
-    """(1/N_multi) sum_j flags_j over multi-sample groups; 0 when there are none (Eq. 4 / 11 for flags = collapsed).
+    """(1/N_multi) sum_j flags_j over multi-sample groups, 0 when there are none (Eq. 4 / 11 for flags = collapsed).
 
     flags, multi: (N,) bool -> Python float.
     """
-    counts = torch.stack([(flags & multi).sum(), multi.sum()]).tolist()
-    return share(*counts)
+    return share(*torch.stack([(flags & multi).sum(), multi.sum()]).tolist())
 
 
 def share(count: float, total: float) -> float:
@@ -95,16 +89,15 @@ def near_collapse_groups(
     """Odd-one-out groups, split by the odd sample: (lone_success, lone_failure).
 
     lone_success_j = 1[G_j >= 3, one sample at the group's highest value, the other G_j - 1 at its lowest];
-    lone_failure_j = 1[G_j >= 3, one sample at the lowest value, the other G_j - 1 at the highest]. These groups
-    give the largest GRPO advantages (one sample carries the whole group's signal): a lone success is a hard
-    prompt one step from all-fail collapse, a lone failure an easy one a step from all-pass. With G_j = 2 every
-    split group would qualify both ways, so they are left out.
+    lone_failure_j likewise with lowest and highest swapped. (With G_j = 2 a split group would be both.)
     scores: (B,) float64; group_ids, valid: (B,); stats, collapsed: per group (N,) -> two (N,) bool.
     """
     num_groups = stats.count.shape[0]
     weight = valid.to(scores.dtype)
-    at_low = segment_sum(weight * (scores - stats.low.index_select(0, group_ids) <= collapse_tol), group_ids, num_groups)
-    at_high = segment_sum(weight * (stats.high.index_select(0, group_ids) - scores <= collapse_tol), group_ids, num_groups)
+    low = stats.low.index_select(0, group_ids)
+    high = stats.high.index_select(0, group_ids)
+    at_low = segment_sum(weight * (scores - low <= collapse_tol), group_ids, num_groups)
+    at_high = segment_sum(weight * (high - scores <= collapse_tol), group_ids, num_groups)
     rest = stats.count - 1
     split = (stats.count >= 3) & ~collapsed & (stats.high - stats.low > collapse_tol)
     return split & (at_low == rest) & (at_high == 1), split & (at_high == rest) & (at_low == 1)

@@ -4,36 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .collapse import BOUND_TOL
+from .collapse import at_bound
 
-# name -> how calls within one logged step combine. Rates pool over the step's groups (weighted by
-# each call's ``groups``), reward_mean over its samples, num_virtual over its augmented groups, so a
-# step split into several calls reports what one call over the whole step would; threshold is the
-# latest value (state), counts add up, adv_abs_max is the maximum.
+# name -> how calls within one logged step combine. Rates pool over the step's groups (weighted by each call's
+# ``groups``), reward_mean over its samples, num_virtual over its augmented groups, so a step split into several
+# calls reports what one call over the whole step would; threshold is the latest value, counts add up.
 METRIC_REDUCTIONS: dict[str, str] = {
-    "acr": "per_group",
-    "acr_all_fail": "per_group",
-    "acr_all_pass": "per_group",
-    "effective_acr": "per_group",
-    "near_collapse": "per_group",
-    "near_collapse_success": "per_group",
-    "near_collapse_failure": "per_group",
-    "triggered": "per_group",
+    **dict.fromkeys(("acr", "acr_all_fail", "acr_all_pass", "effective_acr", "near_collapse", "near_collapse_success",
+                     "near_collapse_failure", "triggered"), "per_group"),
     "threshold": "last",
     "num_virtual": "per_augmented_group",
     "augmented_groups": "per_group",
-    "groups": "sum",
-    "filtered_groups": "sum",
-    "samples": "sum",
-    "wasted_rollouts": "sum",
+    **dict.fromkeys(("groups", "filtered_groups", "samples", "wasted_rollouts"), "sum"),
     "reward_mean": "per_sample",
     "adv_abs_max": "max",
 }
 
-# Metrics a call has only when a host filtered groups before the estimator (verl's algorithm.filter_groups).
-FILTERING_METRICS = frozenset({"filtered_groups"})
-# The metrics of every call.
-CALL_METRICS = tuple(name for name in METRIC_REDUCTIONS if name not in FILTERING_METRICS)
+# The metrics of every call: filtered_groups comes only from a host's filtering (verl's algorithm.filter_groups).
+CALL_METRICS = tuple(name for name in METRIC_REDUCTIONS if name != "filtered_groups")
 # What a monitor beside another estimator logs: the reward side alone. The rest describe AVSPO's own
 # advantages (virtual samples, its threshold), which a monitor never forms; effective_acr equals acr there.
 MONITOR_METRICS = (
@@ -58,6 +46,8 @@ _WEIGHTS = {
     "per_sample": lambda call: call.get("samples", 1.0),
     "per_augmented_group": lambda call: call.get("augmented_groups", 0.0) * call.get("groups", 0.0),
 }
+# The reductions that need no weights.
+_FOLDS = {"last": lambda values: values[-1], "sum": sum, "max": max}
 
 METRIC_HELP: dict[str, str] = {
     "acr": "Advantage Collapse Rate: fraction of groups (>= 2 samples) whose reward std < collapse_tol (Eq. 4).",
@@ -90,8 +80,8 @@ METRIC_HELP: dict[str, str] = {
 def aggregate_metrics(calls: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """Fold the metrics of several calls (in call order) into one step's metrics, by METRIC_REDUCTIONS.
 
-    A pooled metric whose weights are all 0 (no group in any call) is the plain mean. Keys not in
-    METRIC_REDUCTIONS (host extras) are averaged.
+    A pooled metric whose weights are all 0 (no group in any call) is the plain mean, as are keys not in
+    METRIC_REDUCTIONS (host extras).
     """
     calls = list(calls)
     merged: dict[str, float] = {}
@@ -99,15 +89,12 @@ def aggregate_metrics(calls: Iterable[Mapping[str, float]]) -> dict[str, float]:
         having = [call for call in calls if name in call]
         values = [float(call[name]) for call in having]
         how = METRIC_REDUCTIONS.get(name, "mean")
+        weights = [float(_WEIGHTS[how](call)) for call in having] if how in _WEIGHTS else []
         if len(values) == 1:  # exactly the call's value (w * v / w may round)
             merged[name] = values[0]
-        elif how == "last":
-            merged[name] = values[-1]
-        elif how == "sum":
-            merged[name] = sum(values)
-        elif how == "max":
-            merged[name] = max(values)
-        elif how in _WEIGHTS and sum(weights := [float(_WEIGHTS[how](call)) for call in having]) > 0:
+        elif how in _FOLDS:
+            merged[name] = _FOLDS[how](values)
+        elif sum(weights) > 0:
             merged[name] = sum(w * v for w, v in zip(weights, values)) / sum(weights)
         else:
             merged[name] = sum(values) / len(values)
@@ -117,23 +104,21 @@ def aggregate_metrics(calls: Iterable[Mapping[str, float]]) -> dict[str, float]:
 def filtered_group_metrics(
     value_counts: Mapping[float, int], group_size: int, reward_low: float, reward_high: float, threshold: float
 ) -> dict[str, float]:
-    """The metrics of one call made of groups that a host's filtering evicted, all collapsed.
+    """The metrics of one call made of the groups a host's filtering evicted, all collapsed.
 
-    value_counts: {the value every sample of the group shared: number of groups}, as verl's group
-    filtering reports it; group_size: samples per group (verl's rollout.n). Folded into a step by
-    :func:`aggregate_metrics`, it counts those groups in ``groups``, ``acr`` and its all-fail /
-    all-pass split (a value within BOUND_TOL of reward_low, resp. reward_high), so the step's rates
-    are over the groups as generated, and their samples in ``wasted_rollouts``; it adds no sample to
-    the statistics (``samples``, ``reward_mean``), no advantage or augmentation, and keeps the step's
-    threshold.
+    value_counts: {the value every sample of the group shared: number of groups}, as verl's group filtering
+    reports it; group_size: samples per group (verl's rollout.n). Folded into a step, it counts those groups in
+    ``groups``, ``acr`` and its split and their samples in ``wasted_rollouts``, and adds no sample, advantage or
+    augmentation.
     """
     groups = float(sum(value_counts.values()))
     if groups <= 0:
         return {}
-    fail = sum(count for value, count in value_counts.items() if abs(float(value) - reward_low) <= BOUND_TOL)
-    passed = sum(count for value, count in value_counts.items() if abs(float(value) - reward_high) <= BOUND_TOL)
+    fail = sum(count for value, count in value_counts.items() if at_bound(float(value), reward_low))
+    passed = sum(count for value, count in value_counts.items() if at_bound(float(value), reward_high))
     return {
         "acr": 1.0, "acr_all_fail": fail / groups, "acr_all_pass": passed / groups, "effective_acr": 1.0,
-        "near_collapse": 0.0, "near_collapse_success": 0.0, "near_collapse_failure": 0.0, "triggered": 0.0, "augmented_groups": 0.0, "threshold": threshold,
-        "groups": groups, "filtered_groups": groups, "samples": 0.0, "wasted_rollouts": groups * group_size,
+        "near_collapse": 0.0, "near_collapse_success": 0.0, "near_collapse_failure": 0.0, "triggered": 0.0,
+        "augmented_groups": 0.0, "threshold": threshold, "groups": groups, "filtered_groups": groups,
+        "samples": 0.0, "wasted_rollouts": groups * group_size,
     }  # fmt: skip
