@@ -62,3 +62,19 @@ def test_the_benchmark_writes_its_run_as_json(monkeypatch, capsys, tmp_path):
     assert {f"{name}_ms" for name in ("floor", "avspo", "grpo_vectorized", "grpo", "monitor", "token_sum", "core",
                                       "broadcast")} == set(row) - {"B", "L"}
     assert all(row[key] >= 0 for key in row) and row["avspo_ms"] > 0
+
+
+STEP_READING = Path(__file__).resolve().parent.parent / "benchmarks" / "step_reading.py"
+
+
+def test_the_step_reading_finds_the_estimator_and_the_core_and_not_the_kits_reference():
+    """benchmarks/step_reading.py on this checkout: verl's steps reach the estimator, the core's advantages and the
+    tracker's wrapper; no command module (nothing of the doctor or analyze runs in a training step)."""
+    step_reading = runpy.run_path(str(STEP_READING))
+    result = step_reading["measure"](STEP_READING.parent.parent)
+    files = result["per_file"]
+    assert {"avspo_plugin/verl/estimator.py", "avspo_plugin/core/advantage.py",
+            "avspo_plugin/verl/metric_routing.py"} <= set(files)
+    assert not any(name.startswith("avspo_plugin/commands/") for name in files)
+    assert all(0 < row["executed"] <= row["file_lines"] for row in files.values())
+    assert result["file_lines"] == sum(row["file_lines"] for row in files.values())
