@@ -1,15 +1,18 @@
-"""Accuracy curves of runs compared on one logged metric (``--accuracy KEY``, e.g. verl's
-``val-core/gsm8k/acc/mean@1``), against the rollouts each run had spent, and the rollouts each run took to reach the
-reference run's final accuracy (the first run given: the A/B recipe's GRPO arm)."""
+"""``--accuracy KEY``: each run's curve of a logged metric (e.g. verl's ``val-core/gsm8k/acc/mean@1``) against the
+rollouts it spent, the rollouts each run took to reach the first run's final value, and, for runs labelled
+``ARM@SEED`` (``grpo@1=...`` ``avspo@1=...``), the two arms compared seed by seed."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
-from .paired import paired_difference
+from avspo_plugin.figures import signed
+
 from .run_logs import AnalyzeError, ScalarLog
 from .timeline import Timeline, logged_values
 
@@ -48,22 +51,19 @@ def accuracy_curve(scalars: ScalarLog | None, key: str, timeline: Timeline, sour
     # NaN values before the last are left out, each named in the run's warnings (and on stderr).
     values = dict(sorted(logged_values(scalars, key, source, (-math.inf, math.inf)).items()))
     samples = timeline.get("samples")
-    rollouts = None if samples is None else np.cumsum(np.nan_to_num(samples))
-    points = []
-    for step, value in values.items():
-        spent = None
-        if rollouts is not None:
-            done = np.searchsorted(timeline.steps, step, side="right")
-            spent = int(rollouts[done - 1]) if done else 0
-        points.append({"step": step, "accuracy": value, "rollouts": spent})
+    done = np.searchsorted(timeline.steps, list(values), side="right")
+    # Rollouts spent by each step: the training steps' samples summed up to it (0 before the first).
+    spent = [None] * len(done) if samples is None else np.cumsum(np.nan_to_num(samples))[done - 1] * (done > 0)
+    points = [{"step": step, "accuracy": value, "rollouts": None if used is None else int(used)}
+              for (step, value), used in zip(values.items(), spent)]
     best = max(points, key=lambda point: point["accuracy"])
     return {"key": key, "points": points, "first": points[0], "final": points[-1], "best": best,
-            "rollouts_known": rollouts is not None}
+            "rollouts_known": samples is not None}
 
 
 def compare_accuracy(labels: list[str], curves: list[dict[str, Any]]) -> dict[str, Any]:
     """Against the first run's final accuracy: the step and rollouts at which each run first reached it; runs labelled
-    ARM@SEED are also compared seed by seed (paired.py), whose answer replaces the caveat of one seed."""
+    ARM@SEED are also compared seed by seed (paired_difference), whose answer replaces the caveat of one seed."""
     reference = curves[0]["final"]
     runs = []
     for label, curve in zip(labels, curves):
@@ -76,3 +76,93 @@ def compare_accuracy(labels: list[str], curves: list[dict[str, Any]]) -> dict[st
     paired = paired_difference(labels, [curve["final"]["accuracy"] for curve in curves])
     return {"key": curves[0]["key"], "reference": labels[0], "reference_final": reference, "runs": runs,
             "paired": paired, "caveat": ONE_SEED_CAVEAT if paired is None else paired["answer"]}
+
+
+# Between an arm's name and its seed in a run's label.
+SEED_MARK = "@"
+LEVEL = 0.95
+# The power at which the smallest detectable difference is stated.
+POWER = 0.8
+
+
+def split_label(label: str) -> tuple[str, str] | None:
+    """'avspo@3' -> ('avspo', '3'); None for a label without a seed."""
+    arm, mark, seed = label.rpartition(SEED_MARK)
+    return (arm, seed) if mark and arm and seed else None
+
+
+def seed_pairs(labels: list[str]) -> tuple[str, str, list[str]] | None:
+    """(reference arm, other arm, seeds both ran) when every label is ``ARM@SEED`` over two arms; None when no label
+    carries a seed. A mix, a third arm, or a seed one arm lacks is an error naming it."""
+    parts = [split_label(label) for label in labels]
+    if all(part is None for part in parts):
+        return None
+    if any(part is None for part in parts):
+        bare = [label for label, part in zip(labels, parts) if part is None]
+        raise AnalyzeError(f"runs {', '.join(bare)} carry no seed while others do: label every run ARM{SEED_MARK}SEED "
+                           f"(e.g. grpo{SEED_MARK}1=PATH) to pair them by seed, or none")
+    arms = list(dict.fromkeys(arm for arm, _ in parts))
+    if len(arms) != 2:
+        raise AnalyzeError(f"runs labelled ARM{SEED_MARK}SEED name {len(arms)} arms ({', '.join(arms)}): a paired "
+                           "comparison takes exactly two")
+    seeds = {arm: [seed for name, seed in parts if name == arm] for arm in arms}
+    for arm, own in seeds.items():
+        repeated = sorted({seed for seed in own if own.count(seed) > 1})
+        if repeated:
+            raise AnalyzeError(f"arm {arm!r} has seed {repeated[0]} twice: one run per arm and seed")
+    unpaired = sorted(set(seeds[arms[0]]) ^ set(seeds[arms[1]]))
+    if unpaired:
+        raise AnalyzeError(f"seed {unpaired[0]} was run by one arm only: each seed needs a run of "
+                           f"{arms[0]!r} and of {arms[1]!r}")
+    return arms[0], arms[1], seeds[arms[0]]
+
+
+def paired_difference(labels: list[str], finals: list[float]) -> dict[str, Any] | None:
+    """Per seed, the other arm's final value minus the reference arm's; pooled, their mean with a t-interval at
+    LEVEL when there are two seeds or more, and the smallest difference that many seeds detect at POWER given the
+    spread seen. None when the labels carry no seeds."""
+    pairing = seed_pairs(labels)
+    if pairing is None:
+        return None
+    reference, other, seeds = pairing
+    final = dict(zip(labels, finals))
+    per_seed = []
+    for seed in seeds:
+        base, arm = final[f"{reference}{SEED_MARK}{seed}"], final[f"{other}{SEED_MARK}{seed}"]
+        per_seed.append({"seed": seed, reference: base, other: arm, "difference": arm - base})
+    differences = [row["difference"] for row in per_seed]
+    n = len(differences)
+    mean = sum(differences) / n
+    result: dict[str, Any] = {"reference": reference, "other": other, "seeds": n, "per_seed": per_seed,
+                              "mean_difference": mean, "ahead_on": sum(d > 0 for d in differences),
+                              "behind_on": sum(d < 0 for d in differences), "level": LEVEL, "interval": None,
+                              "detectable": None}
+    if n >= 2:
+        error = statistics.stdev(differences) / math.sqrt(n)
+        quantile = float(stats.t.ppf(1 - (1 - LEVEL) / 2, n - 1))
+        result["interval"] = [mean - quantile * error, mean + quantile * error]
+        result["detectable"] = (quantile + float(stats.t.ppf(POWER, n - 1))) * error
+    result["answer"] = answer(result)
+    return result
+
+
+def answer(result: dict[str, Any]) -> str:
+    """The comparison in plain words, at the strength its seeds carry."""
+    reference, other, n = result["reference"], result["other"], result["seeds"]
+    head = (f"{other} minus {reference}, final value: {signed(result['mean_difference'])} "
+            f"({'on one seed' if n == 1 else f'mean of {n} seed pairs'}; {other} ahead on {result['ahead_on']} of "
+            f"{n}, behind on {result['behind_on']})")
+    if n == 1:
+        return (f"{head}. One seed per arm cannot tell the method from the seed (data order, sampling): run "
+                "SEEDS=3 or more for an interval.")
+    low, high = result["interval"]
+    level = f"{result['level']:.0%}"
+    bounds = f"[{signed(low)}, {signed(high)}]"
+    if low > 0 or high < 0:
+        verdict = f"{other} {'ahead of' if low > 0 else 'behind'} {reference}: the {level} interval excludes 0"
+    else:
+        verdict = f"no difference shown: the {level} interval includes 0"
+    return (f"{head}, {level} interval {bounds}: {verdict}. At this spread {n} seed pairs detect a "
+            f"difference of about {result['detectable']:.3f} or more ({POWER:.0%} power); a smaller one would not "
+            "show.")
+

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from . import plots, report, run_analysis
 from .accuracy import compare_accuracy
 from .report import printable
 from .run_logs import AnalyzeError
+from .timeline import PromptTable
 
 DEFAULTS = AVSPOConfig()
 
@@ -67,18 +70,11 @@ def run(args: argparse.Namespace) -> int:
          "stagnation_steps": args.stagnation_steps},
         where="avspo analyze",
     ).as_monitor()
-    settings = run_analysis.Settings(
-        monitor=monitor,
-        replay=monitor.replace(threshold_mode=PAPER_MODE),
-        early_steps=args.early_steps,
-        stagnation_acr=args.stagnation_acr,
-        stagnation_steps=args.stagnation_steps,
-        group_size=args.group_size,
-        top=args.top,
-        accuracy=args.accuracy,
-    )
+    settings = run_analysis.Settings(monitor=monitor, replay=monitor.replace(threshold_mode=PAPER_MODE),
+                                     early_steps=args.early_steps, group_size=args.group_size, top=args.top,
+                                     accuracy=args.accuracy)
     runs = [_split_label(spec) for spec in args.paths]
-    labels = run_analysis.unique_labels(_default_labels(runs))
+    labels = numbered_unique(_default_labels(runs), str)
     vals = _pair_validation(labels, [_split_label(spec) for spec in args.val])
     results = [run_analysis.analyse(label, path, vals.get(label), settings) for label, (_, path) in zip(labels, runs)]
     for result in results:
@@ -90,18 +86,18 @@ def run(args: argparse.Namespace) -> int:
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    for result, prefix in zip(results, run_analysis.file_prefixes([r.label for r in results])):
+    prefixes = numbered_unique([file_prefix(result.label) for result in results], str.casefold)
+    for result, prefix in zip(results, prefixes):
         # Every file of a run lies beside analysis.json as <prefix>.<what>: one folder for every run's files.
         result.report["file_prefix"] = prefix
         files = {}
         if result.prompts is not None:
-            files["prompts_csv"] = _write_prompts(result, out / f"{prefix}.prompts.csv")
-        if not args.no_plots:
-            files["acr_timeline"] = str(out / f"{prefix}.acr_timeline.png")
-            plots.acr_timeline(result, Path(files["acr_timeline"]))
-            if result.prompts is not None:
-                files["prompt_collapse_hist"] = str(out / f"{prefix}.prompt_collapse_hist.png")
-                plots.prompt_histogram(result, Path(files["prompt_collapse_hist"]))
+            files["prompts_csv"] = _write_prompts(result.prompts, out / f"{prefix}.prompts.csv")
+        for name, draw, wanted in (("acr_timeline", plots.acr_timeline, True),
+                                   ("prompt_collapse_hist", plots.prompt_histogram, result.prompts is not None)):
+            if wanted and not args.no_plots:
+                files[name] = str(out / f"{prefix}.{name}.png")
+                draw(result, Path(files[name]))
         result.report["files"] = files
     document = {
         "tool": "avspo analyze",
@@ -135,8 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _split_label(spec: str) -> tuple[str | None, Path]:
-    """'LABEL=PATH' -> (LABEL, PATH); a spec that is an existing path, or has no '=', is a bare path;
-    '=PATH' is PATH without a label."""
+    """'LABEL=PATH' -> (LABEL, PATH); an existing path, a spec without '=' or '=PATH' has no label."""
     if "=" in spec and not Path(spec).exists():
         label, path = spec.split("=", 1)
         return label or None, Path(path)
@@ -160,6 +155,34 @@ def _run_parts(path: Path) -> tuple[str, ...]:
     return (*parts[:-1], path.resolve().stem) if path.is_file() else parts
 
 
+def numbered_unique(names: list[str], key: Callable[[str], str]) -> list[str]:
+    """``names`` with each repeat (equal under ``key``) numbered ``-2``, ``-3``, ... until no two are equal."""
+    taken: set[str] = set()
+    result = []
+    for name in names:
+        candidate, number = name, 1
+        while key(candidate) in taken:
+            number += 1
+            candidate = f"{name}-{number}"
+        taken.add(key(candidate))
+        result.append(candidate)
+    return result
+
+
+# Longest file prefix made from a label: with ".prompt_collapse_hist.png" after it and room for "-N", far below
+# every file system's 255-byte limit.
+FILE_PREFIX_MAX = 64
+# Device names Windows reserves in every folder, whatever the extension.
+RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+
+
+def file_prefix(label: str) -> str:
+    """The start of a run's file names under --out: ASCII letters, digits, '.', '_' and '-' only (so the name stays
+    in --out), no leading dot or dash (no hidden file, no option), no Windows device name."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[:FILE_PREFIX_MAX].lstrip("._-").rstrip("._") or "run"
+    return f"run_{name}" if name.split(".")[0].lower() in RESERVED_NAMES else name
+
+
 def _pair_validation(labels: list[str], vals: list[tuple[str | None, Path]]) -> dict[str, Path]:
     paired: dict[str, Path] = {}
     for label, path in vals:
@@ -177,6 +200,8 @@ def _pair_validation(labels: list[str], vals: list[tuple[str | None, Path]]) -> 
     return paired
 
 
+# prompts.csv's count columns, in order, as PromptTable names them.
+PROMPT_COUNTS = ("groups", "collapsed", "all_fail", "all_pass", "rollouts", "wasted")
 # How a text cell that a spreadsheet would run as a formula starts (OWASP, "CSV injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -187,18 +212,15 @@ def spreadsheet_safe(cell: Any) -> Any:
     return "'" + cell if isinstance(cell, str) and cell.startswith(FORMULA_STARTS) else cell
 
 
-def _write_prompts(result, path: Path) -> str:
+def _write_prompts(table: PromptTable, path: Path) -> str:
     """prompts.csv; prompt texts come from the logs, so every cell goes through :func:`spreadsheet_safe`."""
-    table = result.prompts
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["prompt", "groups", "collapsed", "all_fail", "all_pass", "rollouts", "wasted_rollouts",
                          "mean_reward"])
-        for index in range(len(table.texts)):
+        for index, text in enumerate(table.texts):
+            counts = [int(getattr(table, name)[index]) for name in PROMPT_COUNTS]
             rollouts = int(table.rollouts[index])
             mean = float(f"{table.reward_sum[index] / rollouts:.6g}") if rollouts else ""
-            writer.writerow(map(spreadsheet_safe, [
-                table.texts[index], int(table.groups[index]), int(table.collapsed[index]), int(table.all_fail[index]),
-                int(table.all_pass[index]), rollouts, int(table.wasted[index]), mean,
-            ]))
+            writer.writerow(map(spreadsheet_safe, [text, *counts, mean]))
     return str(path)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,18 +12,16 @@ from avspo_plugin.config import AVSPOConfig
 
 from . import advice, readers
 from .accuracy import accuracy_curve
-from .timeline import PromptTable, Timeline, sample_timeline, scalar_timeline
+from .timeline import MEAN_SERIES, PromptTable, Timeline, finite_mean, sample_timeline, scalar_timeline
 
 
 @dataclass(frozen=True)
 class Settings:
     """Everything the analysis of every run shares."""
 
-    monitor: AVSPOConfig  # threshold_mode "never": how ACR and collapse kinds are measured
+    monitor: AVSPOConfig  # threshold_mode "never": how ACR, collapse kinds and stagnation are measured
     replay: AVSPOConfig  # the AVSPO whose effect is replayed on per-sample rewards
     early_steps: int
-    stagnation_acr: float
-    stagnation_steps: int
     group_size: int | None
     top: int
     accuracy: str | None = None  # --accuracy KEY: a logged metric read as each run's accuracy curve
@@ -72,14 +68,14 @@ def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -
                 "groups differ in size (" + ", ".join(f"{count} of {size}" for size, count in sorted(sizes.items()))
                 + "): a prompt sampled twice in one step forms one larger group when the dump has no uid"
             ]
-    report["means"] = {name: _mean(timeline.get(name)) for name in
-                       ("acr", "acr_low", "acr_high", "acr_all_fail", "acr_all_pass", "near_collapse")}
+    report["means"] = {name: finite_mean(timeline.get(name)) for name in MEAN_SERIES}
     reward = timeline.get("reward_mean")
-    report["reward_mean"] = None if reward is None else {"first": _finite(reward)[0], "last": _finite(reward)[-1]}
+    reward = None if reward is None else reward[np.isfinite(reward)]
+    report["reward_mean"] = None if reward is None else {"first": float(reward[0]), "last": float(reward[-1])}
     report["rollout_shares"] = advice.shares(timeline)
     report["regime"] = advice.regime(report["rollout_shares"])
     report["early_warning"] = advice.early_window(timeline, settings.early_steps)
-    report["stagnation"] = advice.stagnation(timeline, settings.stagnation_acr, settings.stagnation_steps)
+    report["stagnation"] = advice.stagnation(timeline, settings.monitor.stagnation_acr, settings.monitor.stagnation_steps)
     report["dapo"] = advice.dapo_estimate(timeline)
     report["avspo"] = advice.avspo_estimate(timeline, settings.replay.threshold_init)
     if prompts is not None:
@@ -113,21 +109,8 @@ def _validation_report(path: Path, validation: Timeline, notes: list[str]) -> di
 
 def per_step(timeline: Timeline, names: tuple[str, ...] | None = None) -> dict[str, list]:
     names = names or tuple(name for name in timeline.series if timeline.get(name) is not None)
-    table: dict[str, list] = {"step": timeline.steps.tolist()}
-    for name in names:
-        table[name] = [None if not np.isfinite(v) else float(v) for v in timeline.series[name]]
-    return table
-
-
-def _finite(values: np.ndarray) -> list[float]:
-    return values[np.isfinite(values)].tolist()
-
-
-def _mean(values: np.ndarray | None) -> float | None:
-    if values is None:
-        return None
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if finite.size else None
+    return {"step": timeline.steps.tolist()} | {
+        name: [float(v) if np.isfinite(v) else None for v in timeline.series[name]] for name in names}
 
 
 def compare(results: list[RunResult]) -> list[dict[str, Any]]:
@@ -160,45 +143,3 @@ def effective_acr(report: dict[str, Any]) -> float | None:
     if avspo["source"] == "logged" and avspo["effective_acr"] is not None:
         return avspo["effective_acr"]
     return report["means"]["acr"]
-
-
-def unique_labels(labels: list[str]) -> list[str]:
-    """Labels made unique by numbering repeats (two runs both named 'rollouts')."""
-    return numbered_unique(labels, str)
-
-
-def numbered_unique(names: list[str], key: Callable[[str], str]) -> list[str]:
-    """``names`` with each repeat (equal under ``key``) numbered ``-2``, ``-3``, ... until no two are equal."""
-    taken: set[str] = set()
-    result = []
-    for name in names:
-        candidate, number = name, 1
-        while key(candidate) in taken:
-            number += 1
-            candidate = f"{name}-{number}"
-        taken.add(key(candidate))
-        result.append(candidate)
-    return result
-
-
-# Longest file prefix made from a label: with ".prompt_collapse_hist.png" after it and room for "-N", far below
-# every file system's 255-byte limit.
-FILE_PREFIX_MAX = 64
-# Device names Windows reserves in every folder, whatever the extension.
-RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
-
-
-def file_prefix(label: str) -> str:
-    """The start of a run's file names under --out (``<prefix>.acr_timeline.png``): plain on every platform.
-
-    Only ASCII letters, digits, '.', '_' and '-' are kept (anything else, '/' and NUL included, becomes '_'), so
-    the name stays in --out; leading dots, dashes and underscores are dropped, so no label gives a hidden file or
-    an option-like name; Windows device names get a prefix. The label itself stays as given in the report.
-    """
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[:FILE_PREFIX_MAX].lstrip("._-").rstrip("._") or "run"
-    return f"run_{name}" if name.split(".")[0].lower() in RESERVED_NAMES else name
-
-
-def file_prefixes(labels: list[str]) -> list[str]:
-    """One :func:`file_prefix` per run, unique even on case-insensitive file systems (macOS, Windows)."""
-    return numbered_unique([file_prefix(label) for label in labels], str.casefold)

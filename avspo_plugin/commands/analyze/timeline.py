@@ -29,6 +29,14 @@ from .run_logs import AnalyzeError, SampleLog, ScalarLog
 ACR_SERIES = ("acr", "acr_all_fail", "acr_all_pass", "near_collapse", "reward_mean", "groups")
 SHARE_SERIES = ("rollouts_all_fail", "rollouts_all_pass", "rollouts_collapsed")
 AVSPO_SERIES = ("triggered", "effective_acr", "augmented_groups", "threshold")
+# The series the report averages over the run and over its early window.
+MEAN_SERIES = ("acr", "acr_low", "acr_high", "acr_all_fail", "acr_all_pass", "near_collapse")
+
+
+def finite_mean(values: np.ndarray | None) -> float | None:
+    """The mean of the finite values; None where there are none (or no series)."""
+    finite = np.empty(0) if values is None else values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
 
 
 @dataclass

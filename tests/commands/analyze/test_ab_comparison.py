@@ -13,7 +13,7 @@ from commands.analyze.generated_runs import PROMPTS, G, avspo_rows, draw_run, tr
 
 from avspo_plugin.commands.analyze import plots
 from avspo_plugin.commands.analyze.accuracy import ONE_SEED_CAVEAT
-from avspo_plugin.commands.analyze.paired import answer, paired_difference
+from avspo_plugin.commands.analyze.accuracy import answer, paired_difference
 from avspo_plugin.commands.analyze.run_logs import AnalyzeError
 
 ACCURACY = "val-core/gsm8k/acc/mean@1"
