@@ -1,9 +1,6 @@
-"""What a value may be: the one set of checks that the config's keys (config.py) and the state files' fields
-(state_files.py) declare, so a key and the state field that saves it say the same thing of a bad value.
-
-Each check has ``problem(value)`` (None when the value is allowed, else what is allowed), ``wording()`` (the range as
-the help text ends with it), ``kind`` (what type of value it takes, in words) and ``types`` (the exact Python types of
-such values, as JSON reads them: a bool is neither a number nor an integer).
+"""What a value may be: the checks that the config's keys and the state files' fields both declare. Each has
+``problem(value)`` (None when allowed, else what is allowed), ``wording()`` (the range the help ends with), ``kind``
+(the type in words) and ``types`` (the exact Python types of such values in JSON: a bool is no number).
 """
 
 from __future__ import annotations
@@ -13,12 +10,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-# The largest integer a count may hold: numpy's int64, where the histories and the seeds go.
-INT64_MAX = 2**63 - 1
+INT64_MAX = 2**63 - 1  # the largest count: numpy's int64 holds the histories and the seeds
 
 
 def _plain(bound: float) -> str:
-    """A range bound as a reader writes it: 0 and 1, not 0.0 and 1.0; int64's largest as 2**63 - 1."""
     if bound == INT64_MAX:
         return "2**63 - 1"
     return str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e15 else repr(bound)
@@ -108,7 +103,7 @@ class Boolean:
         return None if isinstance(value, bool) else self.wording()
 
     def wording(self) -> str:
-        return "true or false"
+        return self.kind
 
 
 Allowed = Number | Integer | OneOf | Boolean

@@ -1,10 +1,8 @@
 """The one AVSPO configuration: every key, its section, default, allowed values and help text.
 
-Hosts read it from their own config systems (verl: ``algorithm.avspo.<key>``;
-TRL: the ``avspo_<key>`` fields of the trainer config; OpenRLHF: ``--algo.advantage.avspo.<key>``
-flags, ``--avspo_<key>`` up to OpenRLHF 0.10.1, avspo_plugin/openrlhf/args.py) and build
-it with :meth:`AVSPOConfig.from_mapping`, which rejects unknown keys. The
-packaged verl YAML and docs/using/config.md are generated from these fields.
+Hosts read it from their own config systems (verl: ``algorithm.avspo.<key>``; TRL: the ``avspo_<key>`` fields;
+OpenRLHF: ``--algo.advantage.avspo.<key>``, ``--avspo_<key>`` up to 0.10.1) through :meth:`ConfigBlock.from_mapping`,
+which rejects unknown keys. The packaged verl YAML and docs/using/config.md are generated from these fields.
 """
 
 from __future__ import annotations
@@ -24,57 +22,47 @@ from .threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 
 # The values of the keys that choose collapsed groups by their kind (augmented_collapses, counted_collapses).
 COLLAPSE_CHOICES = ("all", "all_fail", "all_pass")
-# What the lab measured of acting, rendered from its studies' JSON (python -m renderer writes the file;
-# tests/test_rendered.py checks both agree): quoted by the doctor and analyze, never read to choose a default.
+# What the lab measured of acting, rendered from its studies' JSON (tests/test_rendered.py checks both agree): quoted
+# by the doctor and analyze, never read to choose a default.
 DEFAULT_EVIDENCE = json.loads(Path(__file__).with_name("default_evidence.json").read_text(encoding="utf-8"))
 STD_KINDS = ("unbiased", "population")
 
 logger = logging.getLogger(__name__)
-# Names changed before the package was first published, {earlier name: name now}, for every surface: an AVSPO key
-# (a config block, a TRL field, an OpenRLHF flag) or a field of a state file. Each surface reads the rows whose name
-# now is one of its own; an earlier name given there is refused by :func:`earlier_name_error`, never read as the name.
+# Names changed before the package was first published, {earlier name: name now}, for every surface (a config key, a
+# TRL field, an OpenRLHF flag, a state file's field): an earlier name is refused (:func:`earlier_name_error`).
 EARLIER_NAMES: Mapping[str, str] = {"apply_to": "augmented_collapses", "monitor": "warnings"}
 
 
 def earlier_name_error(given: Iterable[str], names: Collection[str], spell: Callable[[str], str] = str) -> str | None:
-    """The one-line error for the names of ``given`` that are earlier names (EARLIER_NAMES) of ``names`` (a surface's
-    own), each spelled as the surface writes it (``spell``: a key -> ``algorithm.avspo.<key>``, ``avspo_<key>``, ...);
-    None when there is none."""
+    """The error for the names of ``given`` that are earlier names of ``names`` (a surface's own), each spelled as the
+    surface writes it (``spell``); None when there is none."""
     earlier = [name for name in given if EARLIER_NAMES.get(name) in names]
     if not earlier:
         return None
     return "; ".join(f"{spell(name)} is now {spell(EARLIER_NAMES[name])}: rename it" for name in earlier)
 
 
-# Sections of the keys, as TRL's GRPOConfig groups its fields; each block lists its own in order (SECTIONS), and
-# docs/using/config.md and the packaged YAML follow them.
-# The reward range and the collapse tolerance: shared by AVSPO and the monitor.
+# Sections of the keys, as TRL's GRPOConfig groups its fields (docs/using/config.md and the YAML follow them).
 REWARDS_AND_COLLAPSE = "Rewards and collapse"
 VIRTUAL_SAMPLES = "Virtual samples"
 THRESHOLD = "Threshold"
 STATISTICS = "Group statistics"
 EARLY_WARNINGS = "Early warnings"
+MONITOR = "Monitor"
 
-# Bounds of the numeric keys; each key's help says why its bound is where it is.
-# Reward bounds: hi - lo, the virtual rewards and Eq. 14's std stay finite in float32 (max 3.4e38).
-REWARD_LIMIT = 1e30
-# Eq. 9 never gives more than G_j virtual samples; verl's rollout.n is at most a few dozen in practice.
+# Bounds of the numeric keys; each key's help says why.
+REWARD_LIMIT = 1e30  # hi - lo, the virtual rewards and Eq. 14's std stay finite in float32 (max 3.4e38)
 MAX_VIRTUAL = 1024
-# np.random.seed, which verl, TRL and OpenRLHF seed with, takes seeds below 2**32.
-MAX_SEED = 2**32 - 1
-# Longer than any RL run by orders of magnitude: counts of steps or visits beyond it never occur.
+MAX_SEED = 2**32 - 1  # np.random.seed, which verl, TRL and OpenRLHF seed with, takes seeds below 2**32
 MAX_STEPS = 1_000_000
-# The smallest epsilon a supported host uses (OpenRLHF's group_norm, 1e-9).
-MIN_EPSILON = 1e-9
+MIN_EPSILON = 1e-9  # the smallest epsilon a supported host uses (OpenRLHF's group_norm)
+_FINITE = "so that the reward range, the virtual rewards and their std stay finite in float32"
+_FRACTION = "ACR is a fraction of groups"
 
 
 def _key(default: Any, section: str, help: str | Callable[[], str], allowed: Allowed, why: str = "") -> Any:
-    """A config field with its section, its values and its help text (as TRL's GRPOConfig fields carry theirs).
-
-    The help of a number or an integer ends with its range, written from ``allowed``, and ``why`` the
-    range is what it is; choices and booleans are explained in the help itself. A help written from a table (the
-    threshold modes) is a function, so that it says what the table holds when it is read (:func:`key_help`).
-    """
+    """A config field with its section, allowed values and help (a function when written from a table, so that it
+    says what the table holds when read); ``why`` explains a numeric range (:func:`key_help`)."""
     metadata = {"help": help, "why": why, "section": section, "allowed": allowed}
     if isinstance(allowed, OneOf):
         metadata["choices"] = tuple(allowed.choices)
@@ -82,32 +70,12 @@ def _key(default: Any, section: str, help: str | Callable[[], str], allowed: All
 
 
 def key_help(key: dataclasses.Field) -> str:
-    """The help text of a config field made by :func:`_key`, a number's or an integer's ending with its range."""
+    """The help text of a field made by :func:`_key`, a number's or an integer's ending with its range."""
     help, allowed, why = key.metadata["help"], key.metadata["allowed"], key.metadata["why"]
-    if callable(help):
-        help = help()
+    help = help() if callable(help) else help
     if isinstance(allowed, (Number, Integer)):
         help = f"{help} Allowed: {allowed.wording()}" + (f" ({why})." if why else ".")
     return help
-
-
-def _threshold_mode_help() -> str:
-    meanings = "; ".join(f"{mode.name}: {mode.meaning}" for mode in THRESHOLD_MODES.values())
-    return (f"When virtual samples are added. {meanings}. The default is the paper's trigger (adaptive): "
-            "adv_estimator=avspo runs the paper's AVSPO. To measure collapse without acting, run the ACR monitor "
-            "beside any estimator (algorithm.avspo_monitor.enable=true).")
-
-
-def _strategy_help() -> str:
-    equations = "; ".join(f"{strategy.name}: {strategy.equation}" for strategy in STRATEGIES.values())
-    return f"How virtual rewards are placed (Eq. 10 and the paper's ablation variants). {equations}."
-
-
-def _stagnation_steps_help() -> str:
-    can_stay_shut = " or ".join(mode.name for mode in THRESHOLD_MODES.values() if mode.can_stay_shut)
-    return ("Consecutive steps for the stagnation and entropy-collapse warnings, and for the inert-trigger warning "
-            f"(threshold_mode {can_stay_shut}: no group augmented on this many steps with collapsed groups); 0 "
-            "disables all three.")
 
 
 class ConfigError(ValueError):
@@ -115,18 +83,13 @@ class ConfigError(ValueError):
 
 
 class ConfigBlock:
-    """What every config dataclass here shares: its keys checked against their declared values, built
-    from a host's key/value block with errors naming the key, copied with changes, written as a dict.
-
-    A block's keys are listed section by section, in the order of its ``SECTIONS`` (keys declared once in a
-    shared base class, such as :class:`CollapseSettings`, take their place in their section).
-    """
+    """What every config dataclass here shares: keys checked against their declared values, built from a host's
+    key/value block with errors naming the key; keys listed section by section in the order of ``SECTIONS``."""
 
     SECTIONS: ClassVar[tuple[str, ...]] = ()
 
     def __new__(cls, *args: Any, **kwargs: Any) -> ConfigBlock:
-        # A key's earlier name given to the constructor: Python's own error ("unexpected keyword argument") would name
-        # nothing a user could write instead.
+        # An earlier name given to the constructor: Python's "unexpected keyword argument" would name no way out.
         earlier = sorted(name for name in kwargs if EARLIER_NAMES.get(name) in cls.keys())
         if earlier:
             raise ConfigError("; ".join(
@@ -136,23 +99,18 @@ class ConfigBlock:
         return super().__new__(cls)
 
     def __post_init__(self) -> None:
-        self.check_keys()
-        self.check_rules()
-
-    def check_keys(self) -> None:
-        """Each key against its declared values, in order (the rules that join keys follow them)."""
-        for f in self.ordered_fields():
+        for f in self.ordered_fields():  # each key against its values, then the rules that join keys
             value = getattr(self, f.name)
             allowed = f.metadata["allowed"].problem(value)
             if allowed is not None:
-                raise ConfigError(_bad(f.name, value, allowed))
+                raise ConfigError(f"{f.name}={value!r} is invalid: allowed {allowed}")
+        self.check_rules()
 
     def check_rules(self) -> None:
-        """The rules that join keys (none here; a block with such rules extends this)."""
+        """The rules that join keys (a block with such rules extends this)."""
 
     @classmethod
     def ordered_fields(cls) -> list[dataclasses.Field]:
-        """The fields section by section in the order of SECTIONS, in declaration order within a section."""
         return sorted(dataclasses.fields(cls), key=lambda f: cls.SECTIONS.index(f.metadata["section"]))
 
     @classmethod
@@ -166,8 +124,7 @@ class ConfigBlock:
 
     @classmethod
     def from_mapping(cls: type[Block], values: Mapping[str, Any] | None, where: str | None = None) -> Block:
-        """Build from a host's key/value block (any mapping: a dict, a hydra node; None: every default); ``where``
-        names that block in error messages (default: BLOCK)."""
+        """Build from a host's key/value block (None: every default); ``where`` names it in errors (default BLOCK)."""
         where = cls.BLOCK if where is None else where
         if values is not None and not isinstance(values, Mapping):
             raise ConfigError(f"{where} must be a block of keys ({', '.join(cls.keys())}), got {values!r}")
@@ -197,18 +154,15 @@ Block = TypeVar("Block", bound=ConfigBlock)
 
 @dataclass(frozen=True)
 class CollapseSettings(ConfigBlock):
-    """The reward range and the collapse tolerance, declared once: AVSPO and the monitor each take them as their own keys (``algorithm.avspo.reward_low``, ``algorithm.avspo_monitor.reward_low``,
-    ...), with one default, one range and one help text."""
+    """The reward range and the collapse tolerance, declared once for AVSPO and the monitor."""
 
     reward_low: float = _key(
         0.0, REWARDS_AND_COLLAPSE, "Lowest achievable sequence reward (the all-fail value for binary rewards).",
-        Number(-REWARD_LIMIT, REWARD_LIMIT),
-        "so that the reward range, the virtual rewards and their std stay finite in float32",
+        Number(-REWARD_LIMIT, REWARD_LIMIT), _FINITE,
     )
     reward_high: float = _key(
         1.0, REWARDS_AND_COLLAPSE, "Highest achievable sequence reward (the all-pass value); must exceed reward_low.",
-        Number(-REWARD_LIMIT, REWARD_LIMIT),
-        "so that the reward range, the virtual rewards and their std stay finite in float32",
+        Number(-REWARD_LIMIT, REWARD_LIMIT), _FINITE,
     )
     collapse_tol: float = _key(
         1e-6, REWARDS_AND_COLLAPSE,
@@ -229,16 +183,20 @@ class CollapseSettings(ConfigBlock):
 
 @dataclass(frozen=True)
 class EarlyWarningSettings(ConfigBlock):
-    """The early warnings (stagnation, entropy collapse), declared once for AVSPO and the monitor: logged,
-    never acted on."""
+    """The early warnings (stagnation, entropy collapse), declared once for AVSPO and the monitor: logged only."""
 
     stagnation_acr: float = _key(
         0.35, EARLY_WARNINGS,
         "Stagnation warning: ACR above this for more than stagnation_steps consecutive steps; 0 disables.",
-        Number(0.0, 1.0), "ACR is a fraction of groups",
+        Number(0.0, 1.0), _FRACTION,
     )
     stagnation_steps: int = _key(
-        50, EARLY_WARNINGS, _stagnation_steps_help, Integer(0, MAX_STEPS), "a million steps is longer than any RL run"
+        50, EARLY_WARNINGS,
+        lambda: "Consecutive steps for the stagnation and entropy-collapse warnings, and for the inert-trigger "
+                "warning (threshold_mode "
+                + " or ".join(mode.name for mode in THRESHOLD_MODES.values() if mode.can_stay_shut)
+                + ": no group augmented on this many steps with collapsed groups); 0 disables all three.",
+        Integer(0, MAX_STEPS), "a million steps is longer than any RL run",
     )
     entropy_floor: float = _key(
         0.5, EARLY_WARNINGS,
@@ -250,19 +208,22 @@ class EarlyWarningSettings(ConfigBlock):
     )
 
 
-
 @dataclass(frozen=True)
 class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
     """AVSPO and ACR settings. Equation numbers refer to the AVSPO paper (see docs/method/method.md)."""
 
-    # The block's name in error messages when the host gives none.
-    BLOCK: ClassVar[str] = "avspo"
+    BLOCK: ClassVar[str] = "avspo"  # the block's name in error messages when the host gives none
     SECTIONS: ClassVar[tuple[str, ...]] = (
         REWARDS_AND_COLLAPSE, VIRTUAL_SAMPLES, THRESHOLD, STATISTICS, EARLY_WARNINGS
     )
 
     # Virtual samples: how many, and where their rewards sit (Eqs. 9-10).
-    strategy: str = _key("stratified", VIRTUAL_SAMPLES, _strategy_help, OneOf(STRATEGIES))
+    strategy: str = _key(
+        "stratified", VIRTUAL_SAMPLES,
+        lambda: "How virtual rewards are placed (Eq. 10 and the paper's ablation variants). "
+                + "; ".join(f"{strategy.name}: {strategy.equation}" for strategy in STRATEGIES.values()) + ".",
+        OneOf(STRATEGIES),
+    )
     num_virtual: str | int = _key(
         "auto", VIRTUAL_SAMPLES,
         "Virtual samples K per augmented group: 'auto' for Eq. 9, K = max(1, min(G_j, ceil(G_j * ACR_t**alpha))), "
@@ -298,21 +259,29 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         OneOf(COLLAPSE_CHOICES),
     )
     # Threshold: when virtual samples are added (Eqs. 11-12).
-    threshold_mode: str = _key(PAPER_MODE, THRESHOLD, _threshold_mode_help, OneOf(THRESHOLD_MODES))
+    threshold_mode: str = _key(
+        PAPER_MODE, THRESHOLD,
+        lambda: "When virtual samples are added. "
+                + "; ".join(f"{mode.name}: {mode.meaning}" for mode in THRESHOLD_MODES.values())
+                + ". The default is the paper's trigger (adaptive): adv_estimator=avspo runs the paper's AVSPO. To "
+                "measure collapse without acting, run the ACR monitor beside any estimator "
+                "(algorithm.avspo_monitor.enable=true).",
+        OneOf(THRESHOLD_MODES),
+    )
     threshold_init: float = _key(
         0.5, THRESHOLD, "tau_0 of the adaptive threshold (between threshold_min and threshold_max), and the threshold "
-        "of mode fixed.", Number(0.0, 1.0), "ACR is a fraction of groups",
+        "of mode fixed.", Number(0.0, 1.0), _FRACTION,
     )
     threshold_lr: float = _key(
         0.01, THRESHOLD, "eta of Eq. 12: step size of the adaptive threshold.", Number(0.0, 1.0),
         "at 1 tau jumps to ACR_t in one step; beyond 1 Eq. 12 overshoots ACR_t instead of tracking it",
     )
     threshold_min: float = _key(
-        0.1, THRESHOLD, "Lower clamp of the adaptive threshold.", Number(0.0, 1.0), "ACR is a fraction of groups"
+        0.1, THRESHOLD, "Lower clamp of the adaptive threshold.", Number(0.0, 1.0), _FRACTION
     )
     threshold_max: float = _key(
         0.9, THRESHOLD, "Upper clamp of the adaptive threshold; at least threshold_min.", Number(0.0, 1.0),
-        "ACR is a fraction of groups",
+        _FRACTION,
     )
     # Group statistics (Eqs. 13-14).
     epsilon: float = _key(
@@ -335,6 +304,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         "In verl, algorithm.norm_adv_by_std_in_grpo=false also sets it.",
         Boolean(),
     )
+
     def check_rules(self) -> None:
         super().check_rules()
         if self.threshold_min > self.threshold_max:
@@ -356,21 +326,18 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
 
     @property
     def places_virtual_rewards_in_bounds(self) -> bool:
-        """Whether virtual rewards may be placed between reward_low and reward_high, so that every reward must lie
-        there; the monitor places none, and its bounds only name the all-fail / all-pass collapses."""
+        """Whether virtual rewards may be placed between reward_low and reward_high (the monitor places none)."""
         return self.bounded and THRESHOLD_MODES[self.threshold_mode].augments
 
     def as_monitor(self) -> AVSPOConfig:
-        """These settings as the ACR monitor measures with them: ``threshold_mode`` never (the one place the
-        monitor's config is made)."""
+        """These settings as the ACR monitor measures with them: ``threshold_mode`` never."""
         return self.replace(threshold_mode=MEASURE_ONLY_MODE)
 
 
 @dataclass(frozen=True)
 class NotGiven:
-    """The default of a host's field or flag for an AVSPO key, standing for "not given by the user": a value the user
-    writes, even one equal to the key's default, is told from it (TRL's fields, OpenRLHF's flags). Shown as the
-    default it stands for (argparse and HfArgumentParser print it in the help)."""
+    """The default of a host's field or flag for an AVSPO key, so that a value the user writes (even the default) is
+    told from none; shown as the default it stands for (in argparse's and HfArgumentParser's help)."""
 
     default: Any
 
@@ -383,8 +350,8 @@ class NotGiven:
 
 @dataclass(frozen=True)
 class InertKey:
-    """A key the user gave that cannot act under the other settings: it acts only where ``needs`` holds
-    ``acting`` (in words, after its name), and the config has ``needs`` = ``actual``."""
+    """A key the user gave that cannot act: it acts only where ``needs`` holds ``acting`` (in words, after its name),
+    and the config has ``needs`` = ``actual``."""
 
     key: str
     value: Any
@@ -401,8 +368,7 @@ class InertKey:
 
 @dataclass(frozen=True)
 class _Acts:
-    """One condition a key needs to act: ``key`` holds a value for which ``holds`` is true (``wording``, after the
-    key's name, says which: "=uniform", " >= 1")."""
+    """One condition a key needs to act: ``key`` holds a value for which ``holds`` is true (``wording``: "=uniform")."""
 
     key: str
     holds: Callable[[Any], bool]
@@ -420,10 +386,8 @@ def _strategy(name: str) -> _Acts:
 
 
 def acting_conditions() -> dict[str, tuple[_Acts, ...]]:
-    """What each AVSPO key that does not always act needs of the others, in the order checked (the config's code:
-    virtual samples only in a mode that augments, Eq. 9's alpha only with num_virtual=auto, a strategy's own key only
-    under it, threshold_init only in a mode that reads a threshold, Eq. 12's keys only in one that adapts it, the
-    early-warning limits only with stagnation_steps >= 1). Read from THRESHOLD_MODES as it stands."""
+    """What each AVSPO key that does not always act needs of the others, in the order checked; read from
+    THRESHOLD_MODES as it stands."""
     augments = _modes_that("augments")
     warnings_on = _Acts("stagnation_steps", lambda steps: steps >= 1, " >= 1")
     return {
@@ -438,11 +402,9 @@ def acting_conditions() -> dict[str, tuple[_Acts, ...]]:
 
 
 def inert_keys(config: AVSPOConfig, given: Iterable[str]) -> list[InertKey]:
-    """The keys of ``given`` (the keys the user wrote) that cannot act under
-    ``config``'s other settings, in the config's key order: each host warns of them at launch, and the doctor."""
-    given = set(given)
-    conditions = acting_conditions()
-    inert = []
+    """The keys of ``given`` (the keys the user wrote) that cannot act under ``config``'s other settings, in key
+    order: each host warns of them at launch, and the doctor."""
+    given, conditions, inert = set(given), acting_conditions(), []
     for key in AVSPOConfig.keys():
         unmet = next((acts for acts in conditions.get(key, ()) if not acts.holds(getattr(config, acts.key))), None)
         if key in given and unmet is not None:
@@ -465,17 +427,10 @@ def warn_inert_keys(
             log.warning(message)
 
 
-# Sections of the monitor's keys.
-MONITOR = "Monitor"
-
-
 @dataclass(frozen=True)
 class MonitorConfig(CollapseSettings, EarlyWarningSettings):
-    """ACR beside any advantage estimator: the collapse metrics and early warnings, advantages untouched.
-
-    Its keys other than ``enable`` are AVSPOConfig's, with the same defaults and meaning; the monitor
-    measures with :meth:`avspo_config` (AVSPO with ``threshold_mode=never``: plain GRPO statistics).
-    """
+    """ACR beside any advantage estimator: the collapse metrics and early warnings, advantages untouched. Its keys
+    other than ``enable`` are AVSPOConfig's; it measures with :meth:`avspo_config`."""
 
     BLOCK: ClassVar[str] = "avspo_monitor"
     SECTIONS: ClassVar[tuple[str, ...]] = (MONITOR, REWARDS_AND_COLLAPSE, EARLY_WARNINGS)
@@ -489,10 +444,8 @@ class MonitorConfig(CollapseSettings, EarlyWarningSettings):
     )
 
     def avspo_config(self) -> AVSPOConfig:
-        """The AVSPO settings the monitor measures with: its shared keys, ``threshold_mode=never`` (no virtual
-        sample, plain GRPO statistics)."""
-        shared = {key: getattr(self, key) for key in self.keys() if key != "enable"}
-        return AVSPOConfig(**shared).as_monitor()
+        """The AVSPO settings the monitor measures with: its shared keys, ``threshold_mode=never``."""
+        return AVSPOConfig(**{key: getattr(self, key) for key in self.keys() if key != "enable"}).as_monitor()
 
 
 # How close (difflib's ratio) a name must be to one of the plugin's to be read as a misspelling of it.
@@ -500,12 +453,10 @@ MISSPELLING_RATIO = 0.75
 
 
 def misspelt_name(name: str, names: Iterable[str], prefix: str = "avspo") -> str | None:
-    """The one of ``names`` that ``name`` (not itself one of them) most likely misspells, or None.
-
-    A misspelling is ``name`` written another way (case, ``-`` or no ``_``) or at least MISSPELLING_RATIO alike
-    (``avpso``, ``avspo_monitr``, ``avspo_select``): the closest is meant; or any other name starting with ``prefix``
-    (every such name is the plugin's): the longest of ``names`` it starts with is meant (``avspo_config``: ``avspo``),
-    else the closest. A host's own keys are far from these."""
+    """The one of ``names`` that ``name`` (not itself one of them) most likely misspells, or None: the closest when
+    ``name`` differs only in case, ``-`` or ``_``, or is at least MISSPELLING_RATIO alike (``avpso``); else, for a
+    name starting with ``prefix`` (every such name is the plugin's), the longest of ``names`` it starts with
+    (``avspo_config``: ``avspo``), else the closest."""
     names = list(names)
     if name in names:
         return None
@@ -519,12 +470,8 @@ def misspelt_name(name: str, names: Iterable[str], prefix: str = "avspo") -> str
     return None
 
 
-def _bad(name: str, value: Any, allowed: str) -> str:
-    return f"{name}={value!r} is invalid: allowed {allowed}"
-
-
 def config_help(config_class: type[ConfigBlock] = AVSPOConfig) -> list[tuple[str, Any, str]]:
-    """(key, default, help) for every key, in declaration order: the source of the docs and the YAML."""
+    """(key, default, help) for every key, in order: the source of the docs and the YAML."""
     return [(f.name, f.default, key_help(f)) for f in config_class.ordered_fields()]
 
 

@@ -1,11 +1,7 @@
-"""Which releases of each host framework an adapter was tested with, the installed one, and the one policy for all.
-
-The policy, the same for verl, TRL and OpenRLHF: a release older than the host's ``broken_below`` is refused
-(its code differs where the adapter relies on it: known not to work); any other release outside the tested range
-runs with a warning naming both versions (untested); a release inside it runs silently. The declarations of the
-three hosts live here (VERL, TRL, OPENRLHF); no host is imported. Each adapter's ``versions`` module
-(:mod:`avspo_plugin.verl.versions`, :mod:`avspo_plugin.trl.versions`, :mod:`avspo_plugin.openrlhf.versions`) reads
-its host's installed release and applies this policy.
+"""The releases of each host framework an adapter was tested with (VERL, TRL, OPENRLHF; no host imported), and the
+one policy for all: a release older than ``broken_below`` is refused (known not to work); any other release outside
+the tested range runs with a warning naming both versions; one inside it runs silently. Each adapter's ``versions``
+module applies it to its host's installed release.
 """
 
 from __future__ import annotations
@@ -32,11 +28,8 @@ def release(version: str) -> tuple[int, int, int]:
 @dataclass(frozen=True)
 class SupportedReleases:
     """Releases ``oldest`` to ``newest`` (inclusive, post releases included) of distribution ``name``: the tested range.
-
-    broken_below: releases older than this are known not to work and are refused (None: older ones are untested and
-    warned about, like newer ones); tested: the releases checked one by one, named in messages; untested_note: what
-    a release outside the range still has and what is not known about it.
-    """
+    Older than ``broken_below`` is refused (None: warned about, like newer); ``tested``: the releases checked one by
+    one, named in messages; ``untested_note``: what is and is not known of a release outside the range."""
 
     name: str
     distribution: str
@@ -53,16 +46,12 @@ class SupportedReleases:
     def tested_range(self) -> str:
         return f"{self.oldest} to {self.newest}" + (f" ({', '.join(self.tested)})" if self.tested else "")
 
-    def supports(self, version: str) -> bool:
-        """Whether ``version`` lies in the tested range."""
-        return release(self.oldest) <= release(version) <= release(self.newest)
-
     def known_broken(self, version: str) -> bool:
         return self.broken_below is not None and release(version) < release(self.broken_below)
 
     def untested(self, version: str) -> str | None:
         """The warning for a release outside the tested range that is not known broken (None inside the range)."""
-        if self.supports(version):
+        if release(self.oldest) <= release(version) <= release(self.newest):
             return None
         side = "newer than" if release(version) > release(self.newest) else "older than"
         return (f"{self.name} {version} is {side} the tested range ({self.name} {self.tested_range()}): "

@@ -1,10 +1,6 @@
-"""Patch a host framework's module right after its first import, and wrap its methods once.
-
-Host-agnostic: the verl and OpenRLHF adapters both install their patches this way, so a patch
-lands before any importer binds the module's names (``from verl.utils.config import
-validate_config`` then gets the wrapper) and nothing on disk changes. Every copy of this package
-loaded in one process (the same files as two module objects) shares one post-import finder, so a
-module is patched once, and one object per process (:func:`process_wide`) whichever copy asks.
+"""Patch a host framework's module right after its first import (before any importer binds its names; nothing on
+disk changes), and wrap its methods once. Every copy of this package loaded in one process shares one post-import
+finder, so a module is patched once and :func:`process_wide` gives one object per process.
 """
 
 from __future__ import annotations
@@ -24,8 +20,7 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
 
     def __init__(self) -> None:
         self.avspo_callbacks: dict[str, list[Callable]] = {}
-        # key -> the one object of that key in this process (process_wide).
-        self.avspo_objects: dict[str, Any] = {}
+        self.avspo_objects: dict[str, Any] = {}  # process_wide's
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in self.avspo_callbacks:
@@ -81,8 +76,7 @@ def after_import(module_name: str, callback: Callable) -> None:
 
 
 def process_wide(key: str, make: Callable[[], Any]) -> Any:
-    """The one object of ``key`` in this process, made by ``make()`` on first use; every copy of this package
-    in the process gets the same one (the finder they share keeps it)."""
+    """The one object of ``key`` in this process (whichever copy of this package asks), made by ``make()`` once."""
     objects = _finder().avspo_objects
     if key not in objects:
         objects[key] = make()
@@ -95,10 +89,8 @@ def is_watched(module_name: str) -> bool:
 
 
 def wrap(owner: Any, name: str, make_wrapper: Callable[[Callable], Callable]) -> bool:
-    """Replace ``owner.name`` by ``make_wrapper(original)`` once; False when absent or already wrapped.
-
-    On a class only its own attribute counts, so a subclass is never wrapped through its parent's method.
-    """
+    """Replace ``owner.name`` by ``make_wrapper(original)`` once; False when absent or already wrapped (on a class,
+    only its own attribute counts: a subclass is never wrapped through its parent's method)."""
     original = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
     if original is None or is_patched(original):
         return False

@@ -1,15 +1,10 @@
-"""What a run will do, said once at launch: by the doctor and by each host's first log line.
+"""What a run will do, said once at launch (by the doctor and each host's first log line): whether it acts or only
+measures, how often its trigger opens at the run's batch, and the evidence (the paper's gain, the lab's finding, the
+A/B recipe).
 
-One line says whether the run acts (virtual samples, and under which trigger) or only measures, and how often the
-trigger is expected to open at the run's batch; one sentence gives the evidence: the paper's reported gain, what the
-lab found (rendered from its studies' JSON into default_evidence.json), and the A/B recipe that answers the question
-on the user's own model.
-
-How often the trigger opens: the adaptive and fixed modes add virtual samples only on a step whose ACR (the share of
-its groups that are collapsed) exceeds the threshold tau. With B prompts per step, each of whose groups of G responses
-collapses with probability p (the expected ACR), a step's count of collapsed groups is Binomial(B, p): the trigger
-opens on the share P(Binomial(B, p) > tau * B) of steps. With one prompt per step that is p itself (ACR is 0 or 1);
-with many prompts ACR_t stays near p, and a p below tau seldom opens it until Eq. 12 brings tau down towards it.
+The adaptive and fixed modes act only on a step whose ACR exceeds tau. With B prompts per step, each group collapsed
+with probability p, a step's count of collapsed groups is Binomial(B, p): the trigger opens on P(Binomial(B, p) >
+tau * B) of steps (p itself at B = 1; with many prompts, seldom while p < tau).
 """
 
 from __future__ import annotations
@@ -33,8 +28,7 @@ AB_RECIPE = ("To find out on your own model, run the one-GPU A/B with a few seed
 
 @dataclass(frozen=True)
 class TriggerOutlook:
-    """At an expected ACR: the share of steps on which the trigger opens, and the share of collapsed groups those
-    steps augment (every collapsed group of an open step is augmented)."""
+    """At an expected ACR: the share of steps on which the trigger opens, and of collapsed groups those steps augment."""
 
     acr: float
     open_steps: float
@@ -97,7 +91,7 @@ def evidence_sentence() -> str:
 
 
 def announce(avspo: AVSPOConfig, prompts: int | None, group_size: int | None, host: str) -> str:
-    """Print, once, what the run will do and the evidence (the host's first log line of AVSPO); returns the line."""
+    """Print, once per process, what the run will do and the evidence (the host's first log line of AVSPO)."""
     line = f"avspo ({host}): {what_runs(avspo, prompts, group_size)}. {evidence_sentence()}"
     if line not in _ANNOUNCED:
         _ANNOUNCED.add(line)
@@ -105,5 +99,4 @@ def announce(avspo: AVSPOConfig, prompts: int | None, group_size: int | None, ho
     return line
 
 
-# The lines already said in this process: a host configures its session at every (re)start of a trainer.
-_ANNOUNCED: set[str] = set()
+_ANNOUNCED: set[str] = set()  # a host configures its session at every (re)start of a trainer

@@ -1,10 +1,6 @@
-"""State files beside checkpoints (the AVSPO state, the monitor's), for every host.
-
-Written whole or not at all (:func:`write_json`: a temporary file in the same folder, fsync, atomic
-rename), so a crash mid-save leaves the previous file or the new one, never a part of one. Read back
-with :func:`load_json`: a file that is empty, cut short or not JSON, or that its loader refuses (a
-field of the wrong type or outside its range, see :func:`check_fields`), is a :class:`StateFileError`
-naming it and saying what to do. The states' owners describe their fields (core.session.STATE_FIELDS).
+"""State files beside checkpoints (the AVSPO state, the monitor's), for every host: written whole or not at all
+(:func:`write_json`), read back with :func:`load_json`, where a damaged file or a field its loader refuses (see
+:func:`check_fields`) is a :class:`StateFileError` naming the file and saying what to do.
 """
 
 from __future__ import annotations
@@ -27,12 +23,8 @@ class StateFileError(ValueError):
 
 
 def write_json(path: str, data: Any, indent: int | None = None) -> str:
-    """``data`` as JSON at ``path``, atomically; returns ``path``.
-
-    The text goes to a temporary file beside ``path``, is flushed to disk (fsync) and renamed over
-    ``path`` (atomic on POSIX and Windows); the folder is then flushed so that the rename survives
-    a power cut. A failure removes the temporary file and leaves ``path`` as it was.
-    """
+    """``data`` as JSON at ``path``, atomically (a temporary file beside it, fsync, rename, the folder flushed so the
+    rename survives a power cut; a failure leaves ``path`` as it was); returns ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     partial = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -46,20 +38,12 @@ def write_json(path: str, data: Any, indent: int | None = None) -> str:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(partial)
         raise
-    _flush_folder(folder)
-    return path
-
-
-def _flush_folder(folder: str) -> None:
-    if os.name != "posix":
-        return  # Windows cannot open a folder to flush it; its rename is durable once it returns
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass  # some file systems (network mounts) refuse fsync on a folder: the file itself is on disk
-    finally:
+    if os.name == "posix":  # Windows cannot open a folder to flush it; its rename is durable once it returns
+        descriptor = os.open(folder, os.O_RDONLY)
+        with contextlib.suppress(OSError):  # network mounts may refuse fsync on a folder; the file is on disk
+            os.fsync(descriptor)
         os.close(descriptor)
+    return path
 
 
 def read_json(path: str, remedy: str) -> Any:
@@ -94,17 +78,11 @@ def refuse_earlier_keys(state: Mapping[str, Any], keys: Collection[str], what: s
         raise ValueError(f"{what}: {earlier}")
 
 
-# ---------------------------------------------------------------------------- field types
-
-
 def check_fields(value: Any, spec: Any, what: str) -> None:
-    """Raise ValueError naming the first field of ``value`` that does not match ``spec``.
+    """Raise ValueError naming (after ``what``, the state) the first field of ``value`` that does not match ``spec``.
 
-    spec: int (an integer, not a bool), float (any number but a bool), str, bool, None (null), a check of
-    :mod:`~avspo_plugin.allowed` (the one vocabulary the config's keys declare theirs in), a tuple of specs (any one
-    of them) or a dict (an object with at least these keys, each matching its spec). what: the state's name in the
-    message. A value of the wrong type is named with the type it should have; a value of the right type that its
-    check refuses with what the check allows.
+    spec: int (not a bool), float (any number but a bool), str, bool, None (null), a check of
+    :mod:`~avspo_plugin.allowed`, a tuple of specs (any one of them) or a dict (an object with at least these keys).
     """
     problem = _mismatch(value, spec, "")
     if problem is not None:
@@ -112,10 +90,9 @@ def check_fields(value: Any, spec: Any, what: str) -> None:
         raise ValueError(f"{what}: field {field or '(the whole state)'} {text}")
 
 
-_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", None: "null"}
-_SHOWN = 60
-# Exact types of JSON values that match a plain spec (bool is an int subclass, and matches neither number).
-_EXACT = {int: (int,), float: (int, float), str: (str,), bool: (bool,), None: (type(None),)}
+# A plain spec's wording and the exact types of JSON values that match it (a bool is an int, yet matches neither).
+_PLAIN = {int: ("an integer", (int,)), float: ("a number", (int, float)), str: ("a string", (str,)),
+          bool: ("true or false", (bool,)), None: ("null", (type(None),))}
 
 
 def _describe(spec: Any) -> str:
@@ -123,23 +100,19 @@ def _describe(spec: Any) -> str:
         return " or ".join(_describe(option) for option in spec)
     if isinstance(spec, dict):
         return "an object"
-    return spec.kind if isinstance(spec, Allowed) else _NAMES[spec]
-
-
-def _types(spec: Any) -> tuple[type, ...]:
-    if isinstance(spec, dict):
-        return ()
-    return spec.types if isinstance(spec, Allowed) else _EXACT[spec]
+    return spec.kind if isinstance(spec, Allowed) else _PLAIN[spec][0]
 
 
 def _shown(value: Any) -> str:
     shown = repr(value)
-    return shown if len(shown) <= _SHOWN else shown[: _SHOWN - 3] + "..."
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def _of_kind(value: Any, option: Any) -> bool:
     """Whether ``value`` has the type ``option`` takes (an object, or one of its exact types)."""
-    return isinstance(value, Mapping) if isinstance(option, dict) else type(value) in _types(option)
+    if isinstance(option, dict):
+        return isinstance(value, Mapping)
+    return type(value) in (option.types if isinstance(option, Allowed) else _PLAIN[option][1])
 
 
 def _mismatch(value: Any, spec: Any, field: str) -> tuple[str, str] | None:

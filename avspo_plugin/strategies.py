@@ -1,9 +1,6 @@
-"""The virtual-reward strategies, one row each (Eq. 10 and the paper's ablation variants): name, equation or source,
-whether it places rewards between reward_low and reward_high, and the rule itself.
-
-The config accepts and documents the strategies of STRATEGIES, and the core (core/advantage.py) places each packed
-virtual reward by its row: a strategy is added by one row here. Like threshold_modes.py, the table sits below the
-config and the core, which both read it, so it imports nothing of the package.
+"""The virtual-reward strategies, one row each (Eq. 10 and the paper's ablation variants): the config accepts and
+documents them, the core (core/advantage.py) places each packed virtual reward by its row. Imports nothing of the
+package.
 """
 
 from __future__ import annotations
@@ -33,12 +30,8 @@ def uniform_rewards(
     total: int, reward_low: float, reward_high: float, seed: int, step: int, call_in_step: int = 0,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
-    """r_vk ~ U[lo, hi], drawn from a generator seeded with (seed, step) so a resumed run draws the same values.
-
-    call_in_step > 0 (a host that computes one step's advantages in several calls) joins the seed, so
-    the calls of one step draw independent values. total: T -> (T,) float64 on ``device``, drawn on the CPU
-    (the same values on every device).
-    """
+    """(T = total,) float64 r_vk ~ U[lo, hi] on ``device``, drawn on the CPU from a generator seeded with (seed, step)
+    so a resumed run draws the same values; call_in_step > 0 (a step's k-th call) joins the seed."""
     entropy = [seed, step] if call_in_step == 0 else [seed, step, call_in_step]
     generator = torch.Generator().manual_seed(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
     draws = torch.rand(total, generator=generator, dtype=torch.float64)

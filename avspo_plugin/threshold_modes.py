@@ -1,9 +1,5 @@
-"""The threshold modes, one row each: what every part that acts on ``threshold_mode`` reads.
-
-The config accepts and documents the modes of THRESHOLD_MODES, the core (core/threshold.py, the session, the early
-warnings) runs them by their row, and the hosts' guards and the doctor say of them what their row says. A mode whose
-trigger the fields below describe is added by one row here. The table sits below the config and the core, which
-both read it, so it imports nothing of the package.
+"""The threshold modes, one row each: what the config, the core, the hosts' guards and the doctor read of
+``threshold_mode``. It imports nothing of the package (the config and the core both read it).
 """
 
 from __future__ import annotations
@@ -13,19 +9,19 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ThresholdMode:
-    """One threshold_mode: how it decides Eq. 13's batch condition ACR_t > tau_t, and what is said of it."""
+    """One threshold_mode: how it decides Eq. 13's batch condition ACR_t > tau_t, and what is said of it.
+
+    meaning: its entry in threshold_mode's help. augments: whether it ever adds virtual samples. reads_threshold:
+    whether its trigger opens on ACR_t > tau (else open at every step if it augments, else shut). adapts_threshold:
+    whether Eq. 12 moves tau from tau_0 = threshold_init (else tau = threshold_init). launch_note: the doctor's finding
+    on a run in this mode, formatted with the AVSPO keys and ``batch`` (the step's prompts in words).
+    """
 
     name: str
-    # Its entry in threshold_mode's help (docs/using/config.md, the packaged verl YAML, the hosts' option help).
     meaning: str
-    # Whether it ever adds virtual samples; the measure-only mode does not.
     augments: bool
-    # Whether its trigger opens on ACR_t > tau; one that does not is open at every step if it augments, else shut.
     reads_threshold: bool
-    # Whether Eq. 12 moves tau after each step from tau_0 = threshold_init; one that does not reads threshold_init.
     adapts_threshold: bool
-    # The launch check's finding (avspo doctor) on a run in this mode, formatted with the AVSPO keys and ``batch``
-    # (the step's prompts in words); None: nothing beyond the settings.
     launch_note: str | None
 
     def __post_init__(self) -> None:
@@ -36,8 +32,7 @@ class ThresholdMode:
 
     @property
     def can_stay_shut(self) -> bool:
-        """Whether its trigger can stay shut on steps with collapsed groups, the whole run long (the inert-trigger
-        warning watches for that); always opens on every step, and never is shut by design."""
+        """Whether its trigger can stay shut on steps with collapsed groups the whole run (the inert-trigger warning)."""
         return self.reads_threshold
 
 
@@ -74,9 +69,5 @@ THRESHOLD_MODES = {
         ),
     )
 }
-# The trigger of the paper's equations (Eqs. 11-12): the default, and what the paper's README switch use_avspo=True
-# runs.
-PAPER_MODE = "adaptive"
-# The mode that measures and never acts: collapse measured, no virtual sample, every advantage plain GRPO's. The ACR
-# monitor runs in it.
-MEASURE_ONLY_MODE = "never"
+PAPER_MODE = "adaptive"  # the paper's Eqs. 11-12: the default, what its README switch use_avspo=True runs
+MEASURE_ONLY_MODE = "never"  # no virtual sample, plain GRPO advantages: the ACR monitor runs in it
