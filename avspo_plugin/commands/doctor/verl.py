@@ -1,14 +1,8 @@
 """``avspo doctor`` (``--host verl``, the default): is the ``avspo`` estimator registered where verl computes advantages, and if not, why?
 
-verl loads plugins on ``import verl`` and swallows their import errors, and computes advantages
-in a Ray actor, not in the launching process. The doctor checks, in this process and in a fresh
-Ray actor: versions, the ``verl.plugins`` entry point, the environment switches, whether
-``avspo`` is registered, and, when it is not, why (re-loading the entry point to show the error
-verl hid). It then composes the run's hydra config and checks ``algorithm.avspo``.
-
-This module imports nothing heavy at import time, and must not import ``avspo_plugin.verl``
-before checking: that import itself registers the estimator. That is why the verl checks live
-here, in :mod:`avspo_plugin.commands.doctor`, and not in the verl adapter's package.
+verl loads plugins on ``import verl``, swallowing their import errors, and computes advantages in a Ray actor: the
+checks run in this process and in a fresh Ray actor, then on the run's composed hydra config. Nothing here imports
+``avspo_plugin.verl`` before checking: that import itself registers the estimator.
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ from importlib import metadata
 from typing import Any
 
 from avspo_plugin.config import AVSPOConfig, ConfigError, inert_keys
+from avspo_plugin.host_versions import release
 from avspo_plugin.launch import evidence_sentence, what_runs
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
@@ -34,18 +29,18 @@ from .trigger import mode_note, trigger_note
 
 ENTRY_POINT_GROUP = "verl.plugins"
 ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
-# First verl release that loads `verl.plugins` entry points on import.
-ENTRY_POINTS_SINCE = (0, 9)
+ENTRY_POINTS_SINCE = "0.9"  # the first verl release that loads `verl.plugins` entry points on import
 PACKAGED_CONFIG = "pkg://avspo_plugin.verl.config"
 # What `python -m verl.trainer.main_ppo` composes when given no --config-path / --config-name.
 VERL_CONFIG = "pkg://verl.trainer.config"
 VERL_CONFIG_NAME = "ppo_trainer"
-# avspo_plugin/, found without importing avspo_plugin.verl (tools/doctor/verl.py is two folders below it).
+# avspo_plugin/, found without importing avspo_plugin.verl.
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# What verl's validate_config prints when every check passed (the doctor says so itself).
+VALIDATED_LINE = "[validate_config] All configuration checks passed"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """verl's options of ``avspo doctor`` (``--host`` is the command's, :mod:`avspo_plugin.commands.doctor`)."""
     parser.add_argument(
         "overrides", nargs="*",
         help="hydra overrides of the run to check, exactly as given to main_ppo (e.g. algorithm.adv_estimator=avspo "
@@ -70,15 +65,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def probe() -> dict[str, Any]:
     """This process's view: versions, switches, registration, and the reason when not registered."""
+    entry_point = _entry_point()
     report: dict[str, Any] = {
         "pid": os.getpid(),
         "host": os.uname().nodename,
         "python": f"{sys.version.split()[0]} ({sys.executable})",
         "env": {key: os.environ.get(key) for key in ENV_KEYS},
         "versions": {name: installed_version(name) for name in ("avspo-plugin", "verl", "torch", "ray")},
-        "entry_point": _entry_point_value(),
+        "entry_point": None if entry_point is None else f"{entry_point.name} = {entry_point.value}",
+        "verl_imported": imported_verl(),
     }
-    report["verl_imported"] = imported_verl()
     try:
         import verl  # noqa: F401  (loads the plugins, as in a training process)
 
@@ -93,8 +89,8 @@ def probe() -> dict[str, Any]:
     if not report["registered"]:
         report["why_not"] = why_not_registered(registered, report)
     if PLUGIN_MODULE in sys.modules:
-        # verl loaded the adapter (entry point or VERL_USE_EXTERNAL_MODULES), so importing its parts registers nothing
-        # new. Imports the trainer modules, as a training process does, so every hook is placed or reported.
+        # verl loaded the adapter, so importing its parts registers nothing new; the trainer modules are imported, as
+        # in a training process, so every hook is placed or reported.
         from avspo_plugin.verl import hooks, versions
         from avspo_plugin.verl.metric_routing import metrics_route
         from avspo_plugin.verl.model_build_fix import TRL_PATCH_NAME, trl_patch_status
@@ -104,21 +100,19 @@ def probe() -> dict[str, Any]:
         report["known_good_verl"] = list(versions.KNOWN_GOOD_VERL)
         report["untested_verl"] = versions.untested_verl(versions.verl_version())
         report["refused_verl"] = versions.refused_verl(versions.verl_version())
-
         report["trl_patch"] = {TRL_PATCH_NAME: trl_patch_status()}
     return report
 
 
 def imported_verl() -> dict[str, str | None]:
-    """The ``verl`` package ``import verl`` finds here (a source checkout on PYTHONPATH as well as a pip
-    install): its folder, and its ``__version__`` once imported (None before, or when it has none)."""
+    """The folder of the ``verl`` that ``import verl`` finds here (a checkout on PYTHONPATH too), and its
+    ``__version__`` once imported."""
     try:
         spec = importlib.util.find_spec("verl")
     except (ImportError, ValueError):
         spec = None
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    module = sys.modules.get("verl")
-    version = getattr(module, "__version__", None)
+    version = getattr(sys.modules.get("verl"), "__version__", None)
     return {"path": locations[0] if locations else None, "version": None if version is None else str(version)}
 
 
@@ -138,7 +132,7 @@ def why_not_registered(registered: Any, report: dict[str, Any]) -> list[str]:
             f"no {ESTIMATOR!r} entry point in group {ENTRY_POINT_GROUP}: avspo-plugin is not installed in this "
             f"Python environment ({sys.executable}); pip install it there"
         )
-    if verl_version and _release(verl_version) < ENTRY_POINTS_SINCE:
+    if verl_version and release(verl_version) < release(ENTRY_POINTS_SINCE):
         reasons.append(
             f"verl {verl_version} does not load {ENTRY_POINT_GROUP} entry points (verl >= 0.9 does): set "
             f"VERL_USE_EXTERNAL_MODULES={PLUGIN_MODULE} in every process (for Ray: "
@@ -150,9 +144,7 @@ def why_not_registered(registered: Any, report: dict[str, Any]) -> list[str]:
             f"VERL_USE_EXTERNAL_MODULES={PLUGIN_MODULE}"
         )
     elif policy != "auto" and ESTIMATOR not in {name.strip() for name in policy.split(",")}:
-        reasons.append(
-            f"VERL_USE_EXTERNAL_PLUGINS={policy} does not name {ESTIMATOR!r}: add it to the list"
-        )
+        reasons.append(f"VERL_USE_EXTERNAL_PLUGINS={policy} does not name {ESTIMATOR!r}: add it to the list")
     if entry_point is not None and not reasons:
         try:
             entry_point.load()
@@ -213,68 +205,55 @@ def compose_config(config_path: str, config_name: str, overrides: list[str]):
 
 def config_findings(config: Any) -> list[tuple[str, str]]:
     """(level, text) findings about a composed verl config; level is ok, warn or FAIL."""
-    # Here, after the registration checks: importing the verl adapter registers the estimator (module docstring).
+    # Here, after the registration checks: importing the verl adapter registers the estimator.
     from omegaconf import OmegaConf
 
+    from avspo_plugin.verl import run_config as rc
     from avspo_plugin.verl.hooks import hooks_for
     from avspo_plugin.verl.launch_guards import group_filtering_problem, uses_group_filtering
     from avspo_plugin.verl.monitor import launch_notes
-    from avspo_plugin.verl.run_config import (
-        AVSPO,
-        FEATURE_SETTING,
-        MONITOR,
-        avspo_config_from_algorithm,
-        avspo_key_name,
-        features_of,
-        given_avspo_keys,
-        misspelt_block_problem,
-        monitor_config_from_algorithm,
-        trainer_of,
-    )  # fmt: skip
 
     algorithm = config.algorithm
-    misspelt = misspelt_block_problem(algorithm)
+    misspelt = rc.misspelt_block_problem(algorithm)
     if misspelt is not None:
         return [("FAIL", misspelt)]
     estimator = algorithm.get("adv_estimator")
     try:
-        features = features_of(config)
-        monitor = monitor_config_from_algorithm(algorithm)
+        features = rc.features_of(config)
+        monitor = rc.monitor_config_from_algorithm(algorithm)
+        avspo = rc.avspo_config_from_algorithm(algorithm) if rc.AVSPO in features else None
     except ConfigError as err:
         return [("FAIL", str(err))]
     if not features:
         return [("warn", f"algorithm.adv_estimator={estimator}: this run uses nothing of avspo: keep the estimator and "
-                         "see collapse with algorithm.avspo_monitor.enable=true, or set algorithm.adv_estimator=avspo")]  # fmt: skip
+                         "see collapse with algorithm.avspo_monitor.enable=true, or set algorithm.adv_estimator=avspo")]
     findings = []
-    if AVSPO in features:
-        try:
-            avspo = avspo_config_from_algorithm(algorithm)
-        except ConfigError as err:
-            return [("FAIL", str(err))]
+    if avspo is not None:
         findings.append(("ok", "algorithm.avspo is valid; " + _not_default(avspo)))
-        findings += [("warn", inert.message(avspo_key_name))
-                     for inert in inert_keys(avspo, given_avspo_keys(algorithm))]
+        findings += [("warn", inert.message(rc.avspo_key_name))
+                     for inert in inert_keys(avspo, rc.given_avspo_keys(algorithm))]
         findings += estimator_notes(avspo, OmegaConf.select(config, "actor_rollout_ref.rollout.n"),
                                     OmegaConf.select(config, "data.train_batch_size"))
-    if MONITOR in features:
+    if rc.MONITOR in features:
         findings.append(("ok", f"algorithm.avspo_monitor is on beside algorithm.adv_estimator={estimator} (advantages "
-                               f"untouched); {_not_default(monitor)}"))  # fmt: skip
+                               f"untouched); {_not_default(monitor)}"))
     findings += [("warn", note) for note in launch_notes(config)]
     if uses_group_filtering(config):
         problem = group_filtering_problem(config)
         findings.append(("FAIL", problem) if problem else (
             "ok", "algorithm.filter_groups.enable=true: verl evicts the zero-variance groups before the estimator sees "
                   "them; collapse is counted on the groups as generated, before filtering"
-                  + (f" (algorithm.avspo.threshold_mode={MEASURE_ONLY_MODE}: monitor only)" if AVSPO in features else ""),
-        ))  # fmt: skip
+                  + (f" (algorithm.avspo.threshold_mode={MEASURE_ONLY_MODE}: monitor only)" if avspo else ""),
+        ))
     if algorithm.get("use_kl_in_reward"):
         findings.append(("warn", "algorithm.use_kl_in_reward=True: ACR then measures rewards that include the KL penalty"))
-    if AVSPO in features and algorithm.get("norm_adv_by_std_in_grpo") is False:
+    if avspo is not None and algorithm.get("norm_adv_by_std_in_grpo") is False:
         findings.append(("ok", "algorithm.norm_adv_by_std_in_grpo=false: advantages are not divided by the group std"))
     trainer = config.trainer
     use_v1 = trainer.get("use_v1", False)
     sync_steps = OmegaConf.select(config, f"trainer.v1.{OmegaConf.select(config, 'trainer.v1.trainer_mode')}.parameter_sync_step")
-    state_files = [name for feature, name in ((AVSPO, STATE_FILE), (MONITOR, MONITOR_STATE_FILE)) if feature in features]
+    state_files = [name for feature, name in ((rc.AVSPO, STATE_FILE), (rc.MONITOR, MONITOR_STATE_FILE))
+                   if feature in features]
     findings.append((
         "ok",
         f"trainer: {'v1 (default)' if use_v1 else 'legacy RayPPOTrainer'}"
@@ -283,50 +262,40 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
         + "".join(f"; state saved in {trainer.default_local_dir}/global_step_<N>/{name}" for name in state_files)
         + f" (resume_mode={trainer.resume_mode})",
     ))
-    hooks = dict.fromkeys(hook.name for feature in features for hook in hooks_for(trainer_of(config), feature))
-    findings.append(("ok", f"verl functions this run wraps ({', '.join(FEATURE_SETTING[f] for f in features)}): "
-                           f"{len(hooks)}: {', '.join(hooks)}"))  # fmt: skip
+    hooks = dict.fromkeys(hook.name for feature in features for hook in hooks_for(rc.trainer_of(config), feature))
+    findings.append(("ok", f"verl functions this run wraps ({', '.join(rc.FEATURE_SETTING[f] for f in features)}): "
+                           f"{len(hooks)}: {', '.join(hooks)}"))
     return findings
 
 
 def verl_validation_findings(config: Any) -> list[tuple[str, str]]:
-    """verl's own check of the composed config, called as ``main_ppo`` calls it before Ray starts (its
-    ``auto_set_device``, then ``validate_config`` with its ``need_reference_policy`` and ``need_critic``): (level, text)
-    findings, a refusal quoting verl's message, and what it printed (its notices) as warnings."""
+    """verl's own check of the config, as ``main_ppo`` runs it before Ray starts (``auto_set_device``, then
+    ``validate_config``): a refusal quotes verl's message, and what verl printed comes as warnings."""
     try:
         from verl.trainer import main_ppo
 
-        steps = (main_ppo.auto_set_device, main_ppo.validate_config, main_ppo.need_reference_policy, main_ppo.need_critic)
+        auto_set_device, validate_config = main_ppo.auto_set_device, main_ppo.validate_config
+        need_reference_policy, need_critic = main_ppo.need_reference_policy, main_ppo.need_critic
     except (ImportError, AttributeError) as err:
         return [("warn", f"verl's own config check (main_ppo's validate_config) cannot be run with this verl: {err}")]
-    auto_set_device, validate_config, need_reference_policy, need_critic = steps
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
             auto_set_device(config)
             validate_config(config=config, use_reference_policy=need_reference_policy(config),
                             use_critic=need_critic(config))
-    except Exception as err:
-        return [("FAIL", f"verl refuses this config (validate_config, which main_ppo calls before Ray starts): "
-                         f"{_flat(err)}")]
+    except Exception as err:  # one line: hydra's instantiation errors span several
+        flat = f"{type(err).__name__}: {' '.join(str(err).split())}" if str(err) else type(err).__name__
+        return [("FAIL", f"verl refuses this config (validate_config, which main_ppo calls before Ray starts): {flat}")]
     notices = [text.strip() for text in printed.getvalue().splitlines()
                if text.strip() and not text.startswith(VALIDATED_LINE)]
     return [("ok", "verl's validate_config accepts it, as main_ppo checks it before Ray starts"),
             *(("warn", f"verl's validate_config: {notice}") for notice in notices)]
 
 
-# What verl's validate_config prints when every check passed (the doctor says so itself).
-VALIDATED_LINE = "[validate_config] All configuration checks passed"
-
-
-def _flat(err: BaseException) -> str:
-    """An exception as one line: its type and message (hydra's instantiation errors span lines)."""
-    return f"{type(err).__name__}: {' '.join(str(err).split())}" if str(err) else type(err).__name__
-
-
 def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> list[tuple[str, str]]:
-    """What a batch of ``prompts`` prompts (data.train_batch_size) means for AVSPO's trigger, and a rollout.n of
-    ``n`` that leaves no group: (level, text) findings."""
+    """(level, text) findings on what ``prompts`` prompts per step (data.train_batch_size) in groups of ``n``
+    (rollout.n) mean for AVSPO: what runs, its trigger, and a rollout.n that leaves no group."""
     notes = []
     if n is not None and int(n) < 2:
         notes.append(("warn", f"algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n={n}: each prompt has a "
@@ -349,15 +318,15 @@ def _not_default(config: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    failed = False
     local = probe()
     print("avspo doctor")
     print(f"  versions: {_versions_line(local)}")
     print(f"  entry point: {ENTRY_POINT_GROUP} {local['entry_point'] or 'NOT INSTALLED'}")
-    print(f"  env: {_env_line(local)}")
-    failed |= _print_imported_verl("this process", local)
+    env = ", ".join(f"{key}={'(unset)' if value is None else value}" for key, value in local["env"].items())
+    print(f"  env: {env}")
+    failed = _print_imported_verl("this process", local)
     failed |= _print_registration("this process", local)
-
+    config = None
     if not args.no_config:
         stock = (args.config_path, args.config_name) == (VERL_CONFIG, VERL_CONFIG_NAME)
         where = (f"{args.config_name} from {args.config_path}"
@@ -368,7 +337,6 @@ def run(args: argparse.Namespace) -> int:
         except Exception as err:
             line("FAIL", f"config {where}: cannot compose: {err}")
             failed = True
-            config = None
         if config is not None:
             print(f"  config {where}:")
             try:
@@ -380,13 +348,9 @@ def run(args: argparse.Namespace) -> int:
             for level, text in findings:
                 line(level, text, indent=4)
                 failed |= level == "FAIL"
-    else:
-        config = None
-
     if not args.no_ray:
-        runtime_env = _user_runtime_env(config)
         try:
-            remote = probe_in_ray_actor(args.ray_address, runtime_env)
+            remote = probe_in_ray_actor(args.ray_address, _user_runtime_env(config))
         except Exception as err:
             line("FAIL", f"fresh Ray actor: could not run the check: {err!r}")
             return NOT_READY
@@ -399,8 +363,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_interpreter(where: str, local: dict[str, Any], remote: dict[str, Any]) -> bool:
-    """Print whether the actor runs the doctor's own Python (version and executable); True when it does not: the
-    run's workers would import another environment's packages than the one checked here."""
+    """Print whether the actor runs the doctor's own Python; True when not (its workers import other packages)."""
     if remote["python"] == local["python"]:
         line("ok", f"{where} runs this Python: {remote['python']}")
         return False
@@ -420,49 +383,44 @@ def _print_imported_verl(where: str, report: dict[str, Any]) -> bool:
     installed = report["versions"]["verl"]
     if installed and imported["version"] and installed != imported["version"]:
         line("warn", f"the pip-installed verl is {installed}, but {where} imports verl {imported['version']} from "
-                     f"{imported['path']} (PYTHONPATH or the working directory comes first)")  # fmt: skip
+                     f"{imported['path']} (PYTHONPATH or the working directory comes first)")
     return False
 
 
 def _print_registration(where: str, report: dict[str, Any]) -> bool:
-    """Print one process's registration; True when it is a failure."""
+    """Print one process's registration, its hooks and verl release; True when it is a failure."""
     if "verl_error" in report:
         line("FAIL", f"{where}: import verl failed:\n{_indent(report['verl_error'])}")
         return True
-    if report["registered"]:
-        line("ok", f"avspo registered in {where}: {report['registered_as']}")
-        return _print_hooks(where, report) if "hooks" in report else False
-    line("FAIL", f"avspo NOT registered in {where}. Why:")
-    for reason in report["why_not"]:
-        print(_indent(reason, "      - "))
-    return True
-
-
-def _print_hooks(where: str, report: dict[str, Any]) -> bool:
-    """Print every hook and the trl patch of one process; True when one an avspo run needs is missing."""
+    if not report["registered"]:
+        line("FAIL", f"avspo NOT registered in {where}. Why:")
+        for reason in report["why_not"]:
+            print(_indent(reason, "      - "))
+        return True
+    line("ok", f"avspo registered in {where}: {report['registered_as']}")
+    if "hooks" not in report:
+        return False
     hooks = {**report["hooks"], **report["trl_patch"]}
     missing = [name for name, state in hooks.items() if not state.startswith(("in place", "not needed", "ready"))]
-    failing = list(missing)
     placed = sum(state.startswith("in place") for state in hooks.values())
     ready = sum(state.startswith("ready") for state in hooks.values())
-    line("FAIL" if failing else "warn" if missing else "ok",
-          f"hooks in {where}: {placed} of {len(hooks)} in place, {ready} ready (placed by the trainer of a run that "
-          f"uses them), {len(hooks) - placed - ready - len(missing)} not needed, {len(missing)} missing; metrics via "
-          f"{report['metrics_route']}")  # fmt: skip
+    line("FAIL" if missing else "ok",
+         f"hooks in {where}: {placed} of {len(hooks)} in place, {ready} ready (placed by the trainer of a run that "
+         f"uses them), {len(hooks) - placed - ready - len(missing)} not needed, {len(missing)} missing; metrics via "
+         f"{report['metrics_route']}")
     for name, state in hooks.items():
         print(f"      {'MISSING' if name in missing else '-'} {name}: {state}")
-    verl_version = report["verl_imported"]["version"]
-    known = report["known_good_verl"]
+    verl_version, known = report["verl_imported"]["version"], report["known_good_verl"]
     if report.get("refused_verl"):
         line("FAIL", report["refused_verl"])
-        failing.append("verl release")
-    elif report["untested_verl"]:
+        return True
+    if report["untested_verl"]:
         line("warn", report["untested_verl"])
     elif verl_version in known:
         line("ok", f"verl {verl_version}: the hooks are checked with verl {', '.join(known)}")
     else:
         line("warn", f"verl {verl_version} is not a version the plugin was checked with ({', '.join(known)})")
-    return bool(failing)
+    return bool(missing)
 
 
 def _user_runtime_env(config: Any) -> dict | None:
@@ -475,25 +433,8 @@ def _user_runtime_env(config: Any) -> dict | None:
     return OmegaConf.to_container(runtime_env, resolve=True) if runtime_env else None
 
 
-def _entry_point():
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry_point.name == ESTIMATOR:
-            return entry_point
-    return None
-
-
-def _entry_point_value() -> str | None:
-    entry_point = _entry_point()
-    return None if entry_point is None else f"{entry_point.name} = {entry_point.value}"
-
-
-
-def _release(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split(".")[:2]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
+def _entry_point() -> metadata.EntryPoint | None:
+    return next((ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == ESTIMATOR), None)
 
 
 def _versions_line(report: dict[str, Any]) -> str:
@@ -501,13 +442,7 @@ def _versions_line(report: dict[str, Any]) -> str:
     return f"{versions}, python {report['python']}"
 
 
-def _env_line(report: dict[str, Any]) -> str:
-    return ", ".join(f"{key}={value if value is not None else '(unset)'}" for key, value in report["env"].items())
-
-
-
 def _indent(text: str, prefix: str = "      ") -> str:
     """``text`` with ``prefix`` before its first line and as much space before the others."""
-    lines = text.rstrip().splitlines() or [""]
-    pad = " " * len(prefix)
-    return "\n".join([prefix + lines[0]] + [pad + line for line in lines[1:]])
+    first, *rest = text.rstrip().splitlines() or [""]
+    return "\n".join([prefix + first] + [" " * len(prefix) + more for more in rest])
