@@ -1,15 +1,14 @@
 """Group labels and per-group (segment) statistics, vectorised over the batch.
 
-Group labels are arbitrary (uid strings, ints): they are factorised once into
-contiguous ids, then every per-group quantity is a scatter/segment op; no
-Python loop runs over samples or groups. Per-group values go back to samples
-with ``index_select``: on CPU, advanced indexing (``values[group_ids]``) of a
-float64 vector stalls for milliseconds when another process holds a core.
+Labels (uid strings, ints) are factorised once into contiguous ids; every per-group quantity is then a segment op.
+Per-group values go back to samples with ``index_select``: on CPU, ``values[group_ids]`` of a float64 vector
+stalls for milliseconds when another process holds a core.
 """
 
 from __future__ import annotations
 
 import itertools
+import operator
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -30,26 +29,23 @@ def label_array(index: Any) -> np.ndarray:
     return np.fromiter(index, dtype=object)
 
 
-def unique_labels(labels: np.ndarray, device: torch.device) -> tuple[np.ndarray, torch.Tensor]:
-    """The distinct labels (N,), sorted, and each label's position among them: group_ids (B,) int64 on ``device``.
+def factorize_labels(labels: np.ndarray, device: torch.device) -> tuple[torch.Tensor, int]:
+    """Each label's position among the N distinct labels, sorted: group_ids (B,) int64 on ``device``, and N.
 
-    labels: (B,) numpy array. Labels equal in Python are one group (3, 3.0 and np.int64(3)); labels of
-    types that do not compare (3 and "3") are an error naming two of them, never coerced into one group.
-    A label not equal to itself (NaN) is an error naming its row: np.unique would put all NaNs in one
-    group, a dict each NaN object in its own.
-    A typed array is sorted by numpy; Python objects (verl's uid strings) are looked up in a dict, one
-    C-level lookup per label, and only the N distinct labels are sorted (np.unique would sort all B of
-    them with Python comparisons, several times slower).
+    labels: (B,) numpy array. Labels equal in Python are one group (3, 3.0 and np.int64(3)); labels that do not
+    compare (3 and "3") or are not equal to themselves (NaN) are an error, never coerced into one group.
+    Python objects (verl's uid strings) are looked up in a dict and only the N distinct labels are sorted
+    (np.unique would sort all B with Python comparisons, several times slower).
     """
     if labels.dtype != object:
         _refuse_self_unequal(labels, np.arange(labels.shape[0]), labels)
         uniques, inverse = np.unique(labels, return_inverse=True)
-        return uniques, torch.from_numpy(inverse.reshape(-1).astype(np.int64)).to(device)
+        return torch.from_numpy(inverse.reshape(-1).astype(np.int64)).to(device), len(uniques)
     first_seen: defaultdict = defaultdict(itertools.count().__next__)
     try:
         seen_ids = np.fromiter(map(first_seen.__getitem__, labels), dtype=np.int64, count=labels.shape[0])
     except TypeError:
-        bad = next(label for label in labels if not _hashable(label))
+        bad = next(label for label in labels if _raises_type_error(hash, label))
         raise ValueError(f"group labels (index/uid) must be hashable: {bad!r} ({type(bad).__name__}) is not") from None
     seen = np.fromiter(first_seen, dtype=object, count=len(first_seen))
     # Only the N distinct labels are compared; a NaN's first row is the first row of its dict entry.
@@ -60,14 +56,13 @@ def unique_labels(labels: np.ndarray, device: torch.device) -> tuple[np.ndarray,
         raise ValueError(_incomparable_labels(seen)) from None
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    return seen[order], torch.from_numpy(rank[seen_ids]).to(device)
+    return torch.from_numpy(rank[seen_ids]).to(device), len(seen)
 
 
 def _refuse_self_unequal(candidates: np.ndarray, positions: np.ndarray, labels: np.ndarray) -> None:
     """Raise ValueError naming the first row whose label is not equal to itself (NaN, NaT).
 
-    candidates: (M,) the labels to compare (every row's, or the distinct ones); positions: (B,) each
-    row's position in candidates; labels: (B,) the batch's labels.
+    candidates: (M,) the labels compared (every row's, or the distinct ones); positions: (B,) each row's in them.
     """
     unequal = np.asarray(candidates != candidates, dtype=bool)
     if not unequal.any():
@@ -82,20 +77,13 @@ def _refuse_self_unequal(candidates: np.ndarray, positions: np.ndarray, labels: 
     )
 
 
-def _hashable(label: Any) -> bool:
+def _raises_type_error(call: Any, *args: Any) -> bool:
+    """Whether call(*args) raises TypeError: a label that cannot be hashed, two that cannot be compared."""
     try:
-        hash(label)
+        call(*args)
     except TypeError:
-        return False
-    return True
-
-
-def _comparable(a: Any, b: Any) -> bool:
-    try:
-        a < b  # noqa: B015 (the comparison is the test)
-    except TypeError:
-        return False
-    return True
+        return True
+    return False
 
 
 def _incomparable_labels(seen: np.ndarray) -> str:
@@ -104,7 +92,7 @@ def _incomparable_labels(seen: np.ndarray) -> str:
     for label in seen:
         by_type.setdefault(type(label), label)
     samples = list(by_type.values())
-    pairs = [(a, b) for i, a in enumerate(samples) for b in samples[i + 1:] if not _comparable(a, b)]
+    pairs = [(a, b) for i, a in enumerate(samples) for b in samples[i + 1:] if _raises_type_error(operator.lt, a, b)]
     if not pairs:
         return f"group labels (index/uid) of type {type(seen[0]).__name__} cannot be ordered, e.g. {seen[0]!r}"
     a, b = pairs[0]
@@ -112,12 +100,6 @@ def _incomparable_labels(seen: np.ndarray) -> str:
         f"group labels (index/uid) mix {type(a).__name__} and {type(b).__name__}, e.g. {a!r} and {b!r}: "
         "give every label of a batch one type"
     )
-
-
-def factorize_labels(labels: np.ndarray, device: torch.device) -> tuple[torch.Tensor, int]:
-    """Map arbitrary labels to contiguous group ids: (B,) int64 in [0, N) on ``device``, and N (see unique_labels)."""
-    uniques, group_ids = unique_labels(labels, device)
-    return group_ids, len(uniques)
 
 
 def segment_sum(values: torch.Tensor, group_ids: torch.Tensor, num_groups: int) -> torch.Tensor:
@@ -180,16 +162,8 @@ def group_stats(
     if host_std is None:
         host_std = torch.sqrt(second / dof).to(scores.dtype)
     host_std = torch.where(count > ddof, host_std, 0.0)
-    return GroupStats(
-        count=count,
-        mean=pivot + first / size,
-        sum_sq_dev=sum_sq_dev,
-        std=torch.where(count > ddof, torch.sqrt(sum_sq_dev / dof), 0.0),
-        low=low,
-        high=high,
-        host_mean=host_mean,
-        host_std=host_std,
-    )
+    std = torch.where(count > ddof, torch.sqrt(sum_sq_dev / dof), 0.0)
+    return GroupStats(count, pivot + first / size, sum_sq_dev, std, low, high, host_mean, host_std)
 
 
 def grouped_order(group_ids: torch.Tensor, valid: torch.Tensor, num_groups: int) -> torch.Tensor:
@@ -209,11 +183,9 @@ def host_group_reductions(
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """Per group: torch.mean of its scores, their lowest and highest value, and torch.std where it is not S2's.
 
-    verl's GRPO calls torch.mean and torch.std on each group's stacked scores (batch order). Groups of
-    equal size are reduced together here, as the rows of one (N_s, s) matrix per distinct size s (a loop
-    over sizes, not over groups): a row's mean has the same bits as the row's own. torch.std of a 1-D
-    float32 or float64 tensor is computed from S2 (:func:`group_stats`); for bfloat16 and float16 torch
-    uses another algorithm, taken here row-wise (None for float32 and float64).
+    As verl's GRPO reduces each group's stacked scores (batch order): groups of equal size s are the rows of one
+    (N_s, s) matrix (a loop over sizes, not groups), and a row's mean has the bits of the group's own. std is
+    None for float32 and float64 (:func:`group_stats` takes it from S2), else torch's row-wise std.
     scores, group_ids, valid: (B,); count: (N,) G_j float64.
     Returns (mean (N,) in scores' dtype, std (N,) or None, low (N,) float64, high (N,) float64).
     """

@@ -1,15 +1,7 @@
-"""One process's AVSPO run state, for hosts that call the estimator once or more per logged step.
+"""One process's AVSPO run state: threshold state, early-warning streaks and metrics not yet logged.
 
-A host computes advantages in some process and logs metrics later, possibly after several
-calls; between the two it must keep the adaptive threshold's state, the early-warning
-streaks and the metrics not yet logged, and checkpoint them. :class:`AVSPOSession` keeps all
-of that; a host adapter only translates its own config and tensors to it.
-
-One step of Eq. 12 is one host step (one logged step, one weight sync), however many estimator
-calls it takes: every call of a step compares its own ACR with the same tau_t, and the step's
-close advances tau once, with the ACR and mean reward pooled over all of the step's calls. A host
-that splits a step into mini-batches (verl's ``parameter_sync_step``) thus moves the threshold
-exactly as one call over the whole step would (docs/method/method.md, decision 8).
+One step of Eq. 12 is one host step however many estimator calls it takes: every call compares its ACR with the
+same tau_t, and the step's close advances tau once over the pooled calls (docs/method/method.md, decision 8).
 """
 
 from __future__ import annotations
@@ -36,14 +28,13 @@ STATE_FORMAT = 1
 # What state_dict() holds besides its format; "warnings" holds the early-warning streaks.
 STATE_KEYS = ("threshold", "warnings", "logged_steps")
 # The settings a threshold state is made under, saved beside it ("settings"): those that move tau (Eq. 12) and
-# decide K (Eq. 9). A state made under other settings than the config in force starts over (AVSPOSession.configure).
+# decide K (Eq. 9).
 STATE_SETTINGS = ("threshold_mode", "threshold_init", "threshold_lr", "threshold_min", "threshold_max", "num_virtual",
                   "alpha")
 # A count or a step number of the state.
 COUNT = Integer(0, INT64_MAX)
 FRACTION = Number(0.0, 1.0)
-# The type and range of every field of state_dict(), checked on load: tau is a threshold on ACR, a fraction;
-# the settings as AVSPOConfig declares them.
+# The type and range of every field of state_dict(), checked on load.
 STATE_FIELDS = {
     "format": int,
     "threshold": (None, {"tau": FRACTION, "prev_reward_mean": (None, Number()), "step": COUNT}),
@@ -75,8 +66,7 @@ class AVSPOSession:
         with self._lock:
             self.config: AVSPOConfig | None = None
             self.state: ThresholdState | None = None
-            # The STATE_SETTINGS the state was made under (None: unknown, a state saved before they were saved),
-            # and where it came from, as the warning of a change names it.
+            # The STATE_SETTINGS the state was made under (None: unknown, an older state), and where it came from.
             self._made_under: dict[str, Any] | None = None
             self._state_origin = "of this process"
             # Its limits become the run's at the first configure; streaks survive a resume through state_dict.
@@ -90,12 +80,7 @@ class AVSPOSession:
             self._off_bound_warned = False
 
     def configure(self, config: AVSPOConfig | Mapping[str, Any]) -> None:
-        """Put ``config`` (an AVSPOConfig, or a mapping of its keys) in force.
-
-        The threshold state is kept while the STATE_SETTINGS it was made under are the config's; a state made under
-        others, whether by an earlier config of this process or in a checkpoint resumed, starts over as a fresh run
-        with this config would (:meth:`_fit_state_to_config`).
-        """
+        """Put ``config`` (an AVSPOConfig, or a mapping of its keys) in force (:meth:`_fit_state_to_config`)."""
         config = as_config(config)
         with self._lock:
             if config == self.config:
@@ -107,11 +92,9 @@ class AVSPOSession:
     def _fit_state_to_config(self) -> None:
         """The threshold state made fit for the config in force.
 
-        None: a fresh state. Made under other STATE_SETTINGS: a fresh state too (tau = threshold_init, t = 0, no
-        J_{t-1}; the warning streaks kept), with one warning naming each setting's saved and current value and where
-        the state came from. Made under unknown settings (saved before states recorded them): kept, its tau clipped
-        into [threshold_min, threshold_max] (a resumed run whose range was narrowed), and from then on made under the
-        config's settings.
+        None, or made under other STATE_SETTINGS: a fresh state (with a warning naming the changed settings; the
+        warning streaks kept). Made under unknown settings (an older state): kept, its tau clipped into
+        [threshold_min, threshold_max].
         """
         config, state = self.config, self.state
         if config is None:
@@ -150,34 +133,24 @@ class AVSPOSession:
         response_mask: TensorLike | None = None,
     ) -> AVSPOResult:
         """AVSPO advantages of sequence scores (B,) grouped by index (B,), one call of the open step
-        (scores, config, valid, response_mask: as :func:`~.advantage.compute_group_advantages` takes them)."""
-        with self._lock:
-            self.configure(config)
-            return self._keep(
-                compute_group_advantages(
-                    scores, index, self.config, self.state, valid=valid, response_mask=response_mask,
-                    call_in_step=len(self._pending),
-                )
-            )  # fmt: skip
+        (as :func:`~.advantage.compute_group_advantages` takes them)."""
+        return self.step_with(config, lambda config, state: compute_group_advantages(
+            scores, index, config, state, valid=valid, response_mask=response_mask, call_in_step=len(self._pending)
+        ))
 
     def token_advantages(
         self, token_level_rewards: TensorLike, response_mask: TensorLike, index: Any,
         config: AVSPOConfig | Mapping[str, Any],
     ) -> AVSPOResult:
         """AVSPO advantages (B, L) of outcome rewards placed on tokens (B, L), one call of the open step."""
-        with self._lock:
-            self.configure(config)
-            return self._keep(
-                compute_token_advantages(
-                    token_level_rewards, response_mask, index, self.config, self.state,
-                    call_in_step=len(self._pending),
-                )
-            )
+        return self.step_with(config, lambda config, state: compute_token_advantages(
+            token_level_rewards, response_mask, index, config, state, call_in_step=len(self._pending)
+        ))
 
     def step_with(
         self, config: AVSPOConfig, compute: Callable[[AVSPOConfig, ThresholdState], AVSPOResult]
     ) -> AVSPOResult:
-        """``compute(config, state)`` from the state in force, kept as one call of the open step, as :meth:`group_advantages`.
+        """``compute(config, state)`` from the state in force, kept as one call of the open step.
 
         For hosts whose conventions wrap the core call (TRL: ``scale_rewards``, unscorable completions).
         """
@@ -187,9 +160,7 @@ class AVSPOSession:
 
     def observe_filtered_groups(self, value_counts: Mapping[float, int], group_size: int) -> None:
         """Count, in the open step, collapsed groups of ``group_size`` samples that the host's filtering evicted
-        before any call saw them ({shared value: number of groups}, e.g. verl's DAPO filter breakdown): the
-        step's ACR, its split and its wasted rollouts are then over the groups as generated. Nothing else of
-        the step changes."""
+        before any call saw them ({shared value: number of groups}): :func:`~.metrics.filtered_group_metrics`."""
         with self._lock:
             if self.config is None or self.state is None:
                 return
@@ -216,9 +187,8 @@ class AVSPOSession:
     def close_step(self, step: int | None = None, entropy: float | None = None) -> None:
         """End the open step: Eq. 12 once over its pooled calls, the warnings fed; a no-op when none is open.
 
-        step: the host's step number (named in warnings; default: the count of closed steps);
-        entropy: the policy's mean token entropy this step, when the host knows it already (else
-        :meth:`pop_metrics` takes it). The step's metrics wait for :meth:`pop_metrics`.
+        step: the host's step number (named in warnings; default: the count of closed steps); entropy: the
+        policy's mean token entropy this step, when the host knows it already (else :meth:`pop_metrics` takes it).
         """
         with self._lock:
             if not self._pending:
@@ -240,10 +210,8 @@ class AVSPOSession:
     def pop_metrics(self, step: int | None = None, entropy: float | None = None) -> dict[str, float]:
         """The metrics of the steps since the last pop folded into one logged step, plus warning flags.
 
-        Closes the open step first. step: the step being logged (named in warnings; default: the
-        count of closed steps); entropy: the policy's mean token entropy this step, for the
-        entropy-collapse warning (taken once per step). {} when nothing was computed since the last
-        pop and no entropy of an AVSPO run was given.
+        Closes the open step first (step, entropy: as :meth:`close_step` takes them). {} when nothing was
+        computed since the last pop and no entropy of an AVSPO run was given.
         """
         with self._lock:
             self.close_step(step=step, entropy=entropy)
@@ -256,8 +224,7 @@ class AVSPOSession:
                     metrics.update(flags)
                     self._entropy_observed = True
             elif entropy is not None and self.config is not None:
-                # Entropy alone counts only in an AVSPO run (a config is in force): a host may load the
-                # plugin in runs of other estimators.
+                # Entropy alone counts only in an AVSPO run: a host may load the plugin beside other estimators.
                 self._logged_steps += 1
                 metrics, fired = self.warnings.observe(self._logged_steps if step is None else step, entropy=entropy)
             else:
@@ -296,9 +263,8 @@ class AVSPOSession:
             }
 
     def load_state_dict(self, state: Mapping[str, Any], source: str = "the state loaded") -> None:
-        """Resume from :meth:`state_dict`'s dict; pending metrics are dropped, the config in force is kept, and a
-        threshold state made under other settings starts over, with a warning naming ``source`` (where the state
-        was read: its file) (:meth:`_fit_state_to_config`)."""
+        """Resume from :meth:`state_dict`'s dict; pending metrics are dropped, the config in force is kept
+        (:meth:`_fit_state_to_config`; source: where the state was read, named in its warning)."""
         state = checked_state(state)
         with self._lock:
             saved = state["threshold"]
