@@ -21,7 +21,7 @@ from avspo_plugin.evidence.regimes import (
 from avspo_plugin.names import METRIC_PREFIX
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 
-from .timeline import PromptTable, Timeline
+from .timeline import MEAN_SERIES, PromptTable, Timeline, finite_mean
 
 
 def early_window(timeline: Timeline, steps: int) -> dict[str, Any]:
@@ -33,26 +33,17 @@ def early_window(timeline: Timeline, steps: int) -> dict[str, Any]:
         "points": int(inside.sum()),
         "complete": bool(timeline.steps[-1] >= first + steps - 1),
     }
-    for name in ("acr", "acr_low", "acr_high", "acr_all_fail", "acr_all_pass", "near_collapse"):
+    for name in MEAN_SERIES:
         values = timeline.get(name)
-        result[name] = _mean(values[inside]) if values is not None else None
+        result[name] = finite_mean(None if values is None else values[inside])
     return result
 
 
-def _mean(values: np.ndarray) -> float | None:
-    values = values[np.isfinite(values)]
-    return float(values.mean()) if values.size else None
-
-
 def stagnation(timeline: Timeline, acr_above: float, more_than: int) -> dict[str, Any]:
-    """The paper's stagnation signal: ACR above ``acr_above`` for more than ``more_than`` consecutive steps.
-
-    The decision is the core's (:class:`avspo_plugin.core.early_warnings.StreakWarning`, the warning a
-    live run logs as ``avspo/stagnation``), fed one logged point at a time. A point stands for d
-    steps, d the usual spacing of logged steps (1 for per-step dumps), so the core counts points
-    against ``more_than // d``. Episodes are the stretches above the level that lasted long
-    enough, with the step the signal fired in each. 0 disables either number.
-    """
+    """The paper's stagnation signal: ACR above ``acr_above`` for more than ``more_than`` consecutive steps, decided
+    by the core's StreakWarning (what a live run logs as ``avspo/stagnation``) fed one logged point at a time, a point
+    standing for d steps (d the usual spacing of logged steps). Episodes: the stretches above the level that lasted
+    long enough, with the step the signal fired in each. 0 disables either number."""
     steps, acr = timeline.steps.tolist(), timeline.series["acr"].tolist()
     spacing = int(np.median(np.diff(steps))) if len(steps) > 1 else 1
     result: dict[str, Any] = {"acr_above": acr_above, "more_than_steps": more_than, "enabled": acr_above > 0 and
@@ -82,12 +73,8 @@ def stagnation(timeline: Timeline, acr_above: float, more_than: int) -> dict[str
 
 
 def dapo_estimate(timeline: Timeline) -> dict[str, Any]:
-    """What DAPO dynamic sampling would drop and cost: it discards collapsed groups and samples more prompts.
-
-    To keep B informative groups at collapse rate a, about B / (1 - a) groups must be sampled:
-    a / (1 - a) extra rollouts per step, if refills collapse at the same rate. Steps where every
-    group collapsed cannot be filled at all.
-    """
+    """What DAPO dynamic sampling would drop and cost: keeping B informative groups at collapse rate a takes about
+    B / (1 - a) sampled groups, a / (1 - a) extra rollouts per step; a step where every group collapsed cannot fill."""
     acr = timeline.series["acr"]
     acr = acr[np.isfinite(acr)]
     full = acr >= 1.0 - 1e-12
@@ -160,18 +147,12 @@ def mode_text(mode: dict[str, Any]) -> str:
 def avspo_estimate(timeline: Timeline, threshold_init: float) -> dict[str, Any]:
     """AVSPO on this run: the replay, or the run's own AVSPO metrics where it could act; else (a measure-only run,
     a run without the plugin) the steps above the initial threshold. ``mode``: :func:`run_mode`."""
-    acr_mean = _mean(timeline.series["acr"])
+    acr_mean = finite_mean(timeline.series["acr"])
     mode = run_mode(timeline)
     if timeline.avspo == "replay" or (timeline.avspo == "logged" and mode["acting"] is not False):
-        logged = {name: timeline.get(name) for name in ("triggered", "augmented_groups", "effective_acr")}
-        return {
-            "source": timeline.avspo,
-            "mode": mode,
-            "triggered_steps": None if logged["triggered"] is None else _mean(logged["triggered"]),
-            "augmented_groups": None if logged["augmented_groups"] is None else _mean(logged["augmented_groups"]),
-            "effective_acr": None if logged["effective_acr"] is None else _mean(logged["effective_acr"]),
-            "acr": acr_mean,
-        }
+        return {"source": timeline.avspo, "mode": mode, "triggered_steps": finite_mean(timeline.get("triggered")),
+                "augmented_groups": finite_mean(timeline.get("augmented_groups")),
+                "effective_acr": finite_mean(timeline.get("effective_acr")), "acr": acr_mean}
     acr = _finite(timeline.series["acr"])
     return {"source": "threshold", "mode": mode, "threshold_init": threshold_init,
             "steps_above_threshold": float((acr > threshold_init).mean()), "acr": acr_mean}
@@ -182,16 +163,12 @@ def _finite(values: np.ndarray) -> np.ndarray:
 
 
 def shares(timeline: Timeline) -> dict[str, float | None]:
-    """Share of rollouts in all-fail, all-pass and all collapsed groups; from group rates where samples are absent.
-
-    Group rates equal rollout shares when every group has the same size.
-    """
+    """Share of rollouts in all-fail, all-pass and all collapsed groups; where samples are absent, the group rates
+    (equal when every group has the same size)."""
     result = {}
     for share, rate in (("all_fail", "acr_all_fail"), ("all_pass", "acr_all_pass"), ("collapsed", "acr")):
         values = timeline.get(f"rollouts_{share}")
-        if values is None:
-            values = timeline.get(rate)
-        result[share] = _mean(values) if values is not None else None
+        result[share] = finite_mean(timeline.get(rate) if values is None else values)
     return result
 
 
@@ -220,20 +197,11 @@ def prompt_summary(table: PromptTable, top: int) -> dict[str, Any]:
     always_pass = never_mixed & (table.all_pass == table.groups)
     total = int(table.rollouts.sum())
     order = np.lexsort((-table.collapsed, -table.wasted))
-    listed = []
-    for index in order[:top]:
-        if table.wasted[index] == 0:
-            break
-        listed.append({
-            "prompt": table.texts[index],
-            "groups": int(table.groups[index]),
-            "collapsed": int(table.collapsed[index]),
-            "all_fail": int(table.all_fail[index]),
-            "all_pass": int(table.all_pass[index]),
-            "rollouts": int(table.rollouts[index]),
-            "wasted_rollouts": int(table.wasted[index]),
-            "mean_reward": float(table.reward_sum[index] / table.rollouts[index]),
-        })
+    counts = ("groups", "collapsed", "all_fail", "all_pass", "rollouts")
+    listed = [{"prompt": table.texts[index], **{name: int(getattr(table, name)[index]) for name in counts},
+               "wasted_rollouts": int(table.wasted[index]),
+               "mean_reward": float(table.reward_sum[index] / table.rollouts[index])}
+              for index in order[:top] if table.wasted[index] > 0]
     rate = np.divide(table.collapsed, table.groups, out=np.zeros(len(table.groups)), where=seen)
     edges = np.linspace(0.0, 1.0, 11)
     ever = seen & (table.collapsed > 0)
@@ -262,7 +230,7 @@ def _share(part: float, total: float) -> float:
     return float(part) / total if total else 0.0
 
 
-def _pct(value: float | None) -> str:
+def percent(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
@@ -273,20 +241,20 @@ def advice(run: dict[str, Any]) -> list[str]:
     if share["collapsed"] is not None:
         split = ""
         if share["all_fail"] is not None and share["all_pass"] is not None:
-            split = f": {_pct(share['all_fail'])} in all-fail groups, {_pct(share['all_pass'])} in all-pass groups"
+            split = f": {percent(share['all_fail'])} in all-fail groups, {percent(share['all_pass'])} in all-pass groups"
         avspo = run["avspo"]
         if avspo["source"] == "logged" and avspo["effective_acr"] is not None:
             # An AVSPO run's waste is what its own advantages left at zero, not the collapse of its rewards.
             added = ("after AVSPO's virtual rewards," if avspo["triggered_steps"] else
                      "AVSPO's trigger never opened, so no virtual reward was added and")
             lines.append(
-                f"{_pct(share['collapsed'])} of rollouts fell in collapsed groups (ACR){split}; {added} "
-                f"{_pct(avspo['effective_acr'])} of groups were left with no advantage (effective ACR): "
+                f"{percent(share['collapsed'])} of rollouts fell in collapsed groups (ACR){split}; {added} "
+                f"{percent(avspo['effective_acr'])} of groups were left with no advantage (effective ACR): "
                 "that is what this run's advantages wasted."
             )
         else:
             lines.append(
-                f"{_pct(share['collapsed'])} of rollouts fell in collapsed groups and gave GRPO no advantage{split}."
+                f"{percent(share['collapsed'])} of rollouts fell in collapsed groups and gave GRPO no advantage{split}."
             )
         regime = run.get("regime")
         if regime is not None:
@@ -301,8 +269,8 @@ def advice(run: dict[str, Any]) -> list[str]:
     if early.get("acr_all_fail") is not None and early.get("acr_all_pass") is not None and DEFAULT_EVIDENCE["cases"]:
         case = nearest_lab_case(early["acr_all_fail"], early["acr_all_pass"])
         lines.append(
-            f"Which case this run is nearest: its first {early['points']} logged steps had {_pct(early['acr_all_fail'])} "
-            f"of groups all-fail and {_pct(early['acr_all_pass'])} all-pass; the lab's study of "
+            f"Which case this run is nearest: its first {early['points']} logged steps had {percent(early['acr_all_fail'])} "
+            f"of groups all-fail and {percent(early['acr_all_pass'])} all-pass; the lab's study of "
             f"{DEFAULT_EVIDENCE['scope']} (docs/evidence/results.md; evidence about the mechanism on a tiny model, "
             f"not a forecast for this run) read, {case['clause']}."
         )
@@ -310,28 +278,28 @@ def advice(run: dict[str, Any]) -> list[str]:
     if prompts and prompts["never_mixed"]:
         lines.append(
             f"{prompts['never_mixed']} of {prompts['prompts']} prompts never had a mixed group: "
-            f"{prompts['always_all_fail']} always all-fail ({_pct(prompts['rollouts_always_all_fail'])} of rollouts), "
-            f"{prompts['always_all_pass']} always all-pass ({_pct(prompts['rollouts_always_all_pass'])}). Removing the "
+            f"{prompts['always_all_fail']} always all-fail ({percent(prompts['rollouts_always_all_fail'])} of rollouts), "
+            f"{prompts['always_all_pass']} always all-pass ({percent(prompts['rollouts_always_all_pass'])}). Removing the "
             "always-solved ones and deferring the never-solved ones frees that budget (an estimate: a prompt that "
             "collapsed so far may not collapse later). prompts.csv lists every prompt."
         )
     dapo = run["dapo"]
     if dapo["dropped_groups"] > 0:
-        cost = "an unbounded number of" if dapo["extra_rollouts"] is None else f"about +{_pct(dapo['extra_rollouts'])}"
+        cost = "an unbounded number of" if dapo["extra_rollouts"] is None else f"about +{percent(dapo['extra_rollouts'])}"
         tail = (f"; {dapo['steps_all_collapsed']} step(s) had every group collapsed, which resampling cannot fill"
                 if dapo["steps_all_collapsed"] else "")
         lines.append(
             f"DAPO dynamic sampling (verl algorithm.filter_groups, OpenRLHF --algo.dynamic_filtering_enable) would "
-            f"drop {_pct(dapo['dropped_groups'])} of groups and need {cost} rollouts per step to refill the batch "
+            f"drop {percent(dapo['dropped_groups'])} of groups and need {cost} rollouts per step to refill the batch "
             f"(estimate, if refills collapse at the same rate){tail}."
         )
     avspo = run["avspo"]
     if avspo["source"] == "replay":
         lines.append(
             f"AVSPO with the paper's trigger (threshold_mode=adaptive, the other keys at their defaults) replayed on "
-            f"these rewards: triggered on {_pct(avspo['triggered_steps'])} of "
-            f"steps, gave advantages to {_pct(avspo['augmented_groups'])} of groups; effective ACR "
-            f"{_pct(avspo['effective_acr'])} vs GRPO's {_pct(avspo['acr'])}, at no extra rollouts (estimate: with "
+            f"these rewards: triggered on {percent(avspo['triggered_steps'])} of "
+            f"steps, gave advantages to {percent(avspo['augmented_groups'])} of groups; effective ACR "
+            f"{percent(avspo['effective_acr'])} vs GRPO's {percent(avspo['acr'])}, at no extra rollouts (estimate: with "
             "AVSPO the policy, and so later rewards, would have differed). What the lab found: "
             + DEFAULT_EVIDENCE["acting_evidence"]
         )
@@ -339,15 +307,15 @@ def advice(run: dict[str, Any]) -> list[str]:
         mode = avspo["mode"]
         lines.append(
             f"This run used AVSPO ({mode_text(mode)}): triggered on "
-            f"{_pct(avspo['triggered_steps'])} of steps; effective ACR {_pct(avspo['effective_acr'])} vs ACR "
-            f"{_pct(avspo['acr'])}."
+            f"{percent(avspo['triggered_steps'])} of steps; effective ACR {percent(avspo['effective_acr'])} vs ACR "
+            f"{percent(avspo['acr'])}."
         )
         can_stay_shut = mode["threshold_mode"] is None or THRESHOLD_MODES[mode["threshold_mode"]].can_stay_shut
         if can_stay_shut and avspo["triggered_steps"] is not None and avspo["triggered_steps"] < INERT_TRIGGER_RATE:
             unknown = (f" (or it ran at threshold_mode={MEASURE_ONLY_MODE}, which never opens it: "
                        f"{METRIC_PREFIX}threshold, which tells, is not in the log)" if mode["acting"] is None else "")
             lines.append(
-                f"AVSPO hardly acted: on the {_pct(1 - avspo['triggered_steps'])} of steps its trigger stayed shut "
+                f"AVSPO hardly acted: on the {percent(1 - avspo['triggered_steps'])} of steps its trigger stayed shut "
                 f"the run trained as GRPO{unknown}. A batch of many prompts seldom has ACR above the threshold; "
                 "threshold_mode=always augments every collapsed group at every step (docs/method/method.md). "
                 + DEFAULT_EVIDENCE["acting_evidence"]
@@ -360,9 +328,9 @@ def advice(run: dict[str, Any]) -> list[str]:
             measured = f"This run only measured ({how}): it added no virtual reward and trained on {advantages} advantages. "
         lines.append(
             f"{measured}AVSPO with threshold_mode=always would add virtual rewards to the collapsed groups, "
-            f"{_pct(avspo['acr'])} of groups on average, at every step; with the paper's adaptive trigger "
+            f"{percent(avspo['acr'])} of groups on average, at every step; with the paper's adaptive trigger "
             f"(threshold_mode=adaptive) only on "
-            f"the {_pct(avspo['steps_above_threshold'])} of logged steps whose ACR exceeded tau_0 = "
+            f"the {percent(avspo['steps_above_threshold'])} of logged steps whose ACR exceeded tau_0 = "
             f"{avspo['threshold_init']} (estimate: the adaptive threshold moves during training). "
             + DEFAULT_EVIDENCE["acting_evidence"]
         )

@@ -1,13 +1,8 @@
-"""verl's generation dumps: ``trainer.rollout_data_dir`` and ``trainer.validation_data_dir``.
-
-verl 0.9 writes one ``{global_step}.jsonl`` per step, one JSON object per sample with the
-keys input (decoded prompt), output, gts, score (sequence reward, before any KL penalty)
-and step, plus any reward extra info of the same length. The default (v1) trainer adds
-``uid`` = ``{prompt uid}_{session}_{output index}``: the session is one of the rollout.n
-samples, and a multi-turn agent loop may write several outputs per session, of which
-verl's advantage uses the last. The legacy trainer writes no uid: samples are then
-grouped by their prompt text within the step. v1 pads batches with rows of uid
-``pad<32 hex>``; they join no group and are left out (and counted).
+"""verl's generation dumps (``trainer.rollout_data_dir``, ``trainer.validation_data_dir``): one ``{step}.jsonl`` per
+step, one object per sample (input, output, gts, score, step). verl 0.9's v1 trainer adds ``uid`` =
+``{prompt uid}_{session}_{output index}`` (an agent loop may write several outputs per session; verl's advantage uses
+the last) and pads batches with rows of uid ``pad<32 hex>`` (left out, counted); without a uid (the legacy trainer)
+samples are grouped by prompt text within the step.
 """
 
 from __future__ import annotations
@@ -15,12 +10,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .run_logs import AnalyzeError, JsonLines, SampleLog, StepSamples, location
+from .run_logs import AnalyzeError, JsonLines, SampleLog, StepSamples
 
 DUMP_FILE = re.compile(r"^(\d+)\.jsonl$")
 SESSION_KEY = re.compile(r"^(?P<uid>.+)_(?P<session>\d+)_(?P<index>\d+)$")
@@ -37,19 +33,18 @@ def is_dump_record(value: Any) -> bool:
     return isinstance(value, dict) and "score" in value and ("input" in value or "uid" in value)
 
 
+@dataclass(slots=True)
 class _Row:
-    __slots__ = ("prompt", "score", "step", "uid", "where")
-
-    def __init__(self, step: int, score: float, uid: str | None, prompt: str | None, where: str) -> None:
-        self.step, self.score, self.uid, self.prompt, self.where = step, score, uid, prompt, where
+    step: int
+    score: float
+    uid: str | None
+    prompt: str | None
+    where: str
 
 
 def read_dumps(files: Iterable[Path]) -> SampleLog:
-    """Read one dump file or a directory's dump files (in step order) into per-step samples.
-
-    A last file whose last line was cut short loses its last step (it may be incomplete);
-    a step found in two files, a missing or non-numeric field, or a malformed line is an error.
-    """
+    """Dump files (in step order) as per-step samples. A last file cut short loses its last step (it may be
+    incomplete); a step found in two files, a missing or non-numeric field, or a malformed line is an error."""
     files = list(files)
     rows: list[_Row] = []
     notes: list[str] = []
@@ -64,7 +59,7 @@ def read_dumps(files: Iterable[Path]) -> SampleLog:
                 row.prompt = texts.setdefault(row.prompt, row.prompt)
             if row.step in step_file and step_file[row.step] != path:
                 raise AnalyzeError(
-                    f"{location(path, number)}: step {row.step} also appears in {step_file[row.step]}; "
+                    f"{path}:{number}: step {row.step} also appears in {step_file[row.step]}; "
                     "a dump directory holds one file per step (a copied or merged file?)"
                 )
             step_file[row.step] = path
@@ -73,20 +68,20 @@ def read_dumps(files: Iterable[Path]) -> SampleLog:
         if lines.truncated_line is not None:
             if position != len(files) - 1:
                 raise AnalyzeError(
-                    f"{location(path, lines.truncated_line)}: line cut short, but later dump files follow: "
+                    f"{path}:{lines.truncated_line}: line cut short, but later dump files follow: "
                     "the file is damaged (a cut-off write can only be the run's last)"
                 )
             last = max(file_steps, default=None)
             rows = [row for row in rows if row.step != last]
             dropped = f"; step {last} left out (it may be incomplete)" if last is not None else ""
-            notes.append(f"{location(path, lines.truncated_line)}: last line cut short (run stopped mid-write){dropped}")
+            notes.append(f"{path}:{lines.truncated_line}: last line cut short (run stopped mid-write){dropped}")
     if not rows:
         raise AnalyzeError(f"{', '.join(map(str, files)) or 'no dump file'}: no complete sample found")
     return _group_rows(rows, notes)
 
 
 def _parse_row(path: Path, number: int, record: Any) -> _Row:
-    where = location(path, number)
+    where = f"{path}:{number}"
     if not isinstance(record, dict):
         raise AnalyzeError(f"{where}: expected a JSON object per sample, found {type(record).__name__}")
     for key in ("score", "step"):
@@ -143,14 +138,8 @@ def _group_rows(rows: list[_Row], notes: list[str]) -> SampleLog:
     steps = []
     for step in sorted(by_step):
         scores, groups, prompts = zip(*by_step[step])
-        steps.append(
-            StepSamples(
-                step=step,
-                scores=np.asarray(scores, dtype=np.float64),
-                groups=np.asarray(groups, dtype=object),
-                prompts=np.asarray(prompts, dtype=np.int64),
-            )
-        )
+        steps.append(StepSamples(step, np.asarray(scores, dtype=np.float64), np.asarray(groups, dtype=object),
+                                 np.asarray(prompts, dtype=np.int64)))
     return SampleLog(steps=steps, prompt_texts=list(prompt_ids), grouping=grouping, notes=notes)
 
 

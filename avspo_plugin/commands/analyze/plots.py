@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .report import printable
+from .report import number, printable
 from .run_analysis import RunResult
 
 FAIL_COLOR, PASS_COLOR, OTHER_COLOR = "#d62728", "#2ca02c", "#9e9e9e"
@@ -60,7 +60,7 @@ def acr_timeline(result: RunResult, path: Path) -> Figure:
             top.axvline(episode["fired_at"], color="#ff7f0e", linewidth=1)
     window = report["early_warning"]["window"]
     top.axvspan(window[0], min(window[1], steps[-1]), color="#1f77b4", alpha=0.06,
-                label=f"early window (ACR {_fmt(report['early_warning']['acr'])})")
+                label=f"early window (ACR {number(report['early_warning']['acr'])})")
     top.set_ylim(0, 1)
     top.set_ylabel("fraction of groups")
     top.set_title(f"{_plain(result.label)}: advantage collapse rate\nfrom {_plain(report['basis'])}", fontsize=9)
@@ -131,7 +131,7 @@ def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> 
         steps, acr = result.timeline.steps, result.timeline.series["acr"]
         axis.plot(steps, acr, color=color, linewidth=0.6, alpha=0.3)
         axis.plot(steps, _moving_average(acr, window), color=color, linewidth=1.5,
-                  label=f"{_plain(result.label)} (early {_fmt(result.report['early_warning']['acr'])})")
+                  label=f"{_plain(result.label)} (early {number(result.report['early_warning']['acr'])})")
     if stagnation_acr > 0:
         axis.axhline(stagnation_acr, color="black", linestyle="--", linewidth=1, label="stagnation level")
     axis.set_ylim(0, 1)
@@ -187,7 +187,3 @@ def _plain(text: str) -> str:
     """Text from the inputs (labels, key names) as literal text in a plot: a '$' would start matplotlib's math
     mode, which may not parse; control characters have no glyph."""
     return printable(text).replace("$", r"\$")
-
-
-def _fmt(value) -> str:
-    return "n/a" if value is None else f"{value:.3f}"

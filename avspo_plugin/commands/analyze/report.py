@@ -7,16 +7,12 @@ from typing import Any
 
 from avspo_plugin.evidence.regimes import REGIME_TITLES
 
-from .advice import mode_text
+from .advice import mode_text, percent
 from .run_analysis import RunResult
 
 
-def _num(value: float | None, digits: int = 3) -> str:
+def number(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
 def printable(text: str) -> str:
@@ -44,20 +40,20 @@ def run_block(result: RunResult) -> str:
     means = r["means"]
     interval = ""
     if means["acr_low"] is not None:
-        interval = f" (between {_num(means['acr_low'])} and {_num(means['acr_high'])})"
+        interval = f" (between {number(means['acr_low'])} and {number(means['acr_high'])})"
     split = ""
     if means["acr_all_fail"] is not None:
-        split = f": all-fail {_num(means['acr_all_fail'])}, all-pass {_num(means['acr_all_pass'])}"
-    near = f"; near-collapse {_num(means['near_collapse'])}" if means["near_collapse"] is not None else ""
-    lines.append(f"  ACR mean {_num(means['acr'])}{interval}{split}{near}")
+        split = f": all-fail {number(means['acr_all_fail'])}, all-pass {number(means['acr_all_pass'])}"
+    near = f"; near-collapse {number(means['near_collapse'])}" if means["near_collapse"] is not None else ""
+    lines.append(f"  ACR mean {number(means['acr'])}{interval}{split}{near}")
     if r["reward_mean"] is not None:
         reward = r["reward_mean"]
-        lines.append(f"  reward mean {_num(reward['first'])} at the start, {_num(reward['last'])} at the end")
+        lines.append(f"  reward mean {number(reward['first'])} at the start, {number(reward['last'])} at the end")
 
     early = r["early_warning"]
-    bounds = f" (between {_num(early['acr_low'])} and {_num(early['acr_high'])})" if early["acr_low"] is not None else ""
+    bounds = f" (between {number(early['acr_low'])} and {number(early['acr_high'])})" if early["acr_low"] is not None else ""
     done = "" if early["complete"] else f"  [run shorter than the window: {early['points']} logged steps]"
-    lines.append(f"  early ACR, steps {early['window'][0]}-{early['window'][1]}: {_num(early['acr'])}{bounds}{done}")
+    lines.append(f"  early ACR, steps {early['window'][0]}-{early['window'][1]}: {number(early['acr'])}{bounds}{done}")
     stall = r["stagnation"]
     rule = f"ACR > {stall['acr_above']} for more than {stall['more_than_steps']} consecutive steps"
     if not stall["enabled"]:
@@ -70,8 +66,8 @@ def run_block(result: RunResult) -> str:
     validation = r.get("validation")
     if validation is not None:
         lines.append(
-            f"  validation mean score: {_num(validation['last']['mean_score'])} at step {validation['last']['step']} "
-            f"(best {_num(validation['best']['mean_score'])} at step {validation['best']['step']})"
+            f"  validation mean score: {number(validation['last']['mean_score'])} at step {validation['last']['step']} "
+            f"(best {number(validation['best']['mean_score'])} at step {validation['best']['step']})"
         )
     prompts = r.get("prompts")
     if prompts and prompts["top"]:
@@ -95,15 +91,15 @@ def run_block(result: RunResult) -> str:
 COLUMNS = (
     ("run", "label", lambda v: _short(str(v), 24)),
     ("steps", "steps", str),
-    ("early ACR", "acr_early", _num),
-    ("mean ACR", "acr_mean", _num),
-    ("effective ACR", "effective_acr", _num),
-    ("all-fail", "all_fail", _pct),
-    ("all-pass", "all_pass", _pct),
+    ("early ACR", "acr_early", number),
+    ("mean ACR", "acr_mean", number),
+    ("effective ACR", "effective_acr", number),
+    ("all-fail", "all_fail", percent),
+    ("all-pass", "all_pass", percent),
     ("regime", "regime", lambda v: "-" if v is None else REGIME_TITLES[v]),
     ("stagnation", "stagnation_at", lambda v: "-" if v is None else f"step {v}"),
-    ("reward end", "reward_last", _num),
-    ("val end", "val_last", _num),
+    ("reward end", "reward_last", number),
+    ("val end", "val_last", number),
     ("exact", "exact", lambda v: "yes" if v else "proxy"),
 )
 

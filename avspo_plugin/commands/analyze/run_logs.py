@@ -18,11 +18,8 @@ class AnalyzeError(ValueError):
 
 @dataclass
 class StepSamples:
-    """One training (or validation) step of a rollout dump.
-
-    scores: (B,) float64 sequence rewards; groups: (B,) str group labels (a GRPO group = one
-    prompt's G samples); prompts: (B,) int64 ids into :attr:`SampleLog.prompt_texts`.
-    """
+    """One step of a rollout dump: scores (B,) float64 sequence rewards, groups (B,) group labels (a GRPO group: one
+    prompt's G samples), prompts (B,) int64 ids into :attr:`SampleLog.prompt_texts`."""
 
     step: int
     scores: np.ndarray
@@ -42,13 +39,10 @@ class SampleLog:
 
 @dataclass
 class ScalarLog:
-    """Scalars logged per step: {step: {key: value}}, in the host's own key names.
-
-    nonnumeric: key -> where its first non-numeric value was met ("file:line"), so that a
-    key the analysis needs can be reported precisely instead of silently skipped.
-    """
+    """Scalars logged per step: {step: {key: value}}, in the host's own key names."""
 
     values: dict[int, dict[str, float]]
+    # key -> where its first non-numeric value was met ("file:line"), to name it if the analysis needs the key
     nonnumeric: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # step -> where its values were read ("file:line", "file (record N)"), to name a bad value's place
@@ -81,15 +75,11 @@ class Loaded:
         return [] if self.scalars is None else self.scalars.warnings
 
 
-def location(path: Path, line: int) -> str:
-    return f"{path}:{line}"
-
-
 def not_utf8(path: Path, line: int, offset: int, err: UnicodeDecodeError) -> AnalyzeError:
     """The error for bytes that are not UTF-8: logs are read as UTF-8, never decoded by guesswork or with
     replacement characters (a replaced prompt text could merge two prompts' groups)."""
     return AnalyzeError(
-        f"{location(path, line)}: not UTF-8 text: byte offset {offset} (0x{err.object[err.start]:02x}: {err.reason}); "
+        f"{path}:{line}: not UTF-8 text: byte offset {offset} (0x{err.object[err.start]:02x}: {err.reason}); "
         f"avspo analyze reads logs as UTF-8: convert the file first, e.g. iconv -f <its encoding> -t utf-8"
     )
 
@@ -107,13 +97,9 @@ def read_text(path: Path) -> str:
 
 
 class JsonLines:
-    """Iterate the JSON values of a JSON-lines file (UTF-8) as (line number, value).
-
-    A last line that lacks its newline and does not parse is a write cut short (the run was
-    stopped mid-write): iteration ends there and :attr:`truncated_line` names it. Any other
-    line that does not parse, or is not UTF-8, is an error naming the file and line (and the
-    byte offset). Blank lines are skipped.
-    """
+    """The (line number, value) of a JSON-lines file, blank lines skipped. A last line without its newline that does
+    not parse is a write cut short: iteration ends and :attr:`truncated_line` names it; any other line that does not
+    parse, or is not UTF-8, is an error naming the file and line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -140,26 +126,23 @@ class JsonLines:
                     if not complete:
                         self.truncated_line = number
                         return
-                    raise AnalyzeError(f"{location(self.path, number)}: not valid JSON ({_reason(err)})") from None
+                    raise invalid_json(self.path, number, err) from None
                 yield number, value
 
 
-def _reason(err: json.JSONDecodeError) -> str:
-    return f"{err.msg} at column {err.colno}"
+def invalid_json(path: Path, line: int, err: json.JSONDecodeError) -> AnalyzeError:
+    return AnalyzeError(f"{path}:{line}: not valid JSON ({err.msg} at column {err.colno})")
 
 
 def parse_json_document(path: Path, text: str, records_key: str | None) -> tuple[list[Any], int | None]:
-    """The records of a JSON document: a top-level list, or the list under ``records_key`` of an object.
-
-    Returns (records, cut_line). A document cut short (the writer stopped) keeps the records
-    that were complete, and cut_line is where the cut-off part starts; cut before the records
-    list, or malformed anywhere, it is an error naming the file and line.
-    """
+    """(records, cut line): a top-level list, or the list under ``records_key`` of an object. A document cut short
+    keeps its complete records, the cut line naming where the rest starts (None when whole); cut before the records
+    list, or malformed anywhere, it is an error naming the file and line."""
     try:
         document = json.loads(text)
     except json.JSONDecodeError as err:
         if not _cut_short(text, err):
-            raise AnalyzeError(f"{location(path, err.lineno)}: not valid JSON ({_reason(err)})") from None
+            raise invalid_json(path, err.lineno, err) from None
         return _records_before_cut(path, text, records_key)
     records = document if records_key is None else (document.get(records_key) if isinstance(document, dict) else None)
     if not isinstance(records, list):
@@ -188,16 +171,13 @@ def _records_before_cut(path: Path, text: str, records_key: str | None) -> tuple
             record, position = decoder.raw_decode(text, position)
         except json.JSONDecodeError as err:
             if not _cut_short(text, err):
-                raise AnalyzeError(f"{location(path, err.lineno)}: not valid JSON ({_reason(err)})") from None
+                raise invalid_json(path, err.lineno, err) from None
             break
         records.append(record)
     return records, text.count("\n", 0, position) + 1
 
 
 def _cut_short(text: str, err: json.JSONDecodeError) -> bool:
-    """Whether a decode error is the text ending mid-value rather than a syntax error.
-
-    An unterminated string can only mean the end of the text (a raw newline inside a string
-    is its own error); any other error is a cut when nothing but whitespace follows it.
-    """
+    """Whether a decode error is the text ending mid-value: an unterminated string (a raw newline inside one is its own
+    error), or any error with nothing but whitespace after it."""
     return err.msg.startswith("Unterminated string") or not text[err.pos :].strip()

@@ -1,15 +1,6 @@
-"""Tracker logs as {step: {key: value}}: verl's ``file`` backend, wandb exports, TRL, TensorBoard.
-
-Formats, as the hosts write them:
-- verl ``trainer.logger=[file]`` (verl/utils/tracking.py FileLogger): JSON lines
-  ``{"step": global_step, "data": {metric: value}}``.
-- wandb history export: a CSV whose columns are ``_step`` (or ``train/global_step``, which
-  transformers logs and which is the trainer's step) and metric names, sparse rows; or the
-  same as JSON (a list of flat objects, or JSON lines).
-- TRL / transformers ``trainer_state.json``: ``{"log_history": [{"step": s, metric: value}]}``
-  with evaluation entries prefixed ``eval_``.
-- TensorBoard event files (verl, OpenRLHF ``train/<key>``, transformers ``train/<key>``).
-A step logged twice (a resumed run) keeps the later values, and this is noted.
+"""Tracker logs as {step: {key: value}}: verl's ``file`` backend (JSON lines ``{"step": s, "data": {...}}``), wandb
+history exports (CSV, JSON, JSON lines; sparse rows), TRL's ``trainer_state.json`` (``log_history``) and TensorBoard
+event files. A step logged twice (a resumed run) keeps the later values, and this is noted.
 """
 
 from __future__ import annotations
@@ -27,7 +18,7 @@ from tensorboard.compat.tensorflow_stub import errors
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
 from tensorboard.util import tensor_util
 
-from .run_logs import AnalyzeError, JsonLines, ScalarLog, location, parse_json_document, read_text
+from .run_logs import AnalyzeError, JsonLines, ScalarLog, parse_json_document, read_text
 
 # Columns that hold the step in a wandb history export, best first: transformers logs the
 # trainer's step as train/global_step while wandb's own _step counts log calls.
@@ -36,11 +27,8 @@ TB_EVENT_FILE = re.compile(r"events\.out\.tfevents\.")
 
 
 class _Collector:
-    """Accumulate values per step; a key logged again at a step with a different value is a repeat.
-
-    NaN is kept as a logged value (the analysis leaves it out with a warning naming it); an empty
-    cell or null is no value.
-    """
+    """Values per step; a key logged again at a step with another value is a repeat. NaN is kept (the analysis leaves
+    it out with a warning naming it); an empty cell or null is no value."""
 
     def __init__(self) -> None:
         self.log = ScalarLog(values={})
@@ -73,9 +61,7 @@ class _Collector:
 
 def _float(value: Any) -> float | None:
     """A float from a JSON/CSV value (NaN and infinities included); None for missing or non-numeric values."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)):  # bool included
         return float(value)
     if isinstance(value, str):
         try:
@@ -107,7 +93,7 @@ def read_verl_file_log(path: Path) -> ScalarLog:
     """verl's ``file`` tracker: one ``{"step": s, "data": {...}}`` per line."""
     collector, lines = _Collector(), JsonLines(path)
     for number, record in lines:
-        where = location(path, number)
+        where = f"{path}:{number}"
         if not isinstance(record, dict) or "step" not in record or not isinstance(record.get("data"), dict):
             keys = ", ".join(sorted(record)) if isinstance(record, dict) else type(record).__name__
             raise AnalyzeError(f"{where}: expected {{'step': ..., 'data': {{...}}}} (verl file tracker), found {keys}")
@@ -124,8 +110,8 @@ def read_records(records: Iterable[tuple[str, Any]]) -> ScalarLog:
             raise AnalyzeError(f"{where}: expected an object per logged step, found {type(record).__name__}")
         step_key = next((key for key in STEP_COLUMNS if _is_number(record.get(key))), None)
         if step_key is None:
-            if _is_summary_record(record):
-                continue
+            if any(key in record for key in ("train_runtime", "total_flos")):
+                continue  # a wandb row logged without a trainer step: a run summary
             raise AnalyzeError(
                 f"{where}: record has no step ({' or '.join(STEP_COLUMNS)}); keys: {', '.join(sorted(record))}"
             )
@@ -138,11 +124,6 @@ def _is_number(value: Any) -> bool:
     return number is not None and not math.isnan(number)
 
 
-def _is_summary_record(record: dict) -> bool:
-    """wandb rows logged without a trainer step (run summaries such as train_runtime)."""
-    return any(key in record for key in ("train_runtime", "total_flos"))
-
-
 def read_json_records(path: Path, records_key: str | None = None) -> ScalarLog:
     """A JSON document of records: a wandb list export, or trainer_state.json (records_key='log_history')."""
     text = read_text(path)
@@ -151,13 +132,13 @@ def read_json_records(path: Path, records_key: str | None = None) -> ScalarLog:
     what = f"{records_key} record" if records_key else "record"
     log = read_records((f"{path} ({what} {index + 1})", record) for index, record in enumerate(records))
     if cut is not None:
-        log.notes.append(f"{location(path, cut)}: document cut short (run stopped mid-write); records before it kept")
+        log.notes.append(f"{path}:{cut}: document cut short (run stopped mid-write); records before it kept")
     return log
 
 
 def read_wandb_jsonl(path: Path) -> ScalarLog:
     lines = JsonLines(path)
-    log = read_records((location(path, number), record) for number, record in lines)
+    log = read_records((f"{path}:{number}", record) for number, record in lines)
     _note_cut(log, path, lines.truncated_line)
     return log
 
@@ -172,10 +153,10 @@ def read_wandb_csv(path: Path) -> ScalarLog:
         raise AnalyzeError(f"{path}: empty CSV file") from None
     step_key = next((key for key in STEP_COLUMNS if key in header), None)
     if step_key is None:
-        raise AnalyzeError(f"{location(path, 1)}: no step column ({' or '.join(STEP_COLUMNS)}) in the CSV header")
+        raise AnalyzeError(f"{path}:1: no step column ({' or '.join(STEP_COLUMNS)}) in the CSV header")
     if len(set(header)) != len(header):
         duplicate = next(key for key in header if header.count(key) > 1)
-        raise AnalyzeError(f"{location(path, 1)}: column {duplicate!r} appears more than once in the header")
+        raise AnalyzeError(f"{path}:1: column {duplicate!r} appears more than once in the header")
     rows = list(_csv_rows(path, reader))
     cut = None
     if rows and not text.endswith("\n"):
@@ -183,15 +164,15 @@ def read_wandb_csv(path: Path) -> ScalarLog:
     collector = _Collector()
     for line, fields in rows:
         if len(fields) != len(header):
-            raise AnalyzeError(f"{location(path, line)}: {len(fields)} fields where the header has {len(header)}")
+            raise AnalyzeError(f"{path}:{line}: {len(fields)} fields where the header has {len(header)}")
         record = dict(zip(header, fields))
         if record[step_key] == "":
             continue  # a row without a step (a summary row)
-        where = location(path, line)
+        where = f"{path}:{line}"
         collector.add(_step_of(record[step_key], where, step_key), record, where)
     log = collector.finish()
     if cut is not None:
-        log.notes.append(f"{location(path, cut)}: last row cut short (run stopped mid-write); left out")
+        log.notes.append(f"{path}:{cut}: last row cut short (run stopped mid-write); left out")
     return log
 
 
@@ -202,20 +183,14 @@ def _csv_rows(path: Path, reader: Any) -> Iterable[tuple[int, list[str]]]:
         except StopIteration:
             return
         except csv.Error as err:
-            raise AnalyzeError(f"{location(path, reader.line_num)}: malformed CSV ({err})") from None
+            raise AnalyzeError(f"{path}:{reader.line_num}: malformed CSV ({err})") from None
         if fields:
             yield reader.line_num, fields
 
 
 def _note_cut(log: ScalarLog, path: Path, truncated_line: int | None) -> None:
     if truncated_line is not None:
-        log.notes.append(f"{location(path, truncated_line)}: last line cut short (run stopped mid-write); left out")
-
-
-def _drop_last_step(log: ScalarLog) -> None:
-    """A step's scalars are separate events: after a cut, the last step may miss some of them."""
-    if log.values:
-        del log.values[max(log.values)]
+        log.notes.append(f"{path}:{truncated_line}: last line cut short (run stopped mid-write); left out")
 
 
 def tensorboard_event_files(directory: Path) -> list[Path]:
@@ -223,12 +198,9 @@ def tensorboard_event_files(directory: Path) -> list[Path]:
 
 
 def read_tensorboard(directory: Path) -> ScalarLog:
-    """Scalars of the event files of one directory, read with tensorboard's EventAccumulator.
-
-    EventAccumulator stops silently at a damaged or cut-off record, so each file's records
-    are first walked with their checksums: a cut at the end of the newest file drops that
-    file's last step (noted); a checksum failure is an error naming the file and record.
-    """
+    """Scalars of the event files of one directory. EventAccumulator stops silently at a damaged or cut-off record,
+    so each file's checksums are walked first: a cut in the newest file drops its last step (noted); a checksum
+    failure is an error naming the file and record."""
     files = [p for p in directory.iterdir() if p.is_file() and TB_EVENT_FILE.search(p.name)]
     if not files:
         raise AnalyzeError(f"{directory}: no TensorBoard event file (events.out.tfevents.*)")
@@ -248,20 +220,13 @@ def read_tensorboard(directory: Path) -> ScalarLog:
             log.values.setdefault(int(event.step), {})[tag] = float(event.value)
     for tag in tags.get("tensors", []):
         for event in accumulator.Tensors(tag):
-            value = _scalar_tensor(event.tensor_proto)
-            if value is not None:
-                log.values.setdefault(int(event.step), {})[tag] = value
+            array = tensor_util.make_ndarray(event.tensor_proto)
+            if array.size == 1 and array.dtype.kind in "fiub":
+                log.values.setdefault(int(event.step), {})[tag] = float(array.reshape(-1)[0])
     log.where = dict.fromkeys(log.values, f"{directory} (TensorBoard events)")
-    if cut_newest:
-        _drop_last_step(log)
+    if cut_newest and log.values:  # a step's scalars are separate events: after a cut, the last may miss some
+        del log.values[max(log.values)]
     return log
-
-
-def _scalar_tensor(proto: Any) -> float | None:
-    array = tensor_util.make_ndarray(proto)
-    if array.size != 1 or array.dtype.kind not in "fiub":
-        return None
-    return float(array.reshape(-1)[0])
 
 
 def _check_event_file(path: Path) -> str | None:
