@@ -21,7 +21,7 @@ from avspo_plugin.evidence.regimes import (
 from avspo_plugin.names import METRIC_PREFIX
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
 
-from .timeline import MEAN_SERIES, PromptTable, Timeline, finite_mean
+from .timeline import MEAN_SERIES, PROMPT_COUNTS, PromptTable, Timeline, finite_mean
 
 
 def early_window(timeline: Timeline, steps: int) -> dict[str, Any]:
@@ -197,11 +197,14 @@ def prompt_summary(table: PromptTable, top: int) -> dict[str, Any]:
     always_pass = never_mixed & (table.all_pass == table.groups)
     total = int(table.rollouts.sum())
     order = np.lexsort((-table.collapsed, -table.wasted))
-    counts = ("groups", "collapsed", "all_fail", "all_pass", "rollouts")
-    listed = [{"prompt": table.texts[index], **{name: int(getattr(table, name)[index]) for name in counts},
-               "wasted_rollouts": int(table.wasted[index]),
-               "mean_reward": float(table.reward_sum[index] / table.rollouts[index])}
-              for index in order[:top] if table.wasted[index] > 0]
+    listed = []
+    for index in order[:top]:
+        if table.wasted[index] == 0:
+            break
+        counts = {name: int(getattr(table, name)[index]) for name in PROMPT_COUNTS}
+        counts["wasted_rollouts"] = counts.pop("wasted")
+        listed.append({"prompt": table.texts[index], **counts,
+                       "mean_reward": float(table.reward_sum[index] / counts["rollouts"])})
     rate = np.divide(table.collapsed, table.groups, out=np.zeros(len(table.groups)), where=seen)
     edges = np.linspace(0.0, 1.0, 11)
     ever = seen & (table.collapsed > 0)

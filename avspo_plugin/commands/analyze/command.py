@@ -19,7 +19,7 @@ from . import plots, report, run_analysis
 from .accuracy import compare_accuracy
 from .report import printable
 from .run_logs import AnalyzeError
-from .timeline import PromptTable
+from .timeline import PROMPT_COUNTS, PromptTable
 
 DEFAULTS = AVSPOConfig()
 
@@ -200,8 +200,6 @@ def _pair_validation(labels: list[str], vals: list[tuple[str | None, Path]]) -> 
     return paired
 
 
-# prompts.csv's count columns, in order, as PromptTable names them.
-PROMPT_COUNTS = ("groups", "collapsed", "all_fail", "all_pass", "rollouts", "wasted")
 # How a text cell that a spreadsheet would run as a formula starts (OWASP, "CSV injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 

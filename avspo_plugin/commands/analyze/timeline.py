@@ -1,12 +1,6 @@
-"""Per-step ACR timelines and per-prompt collapse counts.
-
-From per-sample rewards every number comes from :mod:`avspo_plugin.core`:
-``compute_group_advantages`` in monitor mode (threshold_mode="never") gives each step's
-metrics, the core's group statistics give each group's collapse and its kind, and a second
-pass with the analysis's AVSPO config replays what AVSPO would have done on the recorded
-rewards. From logged scalars the timeline is read from the keys the hosts log, with what
-each proxy does and does not measure written into the timeline's caveats.
-"""
+"""Per-step ACR timelines and per-prompt collapse counts. From per-sample rewards every number is the core's (the
+monitor's metrics, each group's collapse and kind, and AVSPO replayed on the recorded rewards); from logged scalars,
+the keys the hosts log, with what each proxy does not measure in the timeline's caveats."""
 
 from __future__ import annotations
 
@@ -42,10 +36,7 @@ def finite_mean(values: np.ndarray | None) -> float | None:
 @dataclass
 class Timeline:
     """Per-step series (float64, NaN where a step has no value), where they came from, and what to keep in mind.
-
-    avspo: "replay" when the AVSPO series replay the recorded rewards through the core,
-    "logged" when the run itself logged them (it ran with the plugin), None when absent.
-    """
+    avspo: "replay" (the AVSPO series replay the recorded rewards), "logged" (the run logged them) or None."""
 
     steps: np.ndarray
     series: dict[str, np.ndarray]
@@ -56,10 +47,13 @@ class Timeline:
     avspo: str | None = None
 
     def get(self, name: str) -> np.ndarray | None:
+        """The series, None where it is absent or has no finite value."""
         values = self.series.get(name)
-        if values is None or not np.isfinite(values).any():
-            return None
-        return values
+        return values if values is not None and np.isfinite(values).any() else None
+
+
+# The counts of a PromptTable, in prompts.csv's order.
+PROMPT_COUNTS = ("groups", "collapsed", "all_fail", "all_pass", "rollouts", "wasted")
 
 
 @dataclass
@@ -81,12 +75,8 @@ def sample_timeline(log: SampleLog, monitor: AVSPOConfig, replay: AVSPOConfig, s
 ]:
     """Per-step metrics, the AVSPO replay, per-prompt counts and the group-size histogram of a dump."""
     num_prompts = len(log.prompt_texts)
-    table = PromptTable(
-        texts=log.prompt_texts,
-        **{name: np.zeros(num_prompts, dtype=np.int64) for name in
-           ("groups", "collapsed", "all_fail", "all_pass", "rollouts", "wasted")},
-        reward_sum=np.zeros(num_prompts, dtype=np.float64),
-    )
+    table = PromptTable(texts=log.prompt_texts, **{name: np.zeros(num_prompts, dtype=np.int64) for name in PROMPT_COUNTS},
+                        reward_sum=np.zeros(num_prompts, dtype=np.float64))
     names = ACR_SERIES + SHARE_SERIES + AVSPO_SERIES + ("samples",)
     series = {name: np.full(len(log.steps), np.nan) for name in names}
     sizes: Counter = Counter()
@@ -105,18 +95,15 @@ def sample_timeline(log: SampleLog, monitor: AVSPOConfig, replay: AVSPOConfig, s
             series[name][row] = replayed.metrics[name]
         series["samples"][row] = len(step.scores)
 
-        group_ids, counts, multi, collapsed, all_fail, all_pass = _group_kinds(scores, step.groups, monitor)
+        group_ids, kinds = _group_kinds(scores, step.groups, monitor)
+        counts = kinds["rollouts"]
         sizes.update(counts.tolist())
         group_prompt = _group_prompts(group_ids, len(counts), step, source)
-        for name, flags in (("rollouts_all_fail", all_fail), ("rollouts_all_pass", all_pass),
-                            ("rollouts_collapsed", collapsed)):
-            series[name][row] = counts[flags].sum() / counts.sum()
-        np.add.at(table.groups, group_prompt, multi)
-        np.add.at(table.collapsed, group_prompt, collapsed)
-        np.add.at(table.all_fail, group_prompt, all_fail)
-        np.add.at(table.all_pass, group_prompt, all_pass)
-        np.add.at(table.rollouts, group_prompt, counts)
-        np.add.at(table.wasted, group_prompt, counts * collapsed)
+        for name in ("all_fail", "all_pass", "collapsed"):
+            series[f"rollouts_{name}"][row] = counts[kinds[name]].sum() / counts.sum()
+        kinds["wasted"] = counts * kinds["collapsed"]
+        for name, values in kinds.items():
+            np.add.at(getattr(table, name), group_prompt, values)
         np.add.at(table.reward_sum, step.prompts, step.scores)
     timeline = Timeline(
         steps=np.asarray([step.step for step in log.steps], dtype=np.int64),
@@ -128,17 +115,17 @@ def sample_timeline(log: SampleLog, monitor: AVSPOConfig, replay: AVSPOConfig, s
     return timeline, table, sizes
 
 
-def _group_kinds(scores: torch.Tensor, labels: np.ndarray, monitor: AVSPOConfig) -> tuple[np.ndarray, ...]:
-    """Per group, by the core's own statistics: (group id of each sample (B,), size, >= 2 samples,
-    collapsed, all-fail, all-pass), each (N,)."""
+def _group_kinds(scores: torch.Tensor, labels: np.ndarray, monitor: AVSPOConfig) -> tuple[np.ndarray, dict]:
+    """The group id of each sample (B,), and per group (N,) by the core's own statistics: its size (``rollouts``),
+    whether it has >= 2 samples (``groups``), collapsed, and of which kind."""
     group_ids, num_groups = factorize_labels(labels, scores.device)
     ddof = 1 if monitor.std == "unbiased" else 0
     stats = group_stats(scores, group_ids, num_groups, torch.ones_like(scores, dtype=torch.bool), ddof)
     collapsed = collapsed_groups(stats, monitor.collapse_tol)
     all_fail, all_pass = collapse_kinds(collapsed, stats, monitor.reward_low, monitor.reward_high)
-    counts = stats.count.numpy().astype(np.int64)
-    flags = (multi_sample_groups(stats), collapsed, all_fail, all_pass)
-    return (group_ids.numpy(), counts, *(flag.numpy() for flag in flags))
+    flags = {"groups": multi_sample_groups(stats), "collapsed": collapsed, "all_fail": all_fail, "all_pass": all_pass}
+    return group_ids.numpy(), {"rollouts": stats.count.numpy().astype(np.int64)} | {
+        name: flag.numpy() for name, flag in flags.items()}
 
 
 def _group_prompts(group_ids: np.ndarray, num_groups: int, step, source: str) -> np.ndarray:
@@ -154,14 +141,9 @@ def _group_prompts(group_ids: np.ndarray, num_groups: int, step, source: str) ->
     return low
 
 
-# ---------------------------------------------------------------- logged scalars
-
-
 def _candidates(keys: set[str], names: tuple[str, ...]) -> list[str]:
-    """Keys that are one of ``names`` or end in ``/name``, training keys only (no eval/val prefix).
-
-    Exact names first, then shorter keys: ``avspo/acr`` before ``train/avspo/acr``.
-    """
+    """Keys that are one of ``names`` or end in ``/name``, training keys only (no eval/val/test prefix); exact names
+    first, then shorter keys (``avspo/acr`` before ``train/avspo/acr``)."""
     found = []
     for key in keys:
         for name in names:
@@ -235,9 +217,18 @@ def scalar_timeline(log: ScalarLog, group_size: int | None, monitor: AVSPOConfig
                 f"{source}: OpenRLHF logs ({(pass_rate or std)[0]}) can only be read as ACR with the group size: "
                 "pass --group-size (the run's rollout.n_samples_per_prompt)"
             )
+        if not pass_rate and group_size < 2:
+            raise AnalyzeError(f"{source}: --group-size {group_size}: a group needs at least 2 samples")
+        key = (pass_rate or std)[0]
+        how = " (dynamic filtering)" if pass_rate else ", binary rewards (an interval)"
+        timeline = _from_keys(log, {"acr": key, **extra}, source, basis=f"OpenRLHF {key} with G = {group_size}{how}",
+                              exact=False, acr_bounds=(0.0, math.inf))
         if pass_rate:
-            return _from_pass_rate(log, pass_rate[0], extra, group_size, source)
-        return _from_group_std(log, std[0], extra, group_size, monitor, source)
+            _from_pass_rate(timeline, key, group_size, source)
+        else:
+            _from_group_std(timeline, key, group_size, monitor, source)
+        timeline.caveats.append("No all-fail / all-pass split: OpenRLHF does not log it.")
+        return timeline
     shown = ", ".join(sorted(keys)[:15]) + (" ..." if len(keys) > 15 else "")
     raise AnalyzeError(
         f"{source}: no ACR in this log: looked for avspo/acr (runs made with the plugin), TRL "
@@ -248,12 +239,8 @@ def scalar_timeline(log: ScalarLog, group_size: int | None, monitor: AVSPOConfig
 
 def _from_keys(log: ScalarLog, found: dict[str, str], source: str, basis: str, exact: bool,
                avspo: str | None = None, acr_bounds: tuple[float, float] = (0.0, 1.0)) -> Timeline:
-    """The timeline of the logged keys ``found`` (series name -> key), at the steps with a valid ``acr``.
-
-    acr_bounds: the range of the key read as ``acr`` (a fraction unless a proxy says otherwise); the other
-    fraction series must lie in [0, 1], every series must be finite: a value that does not is left out
-    with a warning (:func:`logged_values`), and a step whose ``acr`` is left out is no step of the timeline.
-    """
+    """The timeline of the logged keys ``found`` (series name -> key) at the steps with a valid ``acr``. A value that
+    is not finite, or outside [0, 1] for a fraction (``acr_bounds`` for ``acr``), is left out with a warning."""
     values = {
         name: logged_values(log, key, source, acr_bounds if name == "acr" else
                              (0.0, 1.0) if name in FRACTION_SERIES else (-math.inf, math.inf))
@@ -268,11 +255,8 @@ def _from_keys(log: ScalarLog, found: dict[str, str], source: str, basis: str, e
                     keys=dict(found), avspo=avspo)
 
 
-def _from_pass_rate(log: ScalarLog, key: str, extra: dict, group_size: int, source: str) -> Timeline:
-    """OpenRLHF 0.11: pass_rate = 100 * accepted samples / consumed prompts, so accepted prompts = rate / (100 G)."""
-    timeline = _from_keys(log, {"acr": key, **extra}, source,
-                          basis=f"OpenRLHF {key} with G = {group_size} (dynamic filtering)", exact=False,
-                          acr_bounds=(0.0, math.inf))
+def _from_pass_rate(timeline: Timeline, key: str, group_size: int, source: str) -> None:
+    """ACR from OpenRLHF 0.11's pass_rate = 100 * accepted samples / consumed prompts: accepted prompts = rate / (100 G)."""
     accepted = timeline.series["acr"] / (100.0 * group_size)
     if np.nanmax(accepted) > 1 + 1e-9:
         at = int(timeline.steps[np.nanargmax(accepted)])
@@ -286,24 +270,16 @@ def _from_pass_rate(log: ScalarLog, key: str, extra: dict, group_size: int, sour
         f"1 - rate / (100 * {group_size}) is the share of sampled prompts the filter dropped.",
         "That share is ACR only with binary rewards and dynamic_filtering_range (0, 1), and it covers the prompts "
         "sampled for the step including refills; the groups trained on are all informative.",
-        "No all-fail / all-pass split: OpenRLHF does not log it.",
     ]
-    return timeline
 
 
-def _from_group_std(log: ScalarLog, key: str, extra: dict, group_size: int, monitor: AVSPOConfig,
-                    source: str) -> Timeline:
+def _from_group_std(timeline: Timeline, key: str, group_size: int, monitor: AVSPOConfig, source: str) -> None:
     """Bracket ACR from the mean group std of binary rewards.
 
     A non-collapsed group of G binary rewards (k successes, 0 < k < G) has unbiased std
     (high - low) * sqrt(k (G - k) / (G (G - 1))), between s_min (k = 1) and s_max (k = G/2),
     so with mean group std m: 1 - m / s_min <= ACR <= 1 - m / s_max.
     """
-    if group_size < 2:
-        raise AnalyzeError(f"{source}: --group-size {group_size}: a group needs at least 2 samples")
-    timeline = _from_keys(log, {"acr": key, **extra}, source,
-                          basis=f"OpenRLHF {key} with G = {group_size}, binary rewards (an interval)", exact=False,
-                          acr_bounds=(0.0, math.inf))
     spread = (monitor.reward_high - monitor.reward_low) / np.sqrt(group_size * (group_size - 1))
     s_min = spread * np.sqrt(group_size - 1)
     s_max = spread * np.sqrt((group_size // 2) * (group_size - group_size // 2))
@@ -321,6 +297,4 @@ def _from_group_std(log: ScalarLog, key: str, extra: dict, group_size: int, moni
         f"OpenRLHF's group_reward_std is the mean group std, not a zero-std fraction: with binary rewards and G = "
         f"{group_size} it only brackets ACR between 1 - m/{s_min:.4g} and 1 - m/{s_max:.4g}; the midpoint is shown.",
         "With dynamic filtering on, the std is taken after filtering and says little about collapse.",
-        "No all-fail / all-pass split: OpenRLHF does not log it.",
     ]
-    return timeline
