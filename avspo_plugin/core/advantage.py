@@ -224,25 +224,20 @@ def num_virtual_samples(
     return num_virtual * augmented
 
 
-def with_singleton_convention(
-    stats: GroupStats, mean: torch.Tensor, std: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """verl's convention for a group of one valid sample: mu_j = 0, sigma_j = 1.  mean, std: (N,) -> (N,), (N,)."""
-    singleton = stats.count == 1
-    return torch.where(singleton, 0.0, mean), torch.where(singleton, 1.0, std)
+def normalising_statistics(
+    stats: GroupStats, augmented: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, dtype: torch.dtype
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The mu_j and sigma_j that Eq. 14 divides by, in float64 and in the rewards' dtype, where an augmented
+    group's are rounded once and any other group's are verl's GRPO's (stats.host_mean, stats.host_std); a group of
+    one valid sample has verl's mu_j = 0, sigma_j = 1.
 
-
-def statistics_in_reward_dtype(
-    stats: GroupStats, augmented: torch.Tensor, exact_mean: torch.Tensor, exact_std: torch.Tensor, dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The mu_j and sigma_j that Eq. 14 divides by, in the rewards' dtype: an augmented group's float64 mu'_j and
-    sigma'_j rounded once, any other group's as verl's GRPO computes them (stats.host_mean, stats.host_std).
-
-    augmented: (N,) bool; exact_mean, exact_std: (N,) float64, singleton convention applied -> (N,), (N,) in dtype.
+    augmented: (N,) bool; mean, std: (N,) float64 mu'_j, sigma'_j -> [(mean, std) float64, (mean, std) in dtype].
     """
-    host_mean, host_std = with_singleton_convention(stats, stats.host_mean, stats.host_std)
-    mean = torch.where(augmented, exact_mean.to(dtype), host_mean)
-    return mean, torch.where(augmented, exact_std.to(dtype), host_std)
+    singleton = stats.count == 1
+    rounded_mean = torch.where(augmented, mean.to(dtype), stats.host_mean)
+    rounded_std = torch.where(augmented, std.to(dtype), stats.host_std)
+    return [(torch.where(singleton, 0.0, mu), torch.where(singleton, 1.0, sigma))
+            for mu, sigma in ((mean, std), (rounded_mean, rounded_std))]
 
 
 def call_metrics(
@@ -354,10 +349,10 @@ def compute_group_advantages(
         # One sync sizes the packed virtual rewards: T values, linear in the batch (K_j <= G_j, or a constant K).
         owners = vr.virtual_owners(num_virtual, int(num_virtual.sum()))
         virtual = virtual_rewards(config, num_virtual, owners, stats, state.step, call_in_step)
-        exact_mean, exact_std = with_singleton_convention(
-            stats, *augmented_group_stats(stats, num_virtual, virtual, ddof)
+        augmented_mean, augmented_std = augmented_group_stats(stats, num_virtual, virtual, ddof)
+        (exact_mean, exact_std), (mean, std) = normalising_statistics(
+            stats, augmented, augmented_mean, augmented_std, scores.dtype
         )
-        mean, std = statistics_in_reward_dtype(stats, augmented, exact_mean, exact_std, scores.dtype)
         advantages = normalized_advantages(scores, group_ids, mean, std, config.epsilon, config.norm_by_std)
         advantages = torch.where(valid, advantages, 0.0)
 

@@ -1,10 +1,5 @@
 """Early warnings of a live run: stagnation (ACR stays high), entropy collapse (entropy stays low) and an inert
-trigger (AVSPO augments no group while groups collapse, so the run is GRPO).
-
-Framework-free: a host feeds one value per logged step and gets back the flags to log and,
-once per run and signal, the warning text. The state (streaks, the step each warning fired)
-has ``state_dict()`` so it survives a resume with the rest of the AVSPO state.
-"""
+trigger (AVSPO augments no group while groups collapse, so the run is GRPO). Each fires once per run."""
 
 from __future__ import annotations
 
@@ -18,11 +13,8 @@ from ..threshold_modes import THRESHOLD_MODES
 
 @dataclass
 class StreakWarning:
-    """Fires once when a signal stays past ``limit`` for more than ``patience`` consecutive steps.
-
-    above: True when values above the limit count (ACR), False when values below it count
-    (entropy). A limit or patience of 0 disables the warning. Once fired, ``flag`` stays 1.
-    """
+    """Fires once when a signal stays past ``limit`` (above it, or below) for more than ``patience`` consecutive
+    steps; a limit or patience of 0 disables it. Once fired, ``flag`` stays 1."""
 
     name: str
     limit: float
@@ -59,30 +51,28 @@ class StreakWarning:
 
 # The flags EarlyWarnings.observe returns, each 1 from the step its warning fired.
 WARNING_FLAGS = ("stagnation", "entropy_collapse")
-# The streak of steps on which AVSPO's trigger could have augmented collapsed groups and augmented none. It logs
-# no flag (the step's avspo/triggered and avspo/augmented_groups already say it), only its warning.
+# The streak of steps on which AVSPO could have augmented collapsed groups and augmented none: a warning, no flag.
 INERT_TRIGGER = "inert_trigger"
 
 
 class EarlyWarnings:
-    """The early warnings of AVSPOConfig: ``stagnation`` (ACR), ``entropy_collapse`` (entropy) and the inert
-    trigger (AVSPO augmented no group on more than stagnation_steps consecutive steps with a collapsed group)."""
+    """The early warnings of AVSPOConfig: ``stagnation`` (ACR), ``entropy_collapse`` (entropy), the inert trigger."""
 
     def __init__(self, config: AVSPOConfig) -> None:
         stagnation, entropy_collapse = WARNING_FLAGS
-        self.stagnation = StreakWarning(stagnation, config.stagnation_acr, config.stagnation_steps, above=True)
-        self.entropy_collapse = StreakWarning(
-            entropy_collapse, config.entropy_floor, config.stagnation_steps, above=False
-        )
+        self.stagnation = StreakWarning(stagnation, 0.0, 0, above=True)
+        self.entropy_collapse = StreakWarning(entropy_collapse, 0.0, 0, above=False)
         # Observed with 1.0 on a step that had collapsed groups and augmented none, 0.0 on one that augmented.
-        self.inert_trigger = StreakWarning(INERT_TRIGGER, 0.5, _inert_patience(config), above=True)
-        self.config = config
+        self.inert_trigger = StreakWarning(INERT_TRIGGER, 0.5, 0, above=True)
+        self.reconfigure(config)
 
     def reconfigure(self, config: AVSPOConfig) -> None:
         """Take the limits of ``config``, keeping the streaks counted so far."""
         self.stagnation.limit, self.stagnation.patience = config.stagnation_acr, config.stagnation_steps
         self.entropy_collapse.limit, self.entropy_collapse.patience = config.entropy_floor, config.stagnation_steps
-        self.inert_trigger.patience = _inert_patience(config)
+        # Only where the trigger can stay shut.
+        can_stay_shut = THRESHOLD_MODES[config.threshold_mode].can_stay_shut
+        self.inert_trigger.patience = config.stagnation_steps if can_stay_shut else 0
         self.config = config
 
     def observe(
@@ -91,9 +81,8 @@ class EarlyWarnings:
     ) -> tuple[dict[str, float], list[str]]:
         """One logged step. Returns (flags of the enabled warnings that got a value, warnings fired now).
 
-        acr: the step's ACR (None when no advantage was computed); entropy: the policy's mean token
-        entropy in nats (None when the host did not log one); augmented: the step's share of groups that got
-        virtual samples and threshold: the tau in force (both None when no AVSPO advantage was computed).
+        acr, augmented (share of groups augmented), threshold (tau in force): None when no advantage was computed;
+        entropy: the policy's mean token entropy in nats, None when the host did not log one.
         """
         flags: dict[str, float] = {}
         fired: list[str] = []
@@ -112,18 +101,14 @@ class EarlyWarnings:
         return flags, fired
 
     def state_dict(self) -> dict[str, Any]:
-        return {"stagnation": self.stagnation.state_dict(), "entropy_collapse": self.entropy_collapse.state_dict(),
-                INERT_TRIGGER: self.inert_trigger.state_dict()}
+        return {warning.name: warning.state_dict() for warning in self._all()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.stagnation.load_state_dict(state["stagnation"])
-        self.entropy_collapse.load_state_dict(state["entropy_collapse"])
-        self.inert_trigger.load_state_dict(state[INERT_TRIGGER])
+        for warning in self._all():
+            warning.load_state_dict(state[warning.name])
 
-
-def _inert_patience(config: AVSPOConfig) -> int:
-    """stagnation_steps where the trigger can stay shut, else 0 (disabled)."""
-    return config.stagnation_steps if THRESHOLD_MODES[config.threshold_mode].can_stay_shut else 0
+    def _all(self) -> tuple[StreakWarning, ...]:
+        return self.stagnation, self.entropy_collapse, self.inert_trigger
 
 
 def stagnation_message(warning: StreakWarning, step: int, acr: float) -> str:

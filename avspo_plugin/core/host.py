@@ -1,14 +1,5 @@
-"""The host contract: what a training framework (a host) gives the AVSPO session and what it gets back.
-
-Each call of the host's advantage step gives :class:`~.session.AVSPOSession` the rewards (B,) or (B, L) with their
-response mask, a group label per row (B,), a validity mask where some rows hold no reward, and the config in force
-(``group_advantages``, ``token_advantages``, ``step_with``); it gets back the advantages in the rewards' shape and dtype
-(:class:`~.advantage.AVSPOResult`). The host's step boundary is ``close_step(step, entropy)``: one step of Eq. 12
-however many calls the step took. Its log gets ``pop_metrics(step, entropy)`` named as :meth:`Host.logged` names
-them; its checkpoints hold ``state_dict()`` and give it back to ``load_state_dict``. The rest, fixed per host, its
-adapter declares once in a :class:`Host`. docs/method/hosts.md says it in full, with a new host's checklist;
-tests/host_contract.py is the test kit every adapter passes.
-"""
+"""What a host's adapter declares once beside its :class:`~.session.AVSPOSession` (docs/method/hosts.md says the
+whole contract; tests/host_contract.py is the test kit every adapter passes)."""
 
 from __future__ import annotations
 
@@ -23,14 +14,10 @@ from .session import AVSPOSession
 
 @dataclass(frozen=True)
 class Host:
-    """What one host's adapter declares once.
-
-    name: the host, as ``avspo doctor --host`` names it; log: the adapter's logger, which every session of the host
-    warns to (users filter the plugin's warnings by it); entropy_metric: the name under which the host logs the
-    policy's mean token entropy, which feeds the entropy-collapse warning; checkpoint_folder: step N's checkpoint
-    folder in the run's checkpoint directory, a format of ``{step}`` (None where the host's own checkpoint call
-    carries the state); state_name: the session state's file in that folder, or its key in what the host's
-    checkpoint call carries.
+    """name: as ``avspo doctor --host`` names it; log: the logger every session of the host warns to;
+    entropy_metric: the host's name of the policy's mean token entropy (for the entropy-collapse warning);
+    checkpoint_folder: step N's checkpoint folder, a format of ``{step}`` (None where the host's checkpoint call
+    carries the state); state_name: the state's file in that folder, or its key in what that call carries.
     """
 
     name: str

@@ -40,7 +40,7 @@ STATE_FIELDS = {
     "threshold": (None, {"tau": FRACTION, "prev_reward_mean": (None, Number()), "step": COUNT}),
     "settings": (None, {name: AVSPOConfig.allowed(name) for name in STATE_SETTINGS}),
     "warnings": {name: {"streak": COUNT, "fired_step": (None, COUNT)}
-                for name in ("stagnation", "entropy_collapse", INERT_TRIGGER)},
+                for name in (*WARNING_FLAGS, INERT_TRIGGER)},
     "logged_steps": COUNT,
 }
 

@@ -1,12 +1,4 @@
-"""The trigger threshold: the adaptive rule of Eq. 12, and each threshold mode run by its row of THRESHOLD_MODES.
-
-The state that crosses steps (tau_t, the previous step's mean reward J_{t-1}, the
-step counter t) is a small object with ``state_dict()`` so hosts can checkpoint it.
-A step is one host step: :class:`~.session.AVSPOSession` advances the state once per
-step, over all of the step's estimator calls; a direct call of
-:func:`~.advantage.compute_group_advantages` returns the state advanced as if its
-batch were a whole step. A step without any valid sample leaves the state as it is.
-"""
+"""The trigger threshold: the adaptive rule of Eq. 12, and each threshold mode run by its row of THRESHOLD_MODES."""
 
 from __future__ import annotations
 
@@ -22,11 +14,7 @@ from ..threshold_modes import THRESHOLD_MODES
 
 @dataclass(frozen=True)
 class ThresholdState:
-    """tau_t, J_{t-1} (None before the first step) and t, the number of steps advanced so far.
-
-    t counts the steps that had at least one valid sample (see the module docstring); ``uniform``
-    seeds its draws with it.
-    """
+    """tau_t, J_{t-1} (None before the first step) and t, the steps with a valid sample so far (``uniform``'s seed)."""
 
     tau: float
     prev_reward_mean: float | None = None
@@ -45,7 +33,7 @@ class ThresholdState:
         if missing:
             raise ValueError(f"AVSPO threshold state is missing {sorted(missing)}; got keys {sorted(state)}")
         prev = state["prev_reward_mean"]
-        return cls(tau=float(state["tau"]), prev_reward_mean=None if prev is None else float(prev), step=int(state["step"]))
+        return cls(float(state["tau"]), None if prev is None else float(prev), int(state["step"]))
 
 
 def sign(x: float) -> float:
@@ -94,9 +82,8 @@ def groups_to_augment(
 ) -> tuple[bool, torch.Tensor]:
     """Eq. 13: R'_j = R_j U V_j  iff  ACR_t > tau_t  and  sigma_{R_j} < collapse_tol (group j collapsed).
 
-    The batch condition comes from the threshold mode (:func:`is_triggered`); the group condition
-    is narrowed to one kind of collapse by ``augmented_collapses`` (all, all_fail, all_pass).
-    collapsed, all_fail, all_pass: (N,) bool. Returns (triggered, augmented (N,) bool).
+    The batch condition is the threshold mode's (:func:`is_triggered`); ``augmented_collapses`` narrows the group
+    condition to one kind. collapsed, all_fail, all_pass: (N,) bool. Returns (triggered, augmented (N,) bool).
     """
     triggered = is_triggered(config, acr, threshold)
     eligible = {"all": collapsed, "all_fail": all_fail, "all_pass": all_pass}[config.augmented_collapses]
@@ -107,12 +94,6 @@ def advance(config: AVSPOConfig, state: ThresholdState, acr: float, reward_mean:
     """The state after step t: Eq. 12 applied in adaptive mode from the second step on; J_t remembered."""
     tau = state.tau
     if THRESHOLD_MODES[config.threshold_mode].adapts_threshold and state.prev_reward_mean is not None:
-        tau = adaptive_threshold_update(
-            tau,
-            acr,
-            reward_mean - state.prev_reward_mean,
-            config.threshold_lr,
-            config.threshold_min,
-            config.threshold_max,
-        )
+        tau = adaptive_threshold_update(tau, acr, reward_mean - state.prev_reward_mean, config.threshold_lr,
+                                        config.threshold_min, config.threshold_max)
     return ThresholdState(tau=tau, prev_reward_mean=reward_mean, step=state.step + 1)

@@ -1,12 +1,7 @@
-"""How many virtual samples a collapsed group gets (Eq. 9), and where each packed virtual sample sits (its reward
-values are its strategy's row, avspo_plugin/strategies.py).
+"""How many virtual samples a collapsed group gets (Eq. 9), and where each packed virtual sample sits.
 
-Every function works on all groups at once: K is a (N,) integer tensor, and the
-virtual rewards of a call are packed, one value per virtual sample, group after group
-(T = sum_j K_j values): group j's are values[o_j : o_j + K_j], o_j = K_1 + ... + K_{j-1}.
-:func:`virtual_owners` and :func:`slot_numbers` give each packed value its group and its
-k = 1..K_j, so memory is linear in the batch however unequal the groups (a (N, K_max) matrix
-would hold N x K_max values for one huge group beside many small ones).
+A call's T = sum_j K_j virtual rewards are packed group after group: group j's are values[o_j : o_j + K_j],
+o_j = K_1 + ... + K_{j-1}, so memory is linear in the batch however unequal the groups.
 """
 
 from __future__ import annotations
@@ -32,10 +27,8 @@ def num_virtual_auto(group_size: torch.Tensor, acr: float, alpha: float) -> torc
 def virtual_owners(num_virtual: torch.Tensor, total: int) -> torch.Tensor:
     """The group of each packed virtual sample t = 0..T-1: owner_t = #{j : e_j <= t}, e_j = K_1 + ... + K_j.
 
-    num_virtual: (N,) int64 -> (T,) int64, group j repeated K_j times. total: T = sum_j K_j, known to the
-    caller (given, the device needs no sync to size the result). A count of group ends and a cumulative
-    sum: on a CPU shared with another process, repeat_interleave and searchsorted stall for about 10 ms
-    in the thread pool.
+    num_virtual: (N,) int64 -> (T,) int64, group j repeated K_j times; total: T, given so that sizing the result
+    needs no device sync. (repeat_interleave and searchsorted stall for ~10 ms on a shared CPU.)
     """
     ends = torch.cumsum(num_virtual, 0)
     marks = torch.zeros(total + 1, dtype=torch.int64, device=num_virtual.device)
