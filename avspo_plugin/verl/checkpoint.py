@@ -1,17 +1,12 @@
 """The plugin's state beside verl's checkpoint: ``global_step_<N>/avspo_state.json`` and its siblings.
 
-verl writes ``<trainer.default_local_dir>/global_step_<N>/{actor,critic,data.pt}`` and resumes
-from the latest such folder (``trainer.resume_mode=auto``) or a named one
-(``resume_mode=resume_path``). The plugin's hooks on the trainers' ``_save_checkpoint`` and
-``_load_checkpoint`` (:func:`save_with_state`, :func:`load_with_state`) write and read, in that
-folder, one small JSON file per session with its ``state_dict()`` (the adaptive threshold tau, the
-previous batch reward J, the step counter t and the early-warning streaks: ``avspo_state.json`` for
-the estimator, ``avspo_monitor_state.json`` for the monitor).
+The hooks on the trainers' ``_save_checkpoint`` and ``_load_checkpoint`` write and read, in the step's folder, one
+small JSON file per session with its ``state_dict()`` (tau, the previous batch reward J, the step counter t, the
+warning streaks): ``avspo_state.json`` for the estimator, ``avspo_monitor_state.json`` for the monitor.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from collections.abc import Callable
@@ -24,20 +19,6 @@ from .launch_guards import refuse_unsupported_trainer
 from .plugin_process import HOST, this_process
 
 logger = logging.getLogger("avspo_plugin.verl")
-
-
-def saved_step_folder(trainer_config: Any, global_steps: int) -> str:
-    """The folder verl's ``_save_checkpoint`` writes for step ``global_steps``."""
-    return HOST.step_folder(trainer_config.default_local_dir, global_steps)
-
-
-def resumed_step_folder(trainer_config: Any, global_steps: int) -> str:
-    """The folder verl's ``_load_checkpoint`` resumed from, once it has set ``global_steps``."""
-    if trainer_config.resume_mode == "resume_path":
-        folder = trainer_config.resume_from_path
-    else:
-        folder = HOST.step_folder(trainer_config.default_local_dir, global_steps)
-    return os.path.abspath(folder)
 
 
 def write_state(step_folder: str, state: dict[str, Any], file_name: str = STATE_FILE) -> str:
@@ -57,9 +38,7 @@ def describe_state(state: dict[str, Any]) -> str:
 
 def read_state(step_folder: str, file_name: str = STATE_FILE) -> dict[str, Any] | None:
     """The state saved as ``file_name`` in ``step_folder``, or None (with a warning) when the checkpoint has none.
-
-    A file that is damaged, cut short, or has a field of the wrong type is a StateFileError naming
-    it and what to do (delete it to start afresh, or resume from an earlier checkpoint)."""
+    A damaged file is a StateFileError naming it and what to do."""
     path = os.path.join(step_folder, file_name)
     if not os.path.exists(path):
         logger.warning(
@@ -80,17 +59,12 @@ def read_state(step_folder: str, file_name: str = STATE_FILE) -> dict[str, Any] 
 
 def save_with_state(original: Callable) -> Callable:
     """Wraps the trainers' ``_save_checkpoint``: the step closed and the plugin's state written into the step's
-    folder, before verl records the checkpoint as the latest."""
+    folder before verl records the checkpoint as the latest (a run killed in between resumes from the previous one)."""
 
-    @functools.wraps(original)
     def _save_checkpoint(self, *args, **kwargs):
-        process = this_process()
-        sessions = process.sessions_of(self.config)
-        process.close_step(sessions, self.global_steps)
-        for live in sessions:
-            folder = saved_step_folder(self.config.trainer, self.global_steps)
-            # Before verl records this folder as the latest checkpoint: a run killed in between resumes
-            # from the previous one, never from a folder without AVSPO state.
+        folder = HOST.step_folder(self.config.trainer.default_local_dir, self.global_steps)
+        for live in this_process().sessions_of(self.config):
+            live.session.close_step(step=self.global_steps)
             path = write_state(folder, live.session.state_dict(), live.state_file)
             live.unlogged_checkpoint = folder
             logger.info("AVSPO state saved to %s", path)
@@ -102,14 +76,15 @@ def save_with_state(original: Callable) -> Callable:
 def load_with_state(original: Callable) -> Callable:
     """Wraps the trainers' ``_load_checkpoint``: on resume, the plugin's state read back from the step's folder."""
 
-    @functools.wraps(original)
     def _load_checkpoint(self, *args, **kwargs):
         refuse_unsupported_trainer(self.config)  # FullyAsyncTrainer inherits this method, not _save_checkpoint's hook
         result = original(self, *args, **kwargs)
         if not getattr(self, "global_steps", 0):  # a fresh start: nothing to restore
             return result
+        trainer = self.config.trainer
+        resumed = trainer.resume_from_path if trainer.resume_mode == "resume_path" else None
+        folder = os.path.abspath(resumed or HOST.step_folder(trainer.default_local_dir, self.global_steps))
         for live in this_process().sessions_of(self.config):
-            folder = resumed_step_folder(self.config.trainer, self.global_steps)
             saved = read_state(folder, live.state_file)
             if saved is not None:
                 live.session.load_state_dict(saved, source=os.path.join(folder, live.state_file))

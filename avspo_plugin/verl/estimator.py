@@ -1,10 +1,5 @@
-"""The ``avspo`` advantage estimator as verl calls it, and its registration.
-
-verl calls a registered estimator with (token_level_rewards, response_mask, index, config) and
-keeps only the two returned tensors; the estimator's session (threshold state, warnings, pending
-metrics) is this process's (:mod:`avspo_plugin.verl.plugin_process`), and the metrics wait there until the
-trainer's logging hook (or a user's loop, :func:`pop_metrics`) collects them.
-"""
+"""The ``avspo`` advantage estimator as verl calls it, and its registration; its session is this process's
+(:mod:`avspo_plugin.verl.plugin_process`)."""
 
 from __future__ import annotations
 
@@ -25,7 +20,7 @@ class RegistrationError(RuntimeError):
 
 
 def session() -> AVSPOSession:
-    """This process's session of the verl estimator (config in force, threshold state, warnings, pending metrics)."""
+    """This process's session of the verl estimator."""
     return this_process().estimator.session
 
 
@@ -55,21 +50,14 @@ compute_avspo_outcome_advantage.avspo_estimator = True
 
 
 def pop_metrics() -> dict[str, float]:
-    """The metrics gathered since the last call, aggregated as one step, and clears them.
-
-    Names are the core's (acr, threshold, ...) without the ``avspo/`` prefix the trainer hook adds;
-    ``stagnation`` is included while that warning is enabled. For users with their own training loop.
-    """
+    """The metrics gathered since the last call as one step (names without ``avspo/``), cleared; for users with
+    their own training loop."""
     return session().pop_metrics()
 
 
 def register_estimator() -> None:
-    """Register ``avspo`` in verl's registry, unless this package's estimator already holds the name.
-
-    verl raises when a name is registered twice with different function objects, which happens
-    when this file is imported as two module objects; any copy's estimator is equivalent (they
-    share the process's session), so the first one stays.
-    """
+    """Register ``avspo`` in verl's registry, unless this package's estimator already holds the name (any copy of
+    this package's: they share the process's session)."""
     registry = core_algos.ADV_ESTIMATOR_REGISTRY
     existing = registry.get(ESTIMATOR)
     if existing is None:

@@ -1,26 +1,15 @@
 """The hook registry: every verl function the plugin wraps (:data:`HOOKS`), where it is placed, and its status.
 
-verl gives a registered estimator no way to log metrics, to check its config before the first
-rollout, to keep state across a resume, or to see agent-loop trajectories; and it has no place for a monitor beside another estimator. Loading the plugin
-therefore wraps, in memory (verl's files stay as installed), the functions of :data:`HOOKS`; each hook
-says when it runs in a step and why verl offers no extension point, and ``python -m renderer`` writes the
-table of the package's docstring and docs/using/verl.md from them (with the module of each wrapper, beside
-the feature it serves). The wrappers of the launcher's ``validate_config`` and the trainers' ``__init__``
-are here: they run the launch-time guards (:mod:`~avspo_plugin.verl.launch_guards` and the release check of
-:mod:`~avspo_plugin.verl.versions`, and a trainer subclass's
-overrides, :mod:`~avspo_plugin.verl.trainer_overrides`) and check, and place, the hooks a run needs.
+verl gives a registered estimator no way to log metrics, check its config before the first rollout, keep state
+across a resume or see agent-loop trajectories, and has no place for a monitor beside another estimator; so the
+plugin wraps, in memory, the functions of :data:`HOOKS` (``python -m renderer`` writes the touch-point table from
+them). The wrappers of the launcher's ``validate_config`` and the trainers' ``__init__`` are here: they run the
+launch guards and check, and place, the hooks a run needs.
 
-Placement: only the launcher's checks, the trainers' ``__init__`` / ``_load_checkpoint`` and v1's
-``compute_advantage_for_multi_trajectories`` are wrapped in every verl process (``Hook.always``); the
-trainer's ``__init__`` hook then places, in the trainer process, the hooks of the features its config
-uses (:func:`place_hooks`), so a run of another estimator without them touches nothing else of verl.
-
-Status: each target is checked when its module loads: a missing function, or one whose parameters are
-not those the wrapper relies on, is a warning naming it and the installed verl version, and a run that
-uses a feature needing it refuses to start (:func:`require_hooks`). The trainer modules are heavy, so
-their checks wait until something imports them (a post-import hook); every patch is applied once per
-process, whichever copy of this package asks. A module function placed after other verl modules
-imported it by name (``from ... import compute_advantage``) is wrapped there too.
+Placement: ``Hook.always`` hooks are placed in every verl process when their module loads; the trainer's
+``__init__`` hook then places the hooks of the features its config uses (:func:`place_hooks`), so a run of another
+estimator touches nothing else of verl. Status: a missing target, or one whose parameters are not those the wrapper
+relies on, is a warning naming it and verl's version, and a run that needs it refuses to start (:func:`require_hooks`).
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
@@ -39,7 +28,7 @@ from ..import_patching import after_import, is_patched, rebind, wrap
 from ..launch import announce
 from .checkpoint import load_with_state, save_with_state
 from .estimator import register_estimator, session
-from .launch_guards import HookError, refuse_unsupported_trainer, refuse_with_group_filtering, runtime_env_with_plugin
+from .launch_guards import HookError, refuse_unrunnable, runtime_env_with_plugin
 from .metric_routing import log_with_avspo_metrics, use_metrics_channel
 from .model_build_fix import TRL_PATCH_NAME, skip_missing_trl_value_head, trl_installed
 from .monitor import launch_notes, monitor, observe_advantage_step
@@ -52,14 +41,11 @@ from .run_config import (
     avspo_config_from_algorithm,
     config_entry,
     features_of,
-    monitor_avspo_config,
     monitor_config_from_algorithm,
-    refuse_misspelt_blocks,
     trainer_of,
     uses_avspo,
     uses_monitor,
 )
-from .trainer_overrides import refuse_unhooked_overrides
 from .trajectory_groups import group_trajectories_for_avspo
 from .versions import KNOWN_GOOD_VERL, check_verl_release, verl_version
 
@@ -68,13 +54,12 @@ logger = logging.getLogger("avspo_plugin.verl")
 
 @dataclass(frozen=True)
 class Hook:
-    """``module.owner.attribute`` (owner None: a module function) is wrapped by ``make_wrapper``.
+    """``module.owner.attribute`` (owner None: a module function), wrapped by ``make_wrapper``.
 
-    parameters: the leading parameter names the wrapper relies on (checked when the module loads);
-    trainer: the verl trainer whose runs need it (``v1``, ``legacy``; None: both);
-    features: what needs it (AVSPO: runs of the estimator; MONITOR: runs with the ACR monitor);
-    when: when verl calls it in a run; why: why verl offers no extension point for what the wrapper does (both for
-    the touch-point table of docs/using/verl.md, renderer/verl_hook_table.py).
+    parameters: the leading parameter names the wrapper relies on; trainer: the verl trainer whose runs need it
+    (``v1``, ``legacy``; None: both); features: what needs it; always: placed in every verl process when its module
+    loads (the others only in the trainer process of a run that uses their feature); when, why: when verl calls it
+    and why verl offers no extension point (the touch-point table, renderer/verl_hook_table.py).
     """
 
     module: str
@@ -85,8 +70,6 @@ class Hook:
     parameters: tuple[str, ...] = ()
     trainer: str | None = None
     features: tuple[str, ...] = FEATURES
-    # Placed in every verl process when its module loads (the checks that must see every run); the others
-    # only in the trainer process of a run whose config uses their feature (:func:`place_hooks`).
     always: bool = False
     _: KW_ONLY
     when: str
@@ -118,7 +101,7 @@ class Hook:
         return None
 
     def check(self, module) -> None:
-        """When ``module`` loads: a hook that cannot be placed is recorded and reported; an ``always`` hook is placed."""
+        """When ``module`` loads: a hook that cannot be placed is recorded and reported; an ``always`` one is placed."""
         problem = self.problem(module)
         if problem is None:
             HOOK_PROBLEMS.pop(self.name, None)
@@ -134,8 +117,8 @@ class Hook:
         )  # fmt: skip
 
     def place(self, module=None) -> None:
-        """Wrap the target (importing its module first); a module function is also wrapped in every loaded verl
-        module that imported it by name. A hook that cannot be placed stays unplaced: require_hooks reports it."""
+        """Wrap the target (importing its module first), and a module function in every loaded verl module that
+        imported it by name. A hook that cannot be placed stays unplaced: require_hooks reports it."""
         module = importlib.import_module(self.module) if module is None else module
         if self.problem(module) is not None:
             return
@@ -145,40 +128,26 @@ class Hook:
             rebind(original, getattr(owner, self.attribute), "verl")
 
 
-# ----------------------------------------------------------------------------------------------
-# The launcher's and the trainers' entry checks
-
-
 def check_launch_config(config: Any) -> None:
-    """The launcher's check (no Ray yet): ``algorithm.avspo`` valid, the trainer's hooks in place.
-
-    Raises ConfigError or HookError.
-    """
-    # First: a misspelt block name would otherwise pass as a run that uses nothing of the plugin.
-    refuse_misspelt_blocks(config_entry(config, "algorithm"))
-    refuse_unsupported_trainer(config)
-    if uses_avspo(config):
-        avspo_config_from_algorithm(config.algorithm)
-    refuse_with_group_filtering(config)
-    if features_of(config):
+    """The launcher's check (no Ray yet): the config runnable, the verl release supported, the trainer's hooks in
+    place. Raises ConfigError or HookError."""
+    refuse_unrunnable(config)
+    features = features_of(config)
+    if features:
         check_verl_release()
-    # Read even when off: a misspelt key of a block the user wrote is an error, not a silent default.
-    monitor_config_from_algorithm(config_entry(config, "algorithm"))
-    for feature in features_of(config):
+    for feature in features:
         require_hooks(trainer_of(config), feature)
 
 
 def prepare_trainer(config: Any) -> None:
-    """The trainer process's check, before workers start: registered here, config valid and in
-    force, every hook of the run's trainer in place."""
-    refuse_misspelt_blocks(config_entry(config, "algorithm"))
-    refuse_unsupported_trainer(config)
-    refuse_with_group_filtering(config)
+    """The trainer process's check, before workers start: registered here, config valid and in force, every hook of
+    the run's trainer in place."""
+    refuse_unrunnable(config)
     place_hooks(config)
     for note in launch_notes(config):
         logger.warning(note)
     if uses_monitor(config):
-        monitor().configure(monitor_avspo_config(config.algorithm))
+        monitor().configure(monitor_config_from_algorithm(config.algorithm).avspo_config())
         require_hooks(trainer_of(config), MONITOR)
     if not uses_avspo(config):
         return
@@ -192,10 +161,48 @@ def prepare_trainer(config: Any) -> None:
     logger.info("avspo estimator registered in process %d with %s", os.getpid(), session().config)
 
 
+def refuse_unhooked_overrides(trainer_class: type, config: Any, hooks: Iterable[Hook]) -> None:
+    """Raise HookError when ``trainer_class`` (a user's subclass of a hooked verl trainer) overrides a method the run
+    needs hooked without calling the parent's (its code never names the method): the hook would never run."""
+    for feature in features_of(config):
+        # Either trainer's hooks: the class, not trainer.use_v1, says which verl trainer it extends.
+        for hook in hooks:
+            if feature not in hook.features or hook.owner is None or hook.attribute == "__init__":
+                continue
+            bases = [
+                cls for cls in trainer_class.__mro__[1:] if (cls.__module__, cls.__name__) == (hook.module, hook.owner)
+            ]
+            override = inspect.getattr_static(trainer_class, hook.attribute, None)
+            if not bases or override is None or is_patched(override) or _names(override, hook.attribute):
+                continue
+            owner = next(cls for cls in trainer_class.__mro__ if hook.attribute in cls.__dict__)
+            raise HookError(
+                f"{FEATURE_SETTING[feature]} cannot run with the trainer class {_qualified(trainer_class)}: "
+                f"{_qualified(owner)}.{hook.attribute} overrides {hook.name} without calling it, so the plugin's hook "
+                f"({hook.purpose}) would never run. Call super().{hook.attribute}(...) in the override, or run verl's "
+                f"{_qualified(bases[0])}."
+            )
+
+
+def _names(function: Any, name: str) -> bool:
+    """Whether ``function``'s code (its nested functions included) names ``name``."""
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    stack = [code] if code is not None else []
+    while stack:
+        code = stack.pop()
+        if name in code.co_names:
+            return True
+        stack.extend(const for const in code.co_consts if inspect.iscode(const))
+    return False
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def validate_with_launch_check(original: Callable) -> Callable:
     """Wraps ``validate_config``: :func:`check_launch_config` before verl's own check."""
 
-    @functools.wraps(original)
     def validate_config(config, *args, **kwargs):
         check_launch_config(config)
         return original(config, *args, **kwargs)
@@ -206,7 +213,6 @@ def validate_with_launch_check(original: Callable) -> Callable:
 def init_with_trainer_checks(original: Callable) -> Callable:
     """Wraps the trainers' ``__init__``: :func:`prepare_trainer` and the trainer class checked before verl's own."""
 
-    @functools.wraps(original)
     def __init__(self, *args, **kwargs):
         config = kwargs.get("config", args[0] if args else None)
         prepare_trainer(config)
@@ -214,10 +220,6 @@ def init_with_trainer_checks(original: Callable) -> Callable:
         return original(self, *args, **kwargs)
 
     return __init__
-
-
-# ----------------------------------------------------------------------------------------------
-# The registry
 
 
 _TRAINER_CLASSES = (("verl.trainer.ppo.ray_trainer", "RayPPOTrainer", "legacy"), ("verl.trainer.ppo.v1.trainer_base", "PPOTrainer", "v1"))
@@ -296,11 +298,8 @@ def place_hooks(config: Any) -> list[str]:
 
 
 def hook_status(trainer: str | None = None, load: bool = True, feature: str | None = None) -> dict[str, str]:
-    """Each hook of ``trainer``'s runs of ``feature``: ``in place``, ``not loaded`` (its module not imported;
-    load=False) or why it is missing.
-
-    load: import the hooks' verl modules first (what the trainer process does before training).
-    """
+    """Each hook of ``trainer``'s runs of ``feature``: ``in place``, READY, ``not loaded`` (its module not imported
+    and not ``load``) or why it is missing."""
     status = {}
     for hook in hooks_for(trainer, feature):
         module = sys.modules.get(hook.module)

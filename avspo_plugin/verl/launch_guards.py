@@ -1,16 +1,10 @@
-"""Launch-time guards: what a run's trainer and config must be for the plugin to run as promised.
-
-Each check refuses (HookError, ConfigError) what would run but silently not be what the config asks:
-verl's experimental fully-async trainer, AVSPO's augmentation under DAPO's group filtering (the verl
-release is checked by :mod:`avspo_plugin.verl.versions`). The launcher's and the trainer's entry hooks
-(:mod:`avspo_plugin.verl.hooks`) run them before Ray starts and again before any worker starts (a trainer class that overrides a hooked method
-without calling it is refused there, beside the hook registry). The Ray runtime env is changed here too,
-so that the trainer process imports the plugin with its errors raised.
+"""Launch-time guards: what would run but silently not be what the config asks is refused (HookError, ConfigError)
+before Ray starts and again before any worker starts; and the Ray runtime env that makes the trainer process import
+the plugin with its errors raised.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +12,14 @@ from typing import Any
 from ..config import ConfigError
 from ..names import PLUGIN_MODULE
 from ..threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
-from .run_config import avspo_config_from_algorithm, config_entry, features_of, uses_avspo
+from .run_config import (
+    avspo_config_from_algorithm,
+    config_entry,
+    features_of,
+    misspelt_block_problem,
+    monitor_config_from_algorithm,
+    uses_avspo,
+)
 
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
 
@@ -28,8 +29,7 @@ class HookError(RuntimeError):
 
 
 def refuse_unsupported_trainer(config: Any) -> None:
-    """verl's experimental fully-async trainer (configs with ``async_training``) is refused for avspo (it saves
-    checkpoints without the trainer's method)."""
+    """verl's experimental fully-async trainer (configs with ``async_training``) is refused for avspo."""
     if uses_avspo(config) and config_entry(config, "async_training") is not None:
         raise HookError(
             "algorithm.adv_estimator=avspo does not run in verl's experimental fully-async trainer "
@@ -41,7 +41,6 @@ def refuse_unsupported_trainer(config: Any) -> None:
 
 
 def uses_group_filtering(config: Any) -> bool:
-    """Whether a full verl config turns DAPO's group filtering on (``algorithm.filter_groups.enable``)."""
     return bool(config_entry(config_entry(config_entry(config, "algorithm"), "filter_groups"), "enable"))
 
 
@@ -62,26 +61,27 @@ def group_filtering_problem(config: Any) -> str | None:
     )
 
 
-def refuse_with_group_filtering(config: Any) -> None:
-    """Raise ConfigError for AVSPO's augmentation combined with DAPO's group filtering."""
+def refuse_unrunnable(config: Any) -> None:
+    """Raise ConfigError or HookError for a full verl config the plugin cannot run as it asks."""
+    algorithm = config_entry(config, "algorithm")
+    # First: a misspelt block name would otherwise pass as a run that uses nothing of the plugin.
+    problem = misspelt_block_problem(algorithm)
+    if problem is not None:
+        raise ConfigError(problem)
+    refuse_unsupported_trainer(config)
+    if uses_avspo(config):
+        avspo_config_from_algorithm(algorithm)
+    # Read even when off: a misspelt key of a block the user wrote is an error, not a silent default.
+    monitor_config_from_algorithm(algorithm)
     problem = group_filtering_problem(config)
     if problem is not None:
         raise ConfigError(problem)
-
-
-def with_plugin_module(modules: str) -> str:
-    """A ``VERL_USE_EXTERNAL_MODULES`` value that also imports this plugin (kept once, order kept)."""
-    names = [name.strip() for name in modules.split(",") if name.strip()]
-    if PLUGIN_MODULE not in names:
-        names.append(PLUGIN_MODULE)
-    return ",".join(names)
 
 
 def runtime_env_with_plugin(original: Callable) -> Callable:
     """Wraps ``get_ppo_ray_runtime_env``: a run that uses the plugin imports it in the trainer process through
     ``VERL_USE_EXTERNAL_MODULES``, with errors raised (verl swallows those of its entry points)."""
 
-    @functools.wraps(original)
     def get_ppo_ray_runtime_env(*args, **kwargs):
         runtime_env = original(*args, **kwargs)
         config = kwargs.get("config", args[0] if args else None)
@@ -89,7 +89,8 @@ def runtime_env_with_plugin(original: Callable) -> Callable:
             refuse_unsupported_trainer(config)
             env_vars = runtime_env.setdefault("env_vars", {})
             current = env_vars.get(EXTERNAL_MODULES_ENV, os.environ.get(EXTERNAL_MODULES_ENV, ""))
-            env_vars[EXTERNAL_MODULES_ENV] = with_plugin_module(current)
+            names = [name.strip() for name in current.split(",") if name.strip()]
+            env_vars[EXTERNAL_MODULES_ENV] = ",".join(dict.fromkeys([*names, PLUGIN_MODULE]))
         return runtime_env
 
     return get_ppo_ray_runtime_env

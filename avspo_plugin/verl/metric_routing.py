@@ -1,15 +1,10 @@
-"""How the ``avspo/*`` metrics reach verl's tracker.
-
-verl's estimator registry takes a function, not its metrics, so the step's pending metrics are merged
-into what the trainer logs by a hook on ``verl.utils.tracking.Tracking.log``: the estimator's (unless
-the installed verl has the estimator metrics channel of ``patches/verl-estimator-metrics.patch``,
-``core_algos.register_adv_est_metrics``, which then carries them), and the monitor's. A checkpoint saved before the log (verl saves, then logs) gets the state again once the
-step's entropy is observed.
+"""How the ``avspo/*`` metrics reach verl's tracker: merged into what the trainer logs by a hook on
+``Tracking.log`` (the estimator's go through verl's estimator metrics channel instead where the installed verl has
+it, ``patches/verl-estimator-metrics.patch``; the monitor's always take the hook).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,17 +19,12 @@ METRICS_CHANNEL = "register_adv_est_metrics"
 
 
 def step_metrics(data: Mapping, step: int | None, live: CheckpointedSession | None = None) -> dict[str, float]:
-    """The ``avspo/*`` metrics of the step being logged: the calls of ``live`` (default: the estimator's
-    session) since the last log, folded into one step, with the warning flags (the entropy one fed from
-    ``actor/entropy``).
-
-    A checkpoint saved during this step (verl saves before it logs) gets the state again, with the
-    step's entropy observed.
-    """
-    process = this_process()
-    live = process.estimator if live is None else live
+    """The ``avspo/*`` metrics of the step being logged: the calls of ``live`` (default: the estimator's session)
+    since the last log, folded into one step, with the warning flags (fed ``actor/entropy``). A checkpoint saved
+    during this step (verl saves before it logs) gets the state again, with the step's entropy observed."""
+    live = this_process().estimator if live is None else live
     entropy = step_entropy(data)
-    process.close_step([live], step, entropy)
+    live.session.close_step(step=step, entropy=entropy)
     metrics = live.session.pop_metrics(step=step, entropy=entropy)
     folder, live.unlogged_checkpoint = live.unlogged_checkpoint, None
     if folder is not None:
@@ -43,7 +33,6 @@ def step_metrics(data: Mapping, step: int | None, live: CheckpointedSession | No
 
 
 def verl_metrics_channel() -> Callable | None:
-    """verl's estimator metrics channel (``core_algos.register_adv_est_metrics``), if this verl has it."""
     return getattr(core_algos, METRICS_CHANNEL, None)
 
 
@@ -75,13 +64,10 @@ def use_metrics_channel(module) -> None:
 def log_with_avspo_metrics(original: Callable) -> Callable:
     """Wraps ``Tracking.log``: the step's ``avspo/*`` metrics merged into the trainer's log."""
 
-    @functools.wraps(original)
     def log(self, data, step, *args, **kwargs):
         backend = kwargs.get("backend", args[0] if args else None)
         # A log to a subset of backends is not the step's main log: leave the metrics pending.
         if backend is None and isinstance(data, Mapping):
-            # The estimator's metrics take verl's own channel where it has one; the monitor's never do (the
-            # channel calls the metrics function of the run's estimator, which is not ours).
             extra = {
                 **(step_metrics(data, step) if verl_metrics_channel() is None else {}),
                 **step_metrics(data, step, this_process().monitor),

@@ -1,14 +1,9 @@
 """verl 0.9.1 with trl >= 1.0 installed: a model build that does not fail on trl's removed PPO classes.
 
-verl's ``apply_monkey_patch`` (run for every FSDP model it builds) patches
-``AutoModelForCausalLMWithValueHead`` whenever trl is importable, and trl 1.x no
-longer has that class (nor ``trl.experimental.ppo``): the build stops with an
-ImportError on any machine where both are installed, as they are in this
-package's environment (extras ``verl`` and ``trl``), on GPUs as on CPUs. The patch
-only concerns that class, so it is skipped when trl does not provide it. Installed by
-:func:`avspo_plugin.verl.hooks.install` right after verl imports its monkey_patch module, only
-where trl is installed, and applied only where trl lacks the class; ``avspo doctor`` lists it
-with the reason either way.
+verl's ``apply_monkey_patch`` (run for every FSDP model it builds) patches ``AutoModelForCausalLMWithValueHead``
+whenever trl is importable, and trl 1.x no longer has that class: the build stops with an ImportError wherever both
+are installed (as in this package's extras). The patch is skipped when trl does not provide the class; installed
+by :func:`avspo_plugin.verl.hooks.install` only where trl is, and reported by ``avspo doctor``.
 """
 
 from __future__ import annotations
@@ -16,10 +11,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
-import sys
 
 TRL_PATCH_NAME = "verl.models.transformers.monkey_patch.is_trl_available"
-_MONKEY_PATCH_MODULE = "verl.models.transformers.monkey_patch"
 
 logger = logging.getLogger("avspo_plugin.verl")
 
@@ -49,16 +42,11 @@ def trl_installed() -> bool:
 
 
 def trl_patch_needed() -> bool:
-    """Whether verl's model build would fail here: trl importable but without the value-head class."""
     return trl_installed() and not trl_value_head_available()
 
 
 def skip_missing_trl_value_head(monkey_patch_module) -> None:
-    """Make ``verl.models.transformers.monkey_patch`` see trl only where trl has the class it patches.
-
-    Applied only where it is needed (trl installed without the class); a verl whose module has no
-    ``is_trl_available`` is reported, since its model build may then fail beside trl 1.x.
-    """
+    """Make ``verl.models.transformers.monkey_patch`` see trl only where trl has the class it patches."""
     if not trl_patch_needed():
         return
     if not hasattr(monkey_patch_module, "is_trl_available"):
@@ -77,7 +65,7 @@ def trl_patch_status() -> str:
         return "not needed (trl is not installed: verl's model build does not reach for it)"
     if trl_value_head_available():
         return "not needed (trl has AutoModelForCausalLMWithValueHead, which verl's model build patches)"
-    module = sys.modules.get(_MONKEY_PATCH_MODULE) or importlib.import_module(_MONKEY_PATCH_MODULE)
+    module = importlib.import_module(TRL_PATCH_NAME.rpartition(".")[0])
     if getattr(getattr(module, "is_trl_available", None), "avspo_trl_patch", False):
         return "in place (trl lacks AutoModelForCausalLMWithValueHead, which verl's model build patches)"
     return f"missing: {TRL_PATCH_NAME} is not the plugin's; verl's FSDP model build will fail beside this trl"

@@ -1,17 +1,12 @@
 """The ACR monitor: collapse metrics beside any advantage estimator, ``algorithm.avspo_monitor.enable=true``.
 
-The monitor reads what verl hands its estimator (``token_level_rewards``, ``response_mask`` and the
-``uid`` of each row, in ``compute_advantage``, which both trainers call with exactly the rows any
-estimator gets), measures each prompt's group as AVSPO's monitor-only mode does
-(:class:`~avspo_plugin.config.MonitorConfig`), and logs the reward-side metrics
-(:data:`~avspo_plugin.core.metrics.MONITOR_METRICS`) and the early warnings as ``avspo/*`` through
-the same hooks as the estimator. It only reads: every advantage is the estimator's, untouched.
-Its state (the warning streaks) rides in each checkpoint as ``avspo_monitor_state.json``.
+It reads the rows verl's ``compute_advantage`` hands the estimator (both trainers), measures each prompt's group as
+AVSPO's monitor-only mode does, and logs :data:`~avspo_plugin.core.metrics.MONITOR_METRICS` and the early warnings
+as ``avspo/*`` through the estimator's hooks. Every advantage stays the estimator's.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 from collections.abc import Callable
@@ -20,7 +15,7 @@ from typing import Any
 from ..core import AVSPOSession
 from ..names import ESTIMATOR
 from .plugin_process import this_process
-from .run_config import MONITOR_BLOCK, config_entry, monitor_avspo_config, monitor_config_from_algorithm, monitors
+from .run_config import MONITOR_BLOCK, config_entry, monitor_config_from_algorithm, monitors
 
 # verl's registered estimators whose advantages do not come from the group of a prompt's responses.
 UNGROUPED_ESTIMATORS = {
@@ -33,8 +28,7 @@ logger = logging.getLogger("avspo_plugin.verl")
 
 
 def monitor() -> AVSPOSession:
-    """This process's ACR monitor: its session (configured by the trainer's hook), whose ``pop_metrics()`` reports
-    the monitor's metrics and the warning flags."""
+    """This process's ACR monitor session (configured by the trainer's hook)."""
     return this_process().monitor.session
 
 
@@ -68,11 +62,10 @@ def launch_notes(config: Any) -> list[str]:
 
 
 def observe(data: Any, algorithm: Any, adv_estimator: Any) -> None:
-    """Count the batch verl's ``compute_advantage`` is about to estimate, as one call of the monitor's open step.
+    """Count the batch verl's ``compute_advantage`` is about to estimate as one call of the monitor's open step.
 
-    data: verl's DataProto with ``token_level_rewards``, ``response_mask`` (B, L) and ``uid`` (B,), the
-    rows the estimator gets (in the v1 trainer, each agent-loop trajectory's final output for GRPO). A
-    batch the monitor cannot read is a warning naming why; the estimator runs either way.
+    data: verl's DataProto with ``token_level_rewards``, ``response_mask`` (B, L) and ``uid`` (B,). A batch the
+    monitor cannot read is a warning naming why; the estimator runs either way.
     """
     if not monitors(algorithm, adv_estimator):
         return
@@ -81,7 +74,8 @@ def observe(data: Any, algorithm: Any, adv_estimator: Any) -> None:
             raise ValueError("the batch has no uid column, so its rows cannot be grouped by prompt")
         this_process().warn_kl_in_reward(algorithm)
         monitor().group_advantages(
-            data.batch["token_level_rewards"].sum(dim=-1), data.non_tensor_batch["uid"], monitor_avspo_config(algorithm),
+            data.batch["token_level_rewards"].sum(dim=-1), data.non_tensor_batch["uid"],
+            monitor_config_from_algorithm(algorithm).avspo_config(),
             response_mask=data.batch["response_mask"],
         )  # fmt: skip
     except (KeyError, ValueError) as err:
@@ -92,7 +86,6 @@ def observe_advantage_step(original: Callable) -> Callable:
     """Wraps ``compute_advantage``: the monitor (both trainers) sees the rows the estimator gets, before it runs."""
     signature = inspect.signature(original)
 
-    @functools.wraps(original)
     def compute_advantage(*args, **kwargs):
         arguments = signature.bind(*args, **kwargs).arguments
         observe(arguments["data"], arguments.get("config"), arguments["adv_estimator"])

@@ -1,20 +1,19 @@
-"""What the plugin keeps in one verl process, in one object (:func:`this_process`), and where a trainer's step closes.
+"""What the plugin keeps in one verl process, in one object (:func:`this_process`), and the v1 trainer's step hook.
 
-verl calls a registered estimator with (token_level_rewards, response_mask, index, config) and keeps only the two
-returned tensors, so the estimator's :class:`~avspo_plugin.core.AVSPOSession` (threshold state, early warnings,
-metrics not yet logged) lives in the process that computes advantages, and its metrics wait there until the
-trainer's logging hook (or a user's loop) collects them. One :class:`PluginProcess` per process holds the
-estimator's session and the ACR monitor's; every copy of this package loaded in the process (the same files as two
-module objects) gets the same one. A trainer's step closes in one place, :meth:`PluginProcess.close_step`.
+verl keeps only the two tensors an estimator returns, so the estimator's session (threshold state, early warnings,
+metrics not yet logged) lives in the process that computes advantages until the trainer's logging hook collects its
+metrics; the ACR monitor's likewise. Every copy of this package loaded in the process gets the same
+:class:`PluginProcess`. A session's step closes at the end of the v1 trainer's global step, before a checkpoint is
+saved, and when the step is logged (the legacy trainer's step has no other end the plugin can see).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import numbers
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..core import AVSPOSession
@@ -38,30 +37,23 @@ HOST = Host(name="verl", log=logger, entropy_metric="actor/entropy", checkpoint_
 DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
 
 
+@dataclass
 class CheckpointedSession:
-    """A session of the process and where its state goes in each checkpoint folder.
+    """A session of the process and its state file in each ``global_step_<N>`` folder. unlogged_checkpoint: the
+    folder of a checkpoint saved in the open step before it was logged (verl saves, then logs), written again then."""
 
-    state_file: its file in each ``global_step_<N>`` folder; unlogged_checkpoint: the folder of a checkpoint saved
-    in its open step before the step was logged (verl saves, then logs), written again once the step is logged.
-    """
-
-    def __init__(self, session: AVSPOSession, state_file: str) -> None:
-        self.session = session
-        self.state_file = state_file
-        self.unlogged_checkpoint: str | None = None
+    session: AVSPOSession
+    state_file: str
+    unlogged_checkpoint: str | None = None
 
 
 class PluginProcess:
-    """The plugin's sessions in one verl process.
-
-    estimator: the ``avspo`` estimator's (``algorithm.avspo``); monitor: the ACR monitor's beside another
-    estimator (``algorithm.avspo_monitor``), which reports the monitor's metrics and the warning flags.
-    """
+    """The plugin's sessions in one verl process: the estimator's (``algorithm.avspo``) and the ACR monitor's
+    (``algorithm.avspo_monitor``)."""
 
     def __init__(self) -> None:
         self.estimator = CheckpointedSession(HOST.new_session(), HOST.state_name)
         self.monitor = CheckpointedSession(HOST.new_session(metric_names=MONITOR_METRICS), MONITOR_STATE_FILE)
-        # algorithm.use_kl_in_reward=True is said once per process.
         self.kl_in_reward_warned = False
 
     def reset(self) -> None:
@@ -84,20 +76,8 @@ class PluginProcess:
         """The sessions a full verl config feeds: the estimator's (avspo), the monitor's (another estimator)."""
         return [live for live, used in ((self.estimator, uses_avspo(config)), (self.monitor, uses_monitor(config))) if used]
 
-    def close_step(self, sessions: Iterable[CheckpointedSession], step: int | None, entropy: float | None = None) -> None:
-        """End the trainer's step ``step`` in each of ``sessions``: one step of Eq. 12 over its calls, the
-        warnings fed (with the step's ``actor/entropy`` when known); a session with no open step is left as it is.
-
-        verl reaches it at the end of the v1 trainer's global step (however many mini-batch updates it
-        took), before a checkpoint is saved (so the state saved holds the step), and when the step is
-        logged (the legacy trainer's step has no other end the plugin can see).
-        """
-        for live in sessions:
-            live.session.close_step(step=step, entropy=entropy)
-
 
 def this_process() -> PluginProcess:
-    """This process's :class:`PluginProcess`, created on first use."""
     return process_wide(PLUGIN_MODULE, PluginProcess)
 
 
@@ -115,21 +95,18 @@ def step_entropy(metrics: Mapping) -> float | None:
 
 
 def close_v1_step(original: Callable) -> Callable:
-    """Wraps ``PPOTrainer.step``: one global step of the v1 trainer is one step of Eq. 12 (and of the warnings)."""
+    """Wraps ``PPOTrainer.step``: one global step of the v1 trainer (however many parameter_sync_step updates it
+    took) is one step of Eq. 12 and of the warnings; it closes before verl saves its checkpoint."""
 
-    @functools.wraps(original)
     def step(self, metrics, *args, **kwargs):
         batch = original(self, metrics, *args, **kwargs)
-        process = this_process()
-        sessions = process.sessions_of(self.config)
         # Groups verl's group filtering evicted never reach the estimator: counted here, so the
         # step's ACR and its split are over the groups as generated.
         filtered = metrics.get(DAPO_FILTERED_REWARD_COUNTS_KEY)
-        if isinstance(filtered, Mapping) and filtered:
-            for live in sessions:
+        for live in this_process().sessions_of(self.config):
+            if isinstance(filtered, Mapping) and filtered:
                 live.session.observe_filtered_groups(filtered, int(self.config.actor_rollout_ref.rollout.n))
-        # However many parameter_sync_step updates the step took; it closes before verl saves its checkpoint.
-        process.close_step(sessions, self.global_steps, step_entropy(metrics))
+            live.session.close_step(step=self.global_steps, entropy=step_entropy(metrics))
         return batch
 
     return step

@@ -1,12 +1,9 @@
 """Agent-loop trajectories with several outputs, grouped for ``avspo`` exactly as verl groups them for GRPO.
 
-In verl's default (v1) trainer an agent loop may put several outputs of one trajectory (what verl calls
-a session) into the batch, keyed ``{uid}_{session_id}_{index}``. verl's ``compute_advantage_for_multi_trajectories``
-(verl/trainer/ppo/v1/utils.py) computes GRPO on each trajectory's final output (largest index) and
-broadcasts that advantage to the trajectory's other outputs; every other estimator gets all rows.
-For ``avspo`` the plugin takes GRPO's route: the estimator sees one row per trajectory, so a group
-is a prompt's trajectories (its G samples), as for GRPO, in the advantages, in ACR and in every
-metric. tests/verl/test_paths.py checks the result against verl's own GRPO route, bit for bit.
+An agent loop of verl's v1 trainer may put several outputs of one trajectory into the batch, keyed
+``{uid}_{session_id}_{index}``. verl's ``compute_advantage_for_multi_trajectories`` computes GRPO on each
+trajectory's final output and broadcasts it to the trajectory's other outputs; every other estimator gets all rows.
+``avspo`` takes GRPO's route, so a group is a prompt's trajectories (tests/verl/test_paths.py checks it bit for bit).
 """
 
 from __future__ import annotations
@@ -68,7 +65,6 @@ def group_trajectories_for_avspo(original: Callable) -> Callable:
     trajectory); other estimators pass through."""
     signature = inspect.signature(original)
 
-    @functools.wraps(original)
     def compute_advantage_for_multi_trajectories(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()

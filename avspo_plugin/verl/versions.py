@@ -1,8 +1,5 @@
-"""The verl releases the plugin supports, and the check of the imported one (host_versions' policy).
-
-verl's hooks (:mod:`avspo_plugin.verl.hooks`) are checked one by one when their modules load; this module
-says whether the release as a whole is refused (known broken), warned about (untested) or tested.
-"""
+"""The verl releases the plugin supports, and the check of the imported one (host_versions' policy): refused
+(known broken), warned about (untested) or tested."""
 
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ from ..names import PLUGIN_MODULE
 
 logger = logging.getLogger("avspo_plugin.verl")
 
-# verl releases whose hooks the test suite or compat/check_verl.sh exercised (docs/method/compatibility.md).
+# verl releases the test suite or compat/check_verl.sh exercised (docs/method/compatibility.md).
 KNOWN_GOOD_VERL = VERL.tested
 
 
@@ -32,9 +29,7 @@ def verl_version() -> str:
 
 
 def untested_verl(version: str) -> str | None:
-    """Why ``version`` of verl is outside the tested range (host_versions.VERL; None when inside). An untested
-    release runs with this warning (a hook it lacks still refuses the run); a known-broken one is refused by
-    :func:`check_verl_release`."""
+    """Why ``version`` of verl is outside the tested range (None when inside, or known broken)."""
     try:
         return None if VERL.known_broken(version) else VERL.untested(version)
     except ValueError:
@@ -48,7 +43,7 @@ def refused_verl(version: str) -> str | None:
     except UnsupportedHostVersion as err:
         return str(err)
     except ValueError:
-        return None
+        pass
     return None
 
 
@@ -56,8 +51,7 @@ _warned_versions: set[str] = set()
 
 
 def check_verl_release() -> None:
-    """host_versions' policy for the imported verl: refused when known broken (UnsupportedHostVersion), a warning
-    once per process when untested."""
+    """Raise UnsupportedHostVersion for a known-broken verl; warn once per process about an untested one."""
     version = verl_version()
     refused = refused_verl(version)
     if refused is not None:
