@@ -1,5 +1,5 @@
-"""PNG plots (matplotlib's Agg renderer through Figure, no pyplot state): ACR timeline split by collapse kind,
-and the ACR of several runs side by side."""
+"""PNG plots, drawn on matplotlib Figures (no pyplot state): each run's ACR timeline and prompt histogram, and the
+runs' ACR and accuracy side by side."""
 
 from __future__ import annotations
 
@@ -20,10 +20,7 @@ ROUNDING = 1e-12
 
 
 def acr_timeline(result: RunResult, path: Path) -> Figure:
-    """Top: ACR with its all-fail / all-pass split stacked, stagnation threshold and firing; bottom: rewards.
-
-    The stack and the legend hold only the collapse kinds the run has.
-    """
+    """Top: ACR with the collapse kinds the run has stacked, the stagnation level and firing; bottom: rewards."""
     timeline, report = result.timeline, result.report
     steps = timeline.steps
     reward = timeline.get("reward_mean")
@@ -65,7 +62,7 @@ def acr_timeline(result: RunResult, path: Path) -> Figure:
     top.set_ylabel("fraction of groups")
     top.set_title(f"{_plain(result.label)}: advantage collapse rate\nfrom {_plain(report['basis'])}", fontsize=9)
     top.legend(loc="upper right", fontsize=7, ncol=2)
-    _integer_steps(top)  # shared with the bottom axes
+    top.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole steps only (shared with the bottom axes)
     if bottom is None:
         top.set_xlabel("step")
     else:
@@ -77,9 +74,7 @@ def acr_timeline(result: RunResult, path: Path) -> Figure:
         bottom.set_xlabel("step")
         bottom.set_ylabel("reward")
         bottom.legend(loc="best", fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return fig
+    return _save(fig, path)
 
 
 def _avspo_marks(axis, timeline) -> None:
@@ -117,8 +112,7 @@ def prompt_histogram(result: RunResult, path: Path) -> None:
     axis.set_ylabel("prompts")
     axis.set_title(f"{_plain(result.label)}: per-prompt collapse ({result.report['prompts']['prompts']} prompts)", fontsize=9)
     axis.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
 
 
 def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> Figure:
@@ -135,14 +129,12 @@ def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> 
     if stagnation_acr > 0:
         axis.axhline(stagnation_acr, color="black", linestyle="--", linewidth=1, label="stagnation level")
     axis.set_ylim(0, 1)
-    _integer_steps(axis)
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.set_xlabel("step")
     axis.set_ylabel("ACR" + (f" ({window}-step moving average)" if window > 1 else ""))
     axis.set_title("ACR side by side", fontsize=9)
     axis.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return fig
+    return _save(fig, path)
 
 
 def compare_accuracy(results: list[RunResult], accuracy: dict[str, Any], path: Path) -> Figure:
@@ -163,14 +155,13 @@ def compare_accuracy(results: list[RunResult], accuracy: dict[str, Any], path: P
     axis.set_ylabel(_plain(accuracy["key"]))
     axis.set_title(f"accuracy: {_plain(accuracy['key'])} (one seed per run)", fontsize=9)
     axis.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def _save(fig: Figure, path: Path) -> Figure:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return fig
-
-
-def _integer_steps(axes) -> None:
-    """Ticks on whole steps only: a short run would otherwise get steps 1.2, 1.4, ..., which no run has."""
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _moving_average(values: np.ndarray, window: int) -> np.ndarray:

@@ -15,9 +15,7 @@ def load(path: Path) -> Loaded:
     """Read one run's source: a file, a verl dump directory, a TensorBoard directory or a TRL output directory."""
     if not path.exists():
         raise AnalyzeError(f"{path}: no such file or directory")
-    if path.is_dir():
-        return _load_directory(path)
-    return _load_file(path)
+    return _load_directory(path) if path.is_dir() else _load_file(path)
 
 
 def load_dumps(path: Path) -> Loaded:
@@ -26,13 +24,14 @@ def load_dumps(path: Path) -> Loaded:
         files = dumps.dump_files(path)
         if not files:
             raise AnalyzeError(f"{path}: no verl dump files ({{step}}.jsonl) in this directory")
-        return Loaded(path, "verl generation dump", samples=dumps.read_dumps(files))
-    if not path.exists():
-        raise AnalyzeError(f"{path}: no such file or directory")
-    first = _first_jsonl_record(path)
-    if not dumps.is_dump_record(first):
-        raise AnalyzeError(f"{path}: not a verl generation dump (first record has keys {_keys(first)})")
-    return Loaded(path, "verl generation dump", samples=dumps.read_dumps([path]))
+    else:
+        if not path.exists():
+            raise AnalyzeError(f"{path}: no such file or directory")
+        first = _first_jsonl_record(path)
+        if not dumps.is_dump_record(first):
+            raise AnalyzeError(f"{path}: not a verl generation dump (first record has keys {_keys(first)})")
+        files = [path]
+    return Loaded(path, "verl generation dump", samples=dumps.read_dumps(files))
 
 
 def _load_directory(path: Path) -> Loaded:
@@ -43,7 +42,7 @@ def _load_directory(path: Path) -> Loaded:
         return Loaded(path, "TensorBoard events", scalars=tracker_logs.read_tensorboard(event_dirs[0]))
     state = _trl_state_file(path)
     if state is not None:  # a TRL output directory; its runs/ may hold one event directory per launch
-        return Loaded(state, "TRL trainer_state.json", scalars=tracker_logs.read_json_records(state, "log_history"))
+        return _trl_state(state)
     if len(event_dirs) > 1:
         listed = ", ".join(str(d) for d in event_dirs)
         raise AnalyzeError(f"{path}: TensorBoard events in {len(event_dirs)} directories ({listed}); pass one per run")
@@ -71,7 +70,7 @@ def _load_file(path: Path) -> Loaded:
     if suffix == ".jsonl":
         first = _first_jsonl_record(path)
         if dumps.is_dump_record(first):
-            return Loaded(path, "verl generation dump", samples=dumps.read_dumps([path]))
+            return load_dumps(path)
         if isinstance(first, dict) and "step" in first and isinstance(first.get("data"), dict):
             return Loaded(path, "verl file tracker", scalars=tracker_logs.read_verl_file_log(path))
         if isinstance(first, dict) and any(key in first for key in tracker_logs.STEP_COLUMNS):
@@ -82,12 +81,16 @@ def _load_file(path: Path) -> Loaded:
         )
     if suffix == ".json":
         if name == TRL_STATE or _has_log_history(path):
-            return Loaded(path, "TRL trainer_state.json", scalars=tracker_logs.read_json_records(path, "log_history"))
+            return _trl_state(path)
         return Loaded(path, "wandb history JSON", scalars=tracker_logs.read_json_records(path))
     raise AnalyzeError(
         f"{path}: unknown file kind; expected .jsonl (verl dump or file tracker, wandb), .csv or .json (wandb "
         f"export), {TRL_STATE}, or a directory (verl dumps, TensorBoard events, TRL output)"
     )
+
+
+def _trl_state(path: Path) -> Loaded:
+    return Loaded(path, "TRL trainer_state.json", scalars=tracker_logs.read_json_records(path, "log_history"))
 
 
 def _first_jsonl_record(path: Path) -> Any:

@@ -20,6 +20,11 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
+def _between(values: dict[str, Any]) -> str:
+    """' (between LOW and HIGH)' where ACR is an interval, else ''."""
+    return "" if values["acr_low"] is None else f" (between {number(values['acr_low'])} and {number(values['acr_high'])})"
+
+
 def _short(text: str, width: int) -> str:
     text = printable(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -31,29 +36,20 @@ def run_block(result: RunResult) -> str:
     mode = r["avspo"]["mode"]
     if mode is not None:
         lines.append(f"  AVSPO in this run: {mode_text(mode)}; {mode['evidence']}")
-    steps = r["steps"]
-    sizes = r.get("group_sizes")
-    sizes_text = ""
-    if sizes:
-        sizes_text = "; group size " + ", ".join(f"{size} ({count} groups)" for size, count in sizes.items())
+    steps, sizes, means = r["steps"], r.get("group_sizes"), r["means"]
+    sizes_text = "; group size " + ", ".join(f"{size} ({count} groups)" for size, count in sizes.items()) if sizes else ""
     lines.append(f"  steps {steps['first']}..{steps['last']} ({steps['count']} logged){sizes_text}")
-    means = r["means"]
-    interval = ""
-    if means["acr_low"] is not None:
-        interval = f" (between {number(means['acr_low'])} and {number(means['acr_high'])})"
-    split = ""
-    if means["acr_all_fail"] is not None:
-        split = f": all-fail {number(means['acr_all_fail'])}, all-pass {number(means['acr_all_pass'])}"
+    split = "" if means["acr_all_fail"] is None else (
+        f": all-fail {number(means['acr_all_fail'])}, all-pass {number(means['acr_all_pass'])}")
     near = f"; near-collapse {number(means['near_collapse'])}" if means["near_collapse"] is not None else ""
-    lines.append(f"  ACR mean {number(means['acr'])}{interval}{split}{near}")
+    lines.append(f"  ACR mean {number(means['acr'])}{_between(means)}{split}{near}")
     if r["reward_mean"] is not None:
         reward = r["reward_mean"]
         lines.append(f"  reward mean {number(reward['first'])} at the start, {number(reward['last'])} at the end")
-
     early = r["early_warning"]
-    bounds = f" (between {number(early['acr_low'])} and {number(early['acr_high'])})" if early["acr_low"] is not None else ""
     done = "" if early["complete"] else f"  [run shorter than the window: {early['points']} logged steps]"
-    lines.append(f"  early ACR, steps {early['window'][0]}-{early['window'][1]}: {number(early['acr'])}{bounds}{done}")
+    window = f"{early['window'][0]}-{early['window'][1]}"
+    lines.append(f"  early ACR, steps {window}: {number(early['acr'])}{_between(early)}{done}")
     stall = r["stagnation"]
     rule = f"ACR > {stall['acr_above']} for more than {stall['more_than_steps']} consecutive steps"
     if not stall["enabled"]:
@@ -109,10 +105,6 @@ def comparison_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[s
     return [title for title, _, _ in COLUMNS], [[fmt(row[key]) for _, key, fmt in COLUMNS] for row in rows]
 
 
-def comparison_table(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(["== side by side", *_aligned(*comparison_cells(rows))])
-
-
 def _aligned(titles: list[str], cells: list[list[str]]) -> list[str]:
     widths = [max(len(title), *(len(line[i]) for line in cells)) for i, title in enumerate(titles)]
     return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [titles, *cells]]
@@ -147,19 +139,14 @@ def paired_cells(paired: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
              for row in paired["per_seed"]])
 
 
-def accuracy_block(accuracy: dict[str, Any]) -> str:
-    return "\n".join([f"== accuracy: {printable(accuracy['key'])}", *_aligned(*accuracy_cells(accuracy)),
-                      accuracy["caveat"]])
-
-
 def summary(results: list[RunResult], rows: list[dict[str, Any]], accuracy: dict[str, Any] | None = None) -> str:
     blocks = [run_block(result) for result in results]
     if len(results) > 1:
-        blocks.append(comparison_table(rows))
+        blocks.append("\n".join(["== side by side", *_aligned(*comparison_cells(rows))]))
     if accuracy is not None:
-        blocks.append(accuracy_block(accuracy))
+        blocks.append("\n".join([f"== accuracy: {printable(accuracy['key'])}", *_aligned(*accuracy_cells(accuracy)),
+                                 accuracy["caveat"]]))
     return "\n\n".join(blocks)
-
 
 
 def _markdown_table(titles: list[str], cells: list[list[str]]) -> list[str]:
