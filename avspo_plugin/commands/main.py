@@ -1,13 +1,8 @@
-"""The ``avspo`` console script: one entry point, one subcommand per tool.
+"""The ``avspo`` console script: one subcommand per module (``add_arguments(parser)``, ``run(args) -> int``), imported
+only when that subcommand runs.
 
-Each subcommand lives in its own module, imported only when that subcommand
-runs, so ``avspo --help`` stays fast and a tool's heavy dependencies load only
-for that tool. A module provides ``add_arguments(parser)`` and ``run(args) -> int``.
-
-Errors: bad input (see :func:`is_expected_error`) ends the command with one line,
-``avspo <command>: error: <message>`` on stderr, and exit status 2; ``avspo --debug
-<command> ...`` shows its traceback as well. Any other exception is a bug: its
-traceback is always shown, followed by an ``internal error`` line, and the exit status is 1.
+Bad input (:func:`is_expected_error`) ends a command with one line, ``avspo <command>: error: <message>``, and exit
+status 2 (``--debug``: with its traceback); any other exception is a bug: its traceback, an ``internal error`` line, 1.
 """
 
 from __future__ import annotations
@@ -33,8 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 # The extra each subcommand needs beyond the core install (setup.cfg's extras_require); absent: the core's.
 EXTRAS: dict[str, str] = {"analyze": "analyze", "openrlhf": "openrlhf", "trl-offline": "trl", "verl-demo": "verl"}
 
-# The project's errors for bad input, as (module, class): a class is looked up only when its module is
-# loaded already (an error of that class can only come from it then), so checking imports nothing.
+# The project's errors for bad input, as (module, class): looked up only in modules already loaded (nothing imported).
 INPUT_ERRORS = (
     ("avspo_plugin.config", "ConfigError"),
     ("avspo_plugin.state_files", "StateFileError"),
@@ -47,9 +41,8 @@ INPUT_ERRORS = (
 
 
 def is_expected_error(err: BaseException) -> bool:
-    """Whether ``err`` is bad input or a bad environment rather than a bug: the project's input errors
-    (:data:`INPUT_ERRORS`), an OS error (a missing or unreadable file, a refused connection, a timeout),
-    or a missing package other than avspo_plugin's own modules."""
+    """Whether ``err`` is bad input or a bad environment rather than a bug: :data:`INPUT_ERRORS`, an OS error, or a
+    missing package other than avspo_plugin's own modules."""
     if isinstance(err, OSError):
         return True
     if isinstance(err, ModuleNotFoundError):
@@ -112,14 +105,14 @@ def command_parser(prog: str, module: ModuleType) -> argparse.ArgumentParser:
 
 def run_command(prog: str, module: ModuleType, argv: Sequence[str] | None = None) -> int:
     """A command module as a program of its own, ``prog`` (e.g. ``python -m lab``), with the console script's
-    ``--debug`` and error messages: for the tools of a checkout that the package does not hold."""
+    ``--debug`` and error messages."""
     args = command_parser(prog, module).parse_args(sys.argv[1:] if argv is None else argv)
     return run_module(prog, module, args, extra=None)
 
 
 def run_module(prog: str, module: ModuleType | str, args: argparse.Namespace, extra: str | None) -> int:
-    """``module.run(args)`` (a module's name: imported first): bad input ends it with one line and exit status 2, a
-    bug with its traceback and 1; a package of ``extra`` missing is named with the install line."""
+    """``module.run(args)`` (a module's name: imported first), its errors handled as the module docstring says; a
+    package of ``extra`` missing is named with the install line."""
     try:
         if isinstance(module, str):
             module = importlib.import_module(module)

@@ -1,10 +1,7 @@
-"""``avspo doctor``: does the avspo adapter apply to the framework installed here? One module per host.
+"""``avspo doctor``: does the avspo adapter apply to the framework installed here? One module per host (``--host``).
 
-``--host verl`` (the default, :mod:`.verl`): is the estimator registered in this process and in a
-fresh Ray actor, and is the run's config valid. ``--host trl`` (:mod:`.trl`) and ``--host openrlhf``
-(:mod:`.openrlhf`): is the release supported and does the adapter apply. Every host's doctor exits 0 when
-READY and 1 when NOT READY (:mod:`.findings`). A host's checks live here, not in its adapter's package, because they must run
-before (or without) importing the adapter: importing :mod:`avspo_plugin.verl` registers the
+Every host's doctor exits 0 when READY and 1 when NOT READY. The checks live here, not in the adapters' packages,
+because they must run before (or without) importing the adapter: importing :mod:`avspo_plugin.verl` registers the
 estimator, the very thing the verl checks look for.
 """
 
@@ -37,9 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The host's checks, their findings held back so that one verdict line comes first; what the libraries the
-    checks import write on stderr (their warnings: engines not installed, experimental APIs, no accelerator) is not
-    the doctor's to act on: one line says how much there was, and it is shown in full only when a check failed."""
+    """The host's checks, the verdict line first; what the libraries they import write on stderr is one line, shown
+    in full only when a check failed."""
     findings = io.StringIO()
     try:
         with third_party_output() as third_party, contextlib.redirect_stdout(findings):
@@ -61,13 +57,12 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-# A warning's first line: Python's "path:line: UserWarning: text" (its source line below it is indented), or a
-# logger's "WARNING..."
+# A warning's first line: Python's "path:line: UserWarning: text", or a logger's "WARNING..."
 WARNING = re.compile(r"^\S.*?(\b\w*Warning: .*)|^(WARNING\b.*)")
 
 
 def verdict(status: int, detail: str) -> str:
-    """The first line: ready or not, and why not (the first failed check), from the findings' [ok]/[warn]/[FAIL]."""
+    """The first line: ready or not, and why not (the first [FAIL] finding)."""
     failed = [line.split("[FAIL]", 1)[1].strip() for line in detail.splitlines() if "[FAIL]" in line]
     warned = sum("[warn]" in line for line in detail.splitlines())
     if status == 0 and not failed:
@@ -85,9 +80,8 @@ def _first_warning(lines: list[str]) -> str:
 
 @contextlib.contextmanager
 def third_party_output() -> Iterator[io.StringIO]:
-    """Everything written on stderr while the block runs, into the StringIO yielded (filled once the block ends):
-    Python's sys.stderr (warnings, loggers created during the block) and file descriptor 2 (loggers that kept the
-    original stream, child processes), and every Python warning raised (recorded, then written as Python would)."""
+    """Everything written on stderr while the block runs (sys.stderr, file descriptor 2, and every Python warning,
+    written as Python would), into the StringIO yielded, filled once the block ends."""
     captured, python_level = io.StringIO(), io.StringIO()
     sys.stderr.flush()
     saved = os.dup(2)

@@ -1,9 +1,5 @@
-"""What the host checks of ``avspo doctor`` share: findings, versions, the release check, exit codes.
-
-Exit codes, one pair for every host's doctor: :data:`READY` (0) the adapter applies to what is installed;
-:data:`NOT_READY` (1) it does not: the host framework not installed, a release outside the supported ones, or
-any check failed (the verdict line says ``NOT READY`` and why).
-"""
+"""What the host checks of ``avspo doctor`` share: findings, versions, the release check, and the exit codes of every
+host: :data:`READY` (0) the adapter applies to what is installed, :data:`NOT_READY` (1) it does not."""
 
 from __future__ import annotations
 

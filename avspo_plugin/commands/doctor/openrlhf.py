@@ -1,11 +1,7 @@
 """``avspo doctor --host openrlhf``: is OpenRLHF installed, is its release supported, does the runtime route apply?
 
-Without importing OpenRLHF (its modules import deepspeed and vllm): the release is checked against
-:data:`~avspo_plugin.openrlhf.versions.OPENRLHF`, the installed source against what the route's
-wrapper relies on (:func:`~avspo_plugin.openrlhf.source_checks.source_findings`), and, unless
-``--no-ray``, the launch preflight runs on the Ray cluster :func:`.ray_cluster.connect_ray` joins, in a
-job that carries the avspo worker setup hook, as ``avspo openrlhf`` gives it.
-Exit codes: see :mod:`avspo_plugin.commands.doctor.findings`.
+OpenRLHF is not imported (its modules import deepspeed and vllm): its source is read. Unless ``--no-ray``, the launch
+preflight runs on a Ray cluster in a job with the avspo worker setup hook, as ``avspo openrlhf`` gives it.
 """
 
 from __future__ import annotations
@@ -32,11 +28,8 @@ PATCHED_RELEASE = "0.11.2"
 
 
 def installed_package() -> Path | None:
-    """The folder of the ``openrlhf`` package this Python imports, found without importing it.
-
-    A namespace package of that name (a folder without ``__init__.py``, such as a test folder on the
-    path) is not OpenRLHF.
-    """
+    """The folder of the ``openrlhf`` package this Python imports, found without importing it (a namespace
+    package, such as a test folder on the path, is not OpenRLHF)."""
     spec = importlib.util.find_spec("openrlhf")
     if spec is None or spec.origin is None or not spec.submodule_search_locations:
         return None

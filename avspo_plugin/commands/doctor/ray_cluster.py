@@ -1,14 +1,8 @@
-"""Which Ray cluster a doctor check runs in: a private one it starts, unless the user names another.
+"""Which Ray cluster a doctor check runs in: a private local instance it starts, unless the user names another
+(``--ray-address``, ``auto`` for ``ray start --head`` on this machine, or ``RAY_ADDRESS``).
 
-The doctor judges by a cluster it did not start only when told to: ``--ray-address`` (``auto``: the
-cluster running on this machine, ``ray start --head``), or ``RAY_ADDRESS`` set in the user's
-environment; each is named in the finding. Otherwise it starts a private local instance
-(``address="local"``) and the caller shuts it down.
-
-Joining a cluster is bounded in time: ``ray.init`` to an address that does not answer retries for
-many minutes, so the address is first tried with a plain TCP connection, and ``ray.init`` itself is
-given at most the same time. The bound is :data:`CONNECT_TIMEOUT_S` seconds, or the
-``AVSPO_RAY_CONNECT_TIMEOUT_S`` environment variable.
+``ray.init`` to an address that does not answer retries for minutes, so joining is bounded: a plain TCP connection
+first, then ``ray.init`` itself, each within :data:`CONNECT_TIMEOUT_S` seconds (or ``AVSPO_RAY_CONNECT_TIMEOUT_S``).
 """
 
 from __future__ import annotations
@@ -21,6 +15,7 @@ from collections.abc import Callable
 
 CONNECT_TIMEOUT_S = 30.0
 TIMEOUT_VARIABLE = "AVSPO_RAY_CONNECT_TIMEOUT_S"
+PRIVATE_INSTANCE = "a private Ray instance started for the check"
 
 
 def connect_timeout_s() -> float:
@@ -38,14 +33,11 @@ def connect_timeout_s() -> float:
 
 
 def connect_ray(address: str | None, runtime_env: dict | None = None, timeout_s: float | None = None) -> str:
-    """Start or join the Ray cluster the check runs in, with ``runtime_env`` for this job; returns where, in words.
+    """Start or join the cluster the check runs in, with ``runtime_env`` for this job; returns where, in words.
 
-    ``address`` (``--ray-address``), else ``RAY_ADDRESS``: that cluster (``auto``: the one running on
-    this machine; ``local``: a private instance). Neither: a private instance started for the check,
-    whatever runs on this machine. Never passes resources when joining a running cluster (Ray
-    refuses them there). Joining takes at most ``timeout_s`` (default :func:`connect_timeout_s`):
-    an address that does not answer is a ConnectionError, one that answers but does not let Ray
-    join in time a TimeoutError, each naming the address and where it was given.
+    An address that does not answer is a ConnectionError, one that answers but does not let Ray join in time a
+    TimeoutError, each naming the address and where it was given. No resources are passed when joining (Ray
+    refuses them there).
     """
     import ray  # here, not at the top: `avspo doctor --host trl` loads this module and runs without Ray
 
@@ -65,24 +57,14 @@ def connect_ray(address: str | None, runtime_env: dict | None = None, timeout_s:
     return where
 
 
-PRIVATE_INSTANCE = "a private Ray instance started for the check"
-
-
-def _host_port(address: str) -> tuple[str, int] | None:
-    """(host, port) of a ``[ray://]host:port`` address (IPv6 hosts in brackets); None when it is not one."""
+def _answers(address: str, where: str, timeout_s: float) -> None:
+    """A TCP connection to a ``[ray://]host:port`` address within ``timeout_s``; a ConnectionError naming it when
+    none opens (any other address is left to ray.init, bounded all the same)."""
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
-        return None
-    return host.strip("[]"), int(port)
-
-
-def _answers(address: str, where: str, timeout_s: float) -> None:
-    """A TCP connection to the address, within ``timeout_s``; a ConnectionError naming it when none opens."""
-    target = _host_port(address)
-    if target is None:
-        return  # not host:port: ray.init reads it (and is bounded all the same)
+        return
     try:
-        socket.create_connection(target, timeout=timeout_s).close()
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as err:
         reason = f"no answer within {timeout_s:g} s" if isinstance(err, TimeoutError) else err.strerror or str(err)
         raise ConnectionError(
@@ -92,16 +74,15 @@ def _answers(address: str, where: str, timeout_s: float) -> None:
 
 
 def _within(timeout_s: float, where: str, join: Callable[[], object]) -> None:
-    """Run ``join`` (a ``ray.init``) and wait at most ``timeout_s`` for it; ray.init cannot be interrupted, so a
-    join still running then is left behind in a daemon thread (it ends with the process) and a TimeoutError
-    names the address."""
-    outcome: dict[str, BaseException] = {}
+    """Run ``join`` (a ``ray.init``, which cannot be interrupted) in a daemon thread and wait at most ``timeout_s``
+    for it; a TimeoutError names the address when it is still running then."""
+    errors: list[BaseException] = []
 
     def attempt() -> None:
         try:
             join()
         except BaseException as err:
-            outcome["error"] = err
+            errors.append(err)
 
     thread = threading.Thread(target=attempt, name="avspo-ray-join", daemon=True)
     thread.start()
@@ -111,5 +92,5 @@ def _within(timeout_s: float, where: str, join: Callable[[], object]) -> None:
             f"{where} answers but Ray could not join it within {timeout_s:g} s (is it a Ray head's GCS port, "
             f"of the same Ray version?); set {TIMEOUT_VARIABLE} to wait longer"
         )
-    if "error" in outcome:
-        raise outcome["error"]
+    if errors:
+        raise errors[0]

@@ -1,10 +1,5 @@
-"""``avspo doctor --host trl``: is TRL installed, is its release supported, does AVSPOGRPOTrainer apply to it?
-
-AVSPOGRPOTrainer overrides private GRPOTrainer methods; the doctor checks the release against
-:data:`~avspo_plugin.trl.versions.TRL`, loads the adapter (which checks it again), and compares each
-method the adapter overrides with GRPOTrainer's own: same parameters. Exit codes: see
-:mod:`avspo_plugin.commands.doctor.findings`.
-"""
+"""``avspo doctor --host trl``: is TRL installed, is its release supported, does AVSPOGRPOTrainer apply to it
+(each GRPOTrainer method it overrides takes the same parameters)?"""
 
 from __future__ import annotations
 
@@ -22,8 +17,7 @@ DISTRIBUTIONS = ("avspo-plugin", "trl", "transformers", "accelerate", "torch")
 
 
 def overridden_methods() -> dict[str, tuple[list[str], list[str]]]:
-    """Per GRPOTrainer method that AVSPOGRPOTrainer overrides: (GRPOTrainer's parameters, the override's),
-    ``*args`` and ``**kwargs`` written so."""
+    """Per GRPOTrainer method that AVSPOGRPOTrainer overrides: (GRPOTrainer's parameters, the override's)."""
     # Here, after the release check: the adapter refuses to import with an unsupported TRL.
     from trl import GRPOTrainer
 

@@ -18,14 +18,14 @@ from importlib import metadata
 from typing import Any
 
 from avspo_plugin.config import AVSPOConfig, ConfigError, inert_keys
+from avspo_plugin.figures import share
 from avspo_plugin.host_versions import release
-from avspo_plugin.launch import evidence_sentence, what_runs
+from avspo_plugin.launch import evidence_sentence, outlook_at_paper_acr, what_runs
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 
 from .findings import NOT_READY, READY, installed_version, line
 from .ray_cluster import connect_ray
-from .trigger import mode_note, trigger_note
 
 ENTRY_POINT_GROUP = "verl.plugins"
 ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
@@ -38,6 +38,9 @@ VERL_CONFIG_NAME = "ppo_trainer"
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # What verl's validate_config prints when every check passed (the doctor says so itself).
 VALIDATED_LINE = "[validate_config] All configuration checks passed"
+# Below this share of collapsed groups augmented at the top of PAPER_GRPO_ACR, the doctor warns that the run may
+# train as GRPO on most steps.
+AUGMENTED_SHARE_WARNING = 0.5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -309,6 +312,39 @@ def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> l
         notes.append(("ok", mode_note(avspo, prompts)))
     notes.append(("ok", f"evidence: {evidence_sentence()}"))
     return notes
+
+
+def mode_note(avspo: AVSPOConfig, prompts: int | None) -> str:
+    """What the launch check says of the run's threshold mode (its row's launch_note) for ``prompts`` prompts per
+    step (data.train_batch_size; None: not set)."""
+    batch = f"{prompts} prompts per step (data.train_batch_size)" if prompts else "a step's prompts"
+    mode = THRESHOLD_MODES[avspo.threshold_mode]
+    return f"algorithm.avspo.threshold_mode={mode.name}: " + mode.launch_note.format(batch=batch, **avspo.to_dict())
+
+
+def trigger_note(avspo: AVSPOConfig, group_size: int | None, prompts: int | None) -> tuple[str, str]:
+    """(level, text) of the finding on a mode whose trigger can stay shut (adaptive, fixed), for this batch (the
+    outlook's arithmetic: avspo_plugin/launch.py)."""
+    head = mode_note(avspo, prompts)
+    advice = ("++algorithm.avspo.threshold_mode=always augments every collapsed group at every step, in any batch "
+              "(docs/method/method.md).")
+    if not prompts:
+        return "warn", (f"{head}; data.train_batch_size is not set, so how often that happens is not known here: with "
+                        f"many prompts per step seldom. {advice}")
+    group_size = None if group_size is None else int(group_size)
+    low, high = outlook_at_paper_acr(avspo, int(prompts), group_size)
+    batch = (f"{prompts} prompt{'s' if prompts != 1 else ''} per step (data.train_batch_size) in groups of "
+             f"actor_rollout_ref.rollout.n={group_size if group_size is not None else '(not set)'}")
+    outlook = (f"at the ACR of the paper's GRPO runs with G = 8 ({low.acr:g}-{high.acr:g}) the trigger opens on "
+               f"{share(low.open_steps, high.open_steps)} of steps and augments "
+               f"{share(low.augmented_groups, high.augmented_groups)} of the collapsed groups")
+    if prompts == 1:
+        return "ok", (f"{head}. With {batch} a step's ACR is 0 or 1, so every step whose group collapsed opens it, as "
+                      f"in the paper: {outlook}")
+    if high.augmented_groups >= AUGMENTED_SHARE_WARNING:
+        return "ok", f"{head}. With {batch}, {outlook}"
+    return "warn", (f"{head}. With {batch}, {outlook}: this run may train as GRPO on most steps (avspo/triggered says "
+                    f"which; a warning comes after stagnation_steps={avspo.stagnation_steps} such steps). {advice}")
 
 
 def _not_default(config: Any) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from avspo_plugin.commands.doctor.trigger import trigger_note
+from avspo_plugin.commands.doctor.verl import trigger_note
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.launch import PAPER_GRPO_ACR, trigger_outlook
 
