@@ -91,11 +91,7 @@ def augmented_group_stats(
 
 
 def normalized_advantages(
-    scores: torch.Tensor,
-    group_ids: torch.Tensor,
-    mean: torch.Tensor,
-    std: torch.Tensor,
-    epsilon: float,
+    scores: torch.Tensor, group_ids: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, epsilon: float,
     norm_by_std: bool,
 ) -> torch.Tensor:
     """Eq. 2 / Eq. 14: A_i = (r_i - mu_j) / (sigma_j + eps), or r_i - mu_j without std normalisation.
@@ -109,10 +105,7 @@ def normalized_advantages(
 
 
 def reward_range_problem(
-    scores: torch.Tensor,
-    valid: torch.Tensor,
-    config: AVSPOConfig,
-    describe_row: Callable[[int], str],
+    scores: torch.Tensor, valid: torch.Tensor, config: AVSPOConfig, describe_row: Callable[[int], str],
     setting_names: tuple[str, str, str] = ("reward_low", "reward_high", "threshold_mode"),
     reward_source: Callable[[int], str] | None = None,
 ) -> str | None:
@@ -241,19 +234,9 @@ def normalising_statistics(
 
 
 def call_metrics(
-    stats: GroupStats,
-    collapsed: torch.Tensor,
-    kinds: tuple[torch.Tensor, torch.Tensor],
-    exact: torch.Tensor,
-    group_ids: torch.Tensor,
-    valid: torch.Tensor,
-    advantages: torch.Tensor,
-    effective: torch.Tensor,
-    augmented: torch.Tensor,
-    num_virtual: torch.Tensor,
-    triggered: bool,
-    threshold: float,
-    collapse_tol: float,
+    stats: GroupStats, collapsed: torch.Tensor, kinds: tuple[torch.Tensor, torch.Tensor], exact: torch.Tensor,
+    group_ids: torch.Tensor, valid: torch.Tensor, advantages: torch.Tensor, effective: torch.Tensor,
+    augmented: torch.Tensor, num_virtual: torch.Tensor, triggered: bool, threshold: float, collapse_tol: float,
 ) -> tuple[dict[str, float], int, float]:
     """The call's metrics (docs/using/metrics.md), the number of groups collapsed at neither reward bound and
     the lowest value of those (inf when there is none).
@@ -299,13 +282,8 @@ def call_metrics(
 
 
 def compute_group_advantages(
-    scores: TensorLike,
-    index: Any,
-    config: AVSPOConfig | Mapping[str, Any],
-    state: ThresholdState | None = None,
-    valid: TensorLike | None = None,
-    response_mask: TensorLike | None = None,
-    call_in_step: int = 0,
+    scores: TensorLike, index: Any, config: AVSPOConfig | Mapping[str, Any], state: ThresholdState | None = None,
+    valid: TensorLike | None = None, response_mask: TensorLike | None = None, call_in_step: int = 0,
 ) -> AVSPOResult:
     """AVSPO advantages of sequence rewards, the state after this batch, and the batch's metrics.
 
@@ -410,12 +388,8 @@ def responding_groups(
 
 
 def compute_token_advantages(
-    token_level_rewards: TensorLike,
-    response_mask: TensorLike,
-    index: Any,
-    config: AVSPOConfig | Mapping[str, Any],
-    state: ThresholdState | None = None,
-    call_in_step: int = 0,
+    token_level_rewards: TensorLike, response_mask: TensorLike, index: Any, config: AVSPOConfig | Mapping[str, Any],
+    state: ThresholdState | None = None, call_in_step: int = 0,
 ) -> AVSPOResult:
     """Outcome-reward AVSPO on token-level tensors, as verl's estimators take them.
 
@@ -429,8 +403,7 @@ def compute_token_advantages(
             f"token_level_rewards shape {tuple(token_level_rewards.shape)} and response_mask shape "
             f"{tuple(response_mask.shape)} must be equal and (B, L)"
         )
-    scores = token_level_rewards.sum(dim=-1)
     result = compute_group_advantages(
-        scores, index, config, state, response_mask=response_mask, call_in_step=call_in_step
+        token_level_rewards.sum(dim=-1), index, config, state, response_mask=response_mask, call_in_step=call_in_step
     )
     return replace(result, advantages=result.advantages.unsqueeze(-1) * response_mask)

@@ -79,11 +79,7 @@ def share(count: float, total: float) -> float:
 
 
 def near_collapse_groups(
-    scores: torch.Tensor,
-    group_ids: torch.Tensor,
-    valid: torch.Tensor,
-    stats: GroupStats,
-    collapsed: torch.Tensor,
+    scores: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor, stats: GroupStats, collapsed: torch.Tensor,
     collapse_tol: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Odd-one-out groups, split by the odd sample: (lone_success, lone_failure).

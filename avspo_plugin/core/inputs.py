@@ -1,8 +1,5 @@
-"""What the core's public functions take besides tensors, as docs/using/api.md lists it: rewards and masks as a torch
-tensor, a numpy array or a list of numbers; the config as an AVSPOConfig or a mapping of its keys; the threshold
-state as a ThresholdState, or None for a fresh one; the group labels (index) as a list, a tuple, a numpy array or a
-tensor. Anything else is a TypeError naming the argument, the type given and the types taken.
-"""
+"""The arguments the core's public functions take (docs/using/api.md), as the types the core works on; anything
+else is a TypeError naming the argument, the type given and the types taken."""
 
 from __future__ import annotations
 
@@ -26,7 +23,7 @@ def as_tensor(value: Any, name: str) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, np.ndarray):
-        if value.dtype == object or not (np.issubdtype(value.dtype, np.number) or value.dtype == np.bool_):
+        if not (np.issubdtype(value.dtype, np.number) or value.dtype == np.bool_):
             raise TypeError(f"{name} must be {TENSOR_TYPES}; got a numpy array of dtype {value.dtype}")
         return torch.from_numpy(value)
     if isinstance(value, (list, tuple)):
@@ -38,12 +35,12 @@ def as_tensor(value: Any, name: str) -> torch.Tensor:
     raise TypeError(f"{name} must be {TENSOR_TYPES}; got {type(value).__name__}")
 
 
-def as_index(value: Any, name: str = "index") -> Any:
-    """The group labels as given, where they are a list, a tuple, a numpy array or a tensor; anything else (a string
-    would be read as its characters, one label each) is a TypeError naming the argument."""
+def as_index(value: Any) -> Any:
+    """The group labels as given, where they are a list, a tuple, a numpy array or a tensor (not a string, which
+    would be read as its characters)."""
     if isinstance(value, (list, tuple, np.ndarray, torch.Tensor)):
         return value
-    raise TypeError(f"{name} must be a list, a numpy array or a tensor of group labels, one per row; got "
+    raise TypeError(f"index must be a list, a numpy array or a tensor of group labels, one per row; got "
                     f"{type(value).__name__}")
 
 
@@ -53,8 +50,7 @@ def as_optional_tensor(value: Any, name: str) -> torch.Tensor | None:
 
 def as_config(config: Any) -> AVSPOConfig:
     """An AVSPOConfig as it is (one of another copy of the package as its keys); a mapping of its keys through
-    :meth:`AVSPOConfig.from_mapping` (a bad key or value is its ConfigError), with a warning, once per process, for
-    each of its keys that cannot act under the others (:func:`~avspo_plugin.config.warn_inert_keys`)."""
+    :meth:`AVSPOConfig.from_mapping`, warning once per process of keys that cannot act (``warn_inert_keys``)."""
     if isinstance(config, AVSPOConfig):
         return config
     if type(config).__name__ == AVSPOConfig.__name__ and callable(getattr(config, "to_dict", None)):

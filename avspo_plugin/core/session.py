@@ -125,11 +125,7 @@ class AVSPOSession:
             self.state = replace(state, tau=tau)
 
     def group_advantages(
-        self,
-        scores: TensorLike,
-        index: Any,
-        config: AVSPOConfig | Mapping[str, Any],
-        valid: TensorLike | None = None,
+        self, scores: TensorLike, index: Any, config: AVSPOConfig | Mapping[str, Any], valid: TensorLike | None = None,
         response_mask: TensorLike | None = None,
     ) -> AVSPOResult:
         """AVSPO advantages of sequence scores (B,) grouped by index (B,), one call of the open step

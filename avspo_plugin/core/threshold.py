@@ -73,11 +73,7 @@ def is_triggered(config: AVSPOConfig, acr: float, threshold: float) -> bool:
 
 
 def groups_to_augment(
-    config: AVSPOConfig,
-    acr: float,
-    threshold: float,
-    collapsed: torch.Tensor,
-    all_fail: torch.Tensor,
+    config: AVSPOConfig, acr: float, threshold: float, collapsed: torch.Tensor, all_fail: torch.Tensor,
     all_pass: torch.Tensor,
 ) -> tuple[bool, torch.Tensor]:
     """Eq. 13: R'_j = R_j U V_j  iff  ACR_t > tau_t  and  sigma_{R_j} < collapse_tol (group j collapsed).
