@@ -75,15 +75,10 @@ def stagnation(timeline: Timeline, acr_above: float, more_than: int) -> dict[str
 def dapo_estimate(timeline: Timeline) -> dict[str, Any]:
     """What DAPO dynamic sampling would drop and cost: keeping B informative groups at collapse rate a takes about
     B / (1 - a) sampled groups, a / (1 - a) extra rollouts per step; a step where every group collapsed cannot fill."""
-    acr = timeline.series["acr"]
-    acr = acr[np.isfinite(acr)]
+    acr = _finite(timeline.series["acr"])
     full = acr >= 1.0 - 1e-12
-    extra = acr[~full] / (1.0 - acr[~full])
-    return {
-        "dropped_groups": float(acr.mean()),
-        "extra_rollouts": float(extra.mean()) if extra.size else None,
-        "steps_all_collapsed": int(full.sum()),
-    }
+    return {"dropped_groups": float(acr.mean()), "extra_rollouts": finite_mean(acr[~full] / (1.0 - acr[~full])),
+            "steps_all_collapsed": int(full.sum())}
 
 
 # Below this share of triggered steps, a run that used AVSPO is told it mostly trained as GRPO.

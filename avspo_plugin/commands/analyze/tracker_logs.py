@@ -38,12 +38,11 @@ class _Collector:
         target = self.log.values.setdefault(step, {})
         self.log.where[step] = where
         for key, value in row.items():
-            number = _number(value)
-            if number is None:
-                infinite = _float(value)
-                if infinite is not None:
-                    self.log.infinite.setdefault(key, {})[step] = infinite
-                if not _is_missing(value):
+            number = _float(value)
+            if number is None or math.isinf(number):
+                if number is not None:
+                    self.log.infinite.setdefault(key, {})[step] = number
+                if value is not None and value != "":  # an empty cell or null: the key not logged at this step
                     self.log.nonnumeric.setdefault(key, where)
                 continue
             if key in target and target[key] != number and not (math.isnan(target[key]) and math.isnan(number)):
@@ -75,11 +74,6 @@ def _number(value: Any) -> float | None:
     """A float from a JSON/CSV value (NaN included); None for missing, non-numeric or infinite values."""
     number = _float(value)
     return None if number is None or math.isinf(number) else number
-
-
-def _is_missing(value: Any) -> bool:
-    """Empty cells and null: wandb's sparse rows mark a key not logged at a step so."""
-    return value is None or value == ""
 
 
 def _step_of(value: Any, where: str, key: str) -> int:
