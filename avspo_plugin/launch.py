@@ -28,7 +28,7 @@ AB_RECIPE = ("To find out on your own model, run the one-GPU A/B with a few seed
 
 @dataclass(frozen=True)
 class TriggerOutlook:
-    """At an expected ACR: the share of steps on which the trigger opens, and of collapsed groups those steps augment."""
+    """At an expected ACR: the share of steps the trigger opens on, and of collapsed groups those steps augment."""
 
     acr: float
     open_steps: float

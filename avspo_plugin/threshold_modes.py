@@ -32,7 +32,7 @@ class ThresholdMode:
 
     @property
     def can_stay_shut(self) -> bool:
-        """Whether its trigger can stay shut on steps with collapsed groups the whole run (the inert-trigger warning)."""
+        """Whether its trigger can stay shut on steps with collapsed groups all run long (the inert-trigger warning)."""
         return self.reads_threshold
 
 

@@ -1,25 +1,12 @@
 """Final-answer extraction from model output, and the normalised forms used for grading.
 
-Where the final answer may come from (each an entry of :data:`ANSWER_SOURCES`):
-
-- ``boxed``: the last ``\\boxed{}`` / ``\\fbox{}``. If the last one is unclosed (a truncated output)
-  there is no boxed answer: an earlier box is not the model's last word. When the reference has
-  several parts and the last box fewer, the last boxes are joined until they have as many parts
-  ("x = \\boxed{3} or x = \\boxed{-2}" against "3, -2").
-- ``answer_sentence``: a finished "The answer is X." sentence (a period, or a line break, after X).
-- ``answer_is``: "The answer is X" to the end of its line, finished or not (the paper's evaluation).
-- ``last_number``: the last number anywhere in the text (the paper's evaluation fallback).
-
-Two rules are built from them. :data:`TRAINING_SOURCES` (boxed, answer_sentence) is the training
-reward: it only takes an answer the model marked as final, so an output cut off at the length limit
-("... Step 3: 14-") cannot earn a reward from a number that happens to sit at its end, and a policy
-gains nothing by running into the limit. :data:`EVALUATION_SOURCES` (boxed, answer_is, last_number)
-is the paper's evaluation rule, kept to reproduce its numbers.
-
-:func:`grading_form` normalises an answer as a MATH grader does (Hendrycks' ``strip_string``,
-Minerva's ``normalize_final_answer``) before math-verify and the string comparison see it: no
-currency signs, math delimiters, unit words, percent or degree signs, thousands separators; "and"
-between parts becomes a comma. Pure Python: no math-verify, no sympy.
+Sources of the final answer (:data:`ANSWER_SOURCES`): ``boxed``, the last ``\\boxed{}`` / ``\\fbox{}`` (none when it is
+unclosed: an earlier box is not the model's last word; joined with the boxes before it when the reference has more
+parts); ``answer_sentence``, a finished "The answer is X." sentence; ``answer_is``, "The answer is X" to the end of its
+line; ``last_number``, the last number in the text. :data:`TRAINING_SOURCES` takes only an answer the model marked
+as final, so an output cut off at the length limit ("... Step 3: 14-") earns nothing; :data:`EVALUATION_SOURCES` is
+the paper's evaluation rule. :func:`grading_form` normalises an answer as a MATH grader does (Hendrycks'
+``strip_string``, Minerva's ``normalize_final_answer``). Pure Python, linear in the output's length.
 """
 
 from __future__ import annotations
@@ -27,7 +14,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 ANSWER_SOURCES = ("boxed", "answer_sentence", "answer_is", "last_number")
@@ -38,6 +25,7 @@ EVALUATION_SOURCES = ("boxed", "answer_is", "last_number")
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![^\W\d_])")
 _BRACE = re.compile(r"[{}]")
 _WHITESPACE_RUN = re.compile(r"\s+")
+_SEPARATOR = re.compile(r"[,;]")
 _BARE_ARGUMENT = re.compile(r"[^\s$]*")
 _ANSWER_PHRASE = re.compile(r"the\s+(?:final\s+)?answer\s+is\s*:?\s*", re.IGNORECASE)
 # A finished answer sentence: X, then a period that ends the sentence (not a decimal point), or a line break.
@@ -80,20 +68,6 @@ class Extraction:
     source: str  # one of ANSWER_SOURCES, or "none"
 
 
-def _braced(text: str, open_at: int) -> tuple[str, int] | None:
-    """Content of the brace group opening at ``open_at`` and the index after it; None if unbalanced."""
-    depth = 0
-    for position in range(open_at, len(text)):
-        char = text[position]
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[open_at + 1 : position], position + 1
-    return None
-
-
 def _matching_braces(text: str) -> array:
     """For each index of ``text``: the index of the ``}`` closing the ``{`` there, or -1. One pass and
     8 bytes a character, whatever the nesting (a degenerate output of a million braces included)."""
@@ -117,14 +91,6 @@ def _stripped_span(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _box_spanning(text: str, closing: array, start: int, end: int) -> tuple[int, int] | None:
-    """The content span of the box that is the whole of ``text[start:end]`` (``\\boxed{...}``), or None."""
-    match = _BOX_COMMAND.match(text, start, end)
-    if match is None or match.end() >= end or text[match.end()] != "{" or closing[match.end()] != end - 1:
-        return None
-    return match.end() + 1, end - 1
-
-
 def _boxed_occurrences(text: str) -> list[str | None]:
     """Every ``\\boxed`` / ``\\fbox`` not inside another one, in order of appearance: its content (a box
     that holds only a box is unwrapped), or None when it is unclosed or has no argument (the output was
@@ -132,7 +98,7 @@ def _boxed_occurrences(text: str) -> list[str | None]:
 
     Linear in ``len(text)`` in time and memory: one scan for the commands, one for the braces, and
     each box unwrapped through the brace table, never by re-reading its content."""
-    closing: array | None = None
+    closing = _matching_braces(text) if _BOX_COMMAND.search(text) else array("q")
     outer: list[str | None] = []
     covered_to = -1
     for match in _BOX_COMMAND.finditer(text):
@@ -145,8 +111,6 @@ def _boxed_occurrences(text: str) -> list[str | None]:
         content: tuple[int, int] | None = None
         end = after
         if brace < len(text) and text[brace] == "{":
-            if closing is None:
-                closing = _matching_braces(text)
             close = closing[brace]
             content = None if close < 0 else (brace + 1, close)
             end = len(text) if close < 0 else close + 1
@@ -154,16 +118,12 @@ def _boxed_occurrences(text: str) -> list[str | None]:
             # "\boxed 5": the argument runs to the next space or math delimiter.
             content = (brace, _BARE_ARGUMENT.match(text, brace).end())
         covered_to = end
-        while content is not None:
+        while content is not None:  # a box that is the whole of this content is unwrapped
             first, last = _stripped_span(text, *content)
-            if _BOX_COMMAND.match(text, first, last) is None:
+            inner = _BOX_COMMAND.match(text, first, last)
+            if inner is None or inner.end() >= last or text[inner.end()] != "{" or closing[inner.end()] != last - 1:
                 break
-            if closing is None:
-                closing = _matching_braces(text)
-            inner = _box_spanning(text, closing, first, last)
-            if inner is None:
-                break
-            content = inner
+            content = inner.end() + 1, last - 1
         outer.append(None if content is None else text[content[0] : content[1]])
     return outer
 
@@ -191,6 +151,7 @@ def last_boxed(text: str, parts: int = 1) -> str | None:
 
 
 def _strip_math_delimiters(answer: str) -> str:
+    """``answer`` without the math delimiters that enclose the whole of it (``$3$``, ``\\[x\\]``)."""
     answer = answer.strip()
     for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if answer.startswith(left) and answer.endswith(right) and len(answer) >= len(left) + len(right):
@@ -205,46 +166,38 @@ def without_math_delimiters(text: str) -> str:
     return re.sub(r"(?<!\\)\\[()\[\]]", "", text).strip()
 
 
-def _last_answer_phrase(text: str) -> re.Match | None:
+def _answer_phrase(text: str, finished: bool) -> str | None:
+    """The answer after the last "The answer is": to the end of its line, or (``finished``) of its sentence, None
+    when that sentence is not finished."""
     # The last match kept alone: a list of every match (tens of thousands in a degenerate output) made the garbage
     # collector's passes, whose cost grows with everything the process holds, dominate the call.
-    last = deque(_ANSWER_PHRASE.finditer(text), maxlen=1)
-    return last[0] if last else None
-
-
-def _clean_sentence_answer(answer: str) -> str | None:
+    phrase = deque(_ANSWER_PHRASE.finditer(text), maxlen=1)
+    if not phrase:
+        return None
+    rest = text[phrase[0].end() :]
+    end = _SENTENCE_END.search(rest) if finished else None
+    if finished and end is None:
+        return None
+    answer = rest[: end.start()] if finished else rest.split("\n", 1)[0]
     # Trailing periods and spaces, scanned from the end (an end-anchored regex retries from every
     # position: quadratic on a long run of " .").
-    end = len(answer)
-    while end and (answer[end - 1] == "." or answer[end - 1].isspace()):
-        end -= 1
-    answer = answer[:end].strip()
-    answer = _strip_math_delimiters(answer).rstrip(".").strip()
-    return answer or None
-
-
-def _answer_is(text: str) -> str | None:
-    phrase = _last_answer_phrase(text)
-    if phrase is None:
-        return None
-    return _clean_sentence_answer(text[phrase.end() :].split("\n", 1)[0])
-
-
-def _answer_sentence(text: str) -> str | None:
-    """The answer of the last "The answer is ..." when that sentence is finished, else None."""
-    phrase = _last_answer_phrase(text)
-    if phrase is None:
-        return None
-    rest = text[phrase.end() :]
-    end = _SENTENCE_END.search(rest)
-    return _clean_sentence_answer(rest[: end.start()]) if end is not None else None
+    cut = len(answer)
+    while cut and (answer[cut - 1] == "." or answer[cut - 1].isspace()):
+        cut -= 1
+    return _strip_math_delimiters(answer[:cut]).rstrip(".").strip() or None
 
 
 def _last_number(text: str) -> str | None:
     numbers = _NUMBER.findall(text)
-    if not numbers:
-        return None
-    return re.sub(r"\s+", "", numbers[-1]).replace(",", "")
+    return _WHITESPACE_RUN.sub("", numbers[-1]).replace(",", "") if numbers else None
+
+
+_EXTRACTORS = {
+    "boxed": last_boxed,
+    "answer_sentence": lambda text, parts: _answer_phrase(text, finished=True),
+    "answer_is": lambda text, parts: _answer_phrase(text, finished=False),
+    "last_number": lambda text, parts: _last_number(text),
+}
 
 
 def extract_answer(text: str, sources: Sequence[str] = EVALUATION_SOURCES, parts: int = 1) -> Extraction:
@@ -254,39 +207,33 @@ def extract_answer(text: str, sources: Sequence[str] = EVALUATION_SOURCES, parts
     if unknown:
         raise ValueError(f"unknown answer source(s) {unknown}; valid: {', '.join(ANSWER_SOURCES)}")
     for source in sources:
-        if source == "boxed":
-            answer = last_boxed(text, parts)
-        elif source == "answer_sentence":
-            answer = _answer_sentence(text)
-        elif source == "answer_is":
-            answer = _answer_is(text)
-        else:
-            answer = _last_number(text)
+        answer = _EXTRACTORS[source](text, parts)
         if answer:
             return Extraction(answer, source)
     return Extraction(None, "none")
 
 
-def _bracket_depth(text: str, start: int, end: int, depth: int) -> int:
-    """The bracket depth after ``text[start:end]``, entered at ``depth`` (a closer below 0 is ignored)."""
-    for char in text[start:end]:
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth = max(0, depth - 1)
-    return depth
+def _with_depth(pattern: re.Pattern, text: str) -> Iterator[tuple[re.Match, int]]:
+    """Each match of ``pattern`` (which holds no bracket) with the bracket depth before it (a closer below 0 is
+    ignored), in one left-to-right pass: the depth is carried from one match to the next, never recounted."""
+    depth, scanned = 0, 0
+    for match in pattern.finditer(text):
+        for char in text[scanned : match.start()]:
+            if char in "([{":
+                depth += 1
+            elif char in ")]}":
+                depth = max(0, depth - 1)
+        scanned = match.end()
+        yield match, depth
 
 
 def _join_thousands(text: str) -> str:
     """Plain thousands separators dropped outside brackets: 1,000 / 12,345.5 / "1,000, 2,000". A
     comma followed by exactly three digits continues a number of 1-3 leading digits (so "1,2,3" stays
     a list, and "100,200" reads as 100200, as MATH graders read it); inside brackets "(1,000)" stays."""
-
-    # One left-to-right pass: the depth is carried from one number to the next, never recounted.
     pieces: list[str] = []
-    depth, scanned = 0, 0
-    for match in _THOUSANDS.finditer(text):
-        depth = _bracket_depth(text, scanned, match.start(), depth)
+    scanned = 0
+    for match, depth in _with_depth(_THOUSANDS, text):
         pieces += [text[scanned : match.start()], match.group(0).replace(",", "") if depth == 0 else match.group(0)]
         scanned = match.end()
     pieces.append(text[scanned:])
@@ -296,20 +243,12 @@ def _join_thousands(text: str) -> str:
 def _top_level_split(text: str) -> list[str]:
     """``text`` split at commas and semicolons outside brackets and braces."""
     parts: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in text:
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth = max(0, depth - 1)
-        if char in ",;" and depth == 0:
-            parts.append("".join(current))
-            current = []
-            continue
-        current.append(char)
-    parts.append("".join(current))
-    return [part.strip() for part in parts]
+    start = 0
+    for match, depth in _with_depth(_SEPARATOR, text):
+        if depth == 0:
+            parts.append(text[start : match.start()].strip())
+            start = match.end()
+    return [*parts, text[start:].strip()]
 
 
 def _strip_units(part: str) -> str:
@@ -366,10 +305,9 @@ def _normalize_part(part: str) -> str:
     previous = None
     while previous != text:
         previous, text = text, _TEXT_COMMANDS.sub(r"\1", text)
-    text = text.replace("\\circ", "")
-    text = re.sub(r"\s+", "", text).rstrip(".")
+    text = _WHITESPACE_RUN.sub("", text.replace("\\circ", "")).rstrip(".")
     # One pair of braces around the whole answer: "{12}" is "12".
-    while len(text) > 2 and text[0] == "{" and _braced(text, 0) == (text[1:-1], len(text)):
+    while len(text) > 2 and text[0] == "{" and _matching_braces(text)[0] == len(text) - 1:
         text = text[1:-1]
     return text.lower()
 

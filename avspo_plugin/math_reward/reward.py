@@ -1,26 +1,14 @@
-"""The binary math reward, as verl calls a custom reward function.
-
-In a verl config::
+"""The binary math reward, as verl calls a custom reward function::
 
     reward:
       custom_reward_function:
         path: pkg://avspo_plugin.math_reward.reward
         name: compute_score
 
-(``reward.custom_reward_function``; a top-level ``custom_reward_function`` is ignored by verl 0.9.)
-
-Where the answer may come from is a rule (``answer.py``): :func:`compute_score`, the training
-reward, takes the last ``\\boxed{}`` or a finished "The answer is X." sentence and nothing else
-(:data:`TRAINING_SOURCES`), so a truncated output cannot score through a number at its end;
-``reward.custom_reward_function.reward_kwargs.answer_sources`` changes it. The evaluation
-(``evaluate.py``) uses the paper's rule with its last-number fallback (:data:`EVALUATION_SOURCES`).
-
-Answer and reference are both brought to their grading form (currency, units, percent, thousands
-separators, several parts: ``answer.grading_form``). The score is 1.0 when the answer equals the
-reference by math-verify, or, when math-verify says no or cannot decide, by normalised string
-comparison; otherwise 0.0. Malformed output never raises: it scores 0.0 and ``reason`` says why.
-Every call returns the same keys, which verl keeps per sample as reward extra info (strings are
-not averaged).
+(``reward.custom_reward_function``; verl 0.9 ignores a top-level one). :func:`compute_score` takes the training
+rule's answer (:data:`TRAINING_SOURCES`; ``reward_kwargs.answer_sources`` changes it). Answer and reference, in their
+grading form, score 1.0 when math-verify finds them equal or, failing that, their normalised strings match; else 0.0.
+Malformed output never raises: it scores 0.0 and ``reason`` says why. Every call returns the same keys.
 """
 
 from __future__ import annotations
@@ -53,9 +41,8 @@ BAD_REFERENCE = "bad reference answer"
 INTERNAL_ERROR = "scoring error"
 ANSWER_TOO_LONG = "answer too long"
 
-# The longest answer that is graded. MATH, GSM8K and the AIME/AMC references are under 200 characters;
-# a longer extracted answer is a degenerate output (a runaway box, a page of digits), scored 0 without
-# normalising it or handing it to math-verify, so one output cannot cost a reward worker minutes.
+# The longest answer graded (every MATH, GSM8K, AIME/AMC reference is under 200 characters): a longer one is a
+# degenerate output, scored 0 without normalising it or handing it to math-verify.
 MAX_ANSWER_CHARS = 1_000
 
 
@@ -149,11 +136,9 @@ def compute_score(
     timeout_s: int = DEFAULT_TIMEOUT_S,
     **_host_kwargs: Any,
 ) -> dict[str, Any]:
-    """verl's reward-function signature, the training reward (answer rule TRAINING_SOURCES unless
-    ``answer_sources`` says otherwise). Returns ``{"score", "acc", "pred", "answer_source", "reason",
-    "detail"}``; never raises. ``data_source`` and ``extra_info`` are accepted and not needed: every
-    benchmark is scored the same way. Extra keyword arguments verl passes (e.g. a reward-router
-    address) are ignored. An unknown name in ``answer_sources`` is a configuration error and raises."""
+    """verl's reward-function signature: the fields of :class:`MathScore` as a dict; never raises but for an unknown
+    name in ``answer_sources`` (a configuration error). Every benchmark is scored alike; ``data_source``,
+    ``extra_info`` and other keyword arguments verl passes are ignored."""
     sources = check_answer_sources(answer_sources)
     try:
         return score_answer(solution_str, ground_truth, answer_sources=sources, timeout_s=timeout_s).as_dict()
@@ -167,9 +152,8 @@ def _score_pair(pair: tuple[Any, Any], answer_sources: tuple[str, ...], timeout_
 
 
 def available_cpus() -> int:
-    """The CPUs this process may run on: its CPU affinity (what a Slurm step, taskset or a
-    container's cpuset allows), capped by ``SLURM_CPUS_PER_TASK`` when set; ``os.cpu_count()``
-    counts the whole machine, which overloads a shared node."""
+    """The CPUs this process may run on: its CPU affinity, capped by ``SLURM_CPUS_PER_TASK`` when set
+    (``os.cpu_count()`` counts the whole machine, which overloads a shared node)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows: no affinity API

@@ -1,18 +1,10 @@
 """Symbolic answer checking with math-verify, safe in the threads where verl computes rewards.
 
-math-verify bounds its sympy work with ``signal.alarm``, which only works in a process's main
-thread. verl 0.9's reward loop calls the reward function through ``run_in_executor`` (a worker
-thread); there math-verify's parse raises, and with ``raise_on_error=False`` every answer would
-silently score 0. So: in the main thread math-verify runs here with its own timeouts; in any other
-thread the same function runs in a small pool of worker processes (their main threads), with a
-wall-clock limit on the result as a backstop for work a signal cannot interrupt. The pool's workers
-fork from multiprocessing's forkserver, a fresh single-threaded process that imported the reward once
-(safe in Ray's threaded workers, and a worker restarted after a kill costs a fork, not an import); as
-with any spawn or forkserver pool, a script of your own that scores from threads needs the usual
-``if __name__ == "__main__":`` guard.
-
-Argument order matters (math-verify's ``verify(gold, target)`` is not symmetric): the reference is
-always ``gold``, the model's answer ``target``.
+math-verify bounds its sympy work with ``signal.alarm``, which works only in a process's main thread; verl 0.9 calls
+the reward from a worker thread, where every answer would silently score 0. So in any other thread the check runs in
+a small pool of worker processes (forked from a forkserver that imported the reward once), with a wall-clock limit
+as a backstop; a script that scores from threads needs the usual ``if __name__ == "__main__":`` guard. The reference
+is always math-verify's ``gold`` (``verify(gold, target)`` is not symmetric).
 """
 
 from __future__ import annotations
