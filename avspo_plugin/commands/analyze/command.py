@@ -22,6 +22,14 @@ from .run_logs import AnalyzeError
 from .timeline import PROMPT_COUNTS, PromptTable
 
 DEFAULTS = AVSPOConfig()
+# The config keys analyze measures with, each a flag: (key, type, help with {} for the key's default).
+MONITOR_FLAGS = (
+    ("stagnation_acr", float, "stagnation signal: ACR above this ... (default {}; 0 disables)"),
+    ("stagnation_steps", int, "... for more than this many consecutive steps (default {})"),
+    ("reward_low", float, "reward of a failed sample: all-fail groups sit here (default {})"),
+    ("reward_high", float, "reward of a passed sample: all-pass groups sit here (default {})"),
+    ("collapse_tol", float, "a group is collapsed when its reward std is below this (default {})"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,22 +47,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--early-steps", type=positive_int, default=100,
                         help="length of the early window whose mean ACR is reported (default 100, the paper's)")
-    parser.add_argument("--stagnation-acr", type=float, default=DEFAULTS.stagnation_acr,
-                        help=f"stagnation signal: ACR above this ... (default {DEFAULTS.stagnation_acr}; 0 disables)")
-    parser.add_argument("--stagnation-steps", type=int, default=DEFAULTS.stagnation_steps,
-                        help=f"... for more than this many consecutive steps (default {DEFAULTS.stagnation_steps})")
+    for key, kind, text in MONITOR_FLAGS:
+        default = getattr(DEFAULTS, key)
+        parser.add_argument(f"--{key.replace('_', '-')}", type=kind, default=default, help=text.format(default))
     parser.add_argument("--accuracy", metavar="KEY", default=None,
                         help="a logged metric to compare the runs' accuracy by, e.g. verl's "
                              "val-core/gsm8k/acc/mean@1: each run's curve against the rollouts it spent, and the "
                              "rollouts each run took to reach the first run's final value")
     parser.add_argument("--group-size", type=positive_int, default=None,
                         help="samples per prompt (G); needed to read OpenRLHF logs")
-    parser.add_argument("--reward-low", type=float, default=DEFAULTS.reward_low,
-                        help=f"reward of a failed sample: all-fail groups sit here (default {DEFAULTS.reward_low})")
-    parser.add_argument("--reward-high", type=float, default=DEFAULTS.reward_high,
-                        help=f"reward of a passed sample: all-pass groups sit here (default {DEFAULTS.reward_high})")
-    parser.add_argument("--collapse-tol", type=float, default=DEFAULTS.collapse_tol,
-                        help=f"a group is collapsed when its reward std is below this (default {DEFAULTS.collapse_tol})")
     parser.add_argument("--top", type=positive_int, default=10, help="prompts listed as the biggest wasters (default 10)")
     parser.add_argument("--no-plots", action="store_true", help="write analysis.json only")
 
@@ -64,12 +65,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise AnalyzeError(f"--out {args.out} is a file: --out names the folder analysis.json and the plots go into "
                            "(made if missing); name another folder, or move the file away")
-    monitor = AVSPOConfig.from_mapping(
-        {"reward_low": args.reward_low, "reward_high": args.reward_high,
-         "collapse_tol": args.collapse_tol, "stagnation_acr": args.stagnation_acr,
-         "stagnation_steps": args.stagnation_steps},
-        where="avspo analyze",
-    ).as_monitor()
+    monitor = AVSPOConfig.from_mapping({key: getattr(args, key) for key, _, _ in MONITOR_FLAGS},
+                                       where="avspo analyze").as_monitor()
     settings = run_analysis.Settings(monitor=monitor, replay=monitor.replace(threshold_mode=PAPER_MODE),
                                      early_steps=args.early_steps, group_size=args.group_size, top=args.top,
                                      accuracy=args.accuracy)
