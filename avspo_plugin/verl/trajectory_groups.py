@@ -55,8 +55,7 @@ def trajectory_advantages(data, batch_keys: list[str], compute_final: Callable):
     first_token = final.batch["response_mask"].argmax(dim=1)
     per_trajectory = final.batch["advantages"][torch.arange(len(final)), first_token]
     advantages = per_trajectory[row_to_trajectory].unsqueeze(-1) * data.batch["response_mask"]
-    data.batch["advantages"] = advantages
-    data.batch["returns"] = advantages
+    data.batch["advantages"] = data.batch["returns"] = advantages
     return data
 
 

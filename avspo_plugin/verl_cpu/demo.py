@@ -1,17 +1,9 @@
 """``avspo verl-demo``: AVSPO inside verl's own trainer (``python -m verl.trainer.main_ppo``), on CPU.
 
-Builds everything locally in ``--out``: a byte-level BPE tokenizer trained with
-``tokenizers``, a randomly initialised tiny Qwen2 (hidden 64, 2 layers), and a
-generated verifiable task (the last digit of a sum of two numbers below 100: hard
-for a random model, so most groups collapse, the regime AVSPO is for). Then runs stock ``main_ppo`` with ``algorithm.adv_estimator=avspo``
-on the CPU support of :mod:`avspo_plugin.verl_cpu` and prints the ``avspo/*``
-metrics verl's tracker logged at each step.
-
-The builders, the reward function and the command are public so tests and
-users can reuse them; running the command and reading its metrics is
-:mod:`avspo_plugin.verl_cpu.main_ppo`'s. This module imports no more than the standard
-library and the package's light modules at load time (it is also the reward module verl
-loads, by ``pkg://`` path).
+Builds in ``--out`` a byte-level BPE tokenizer, a randomly initialised tiny Qwen2 and a verifiable task (the last
+digit of a sum of two numbers below 100: hard for a random model, so most groups collapse, the regime AVSPO is
+for); then runs stock ``main_ppo`` with ``algorithm.adv_estimator=avspo`` on :mod:`avspo_plugin.verl_cpu` and prints
+the ``avspo/*`` metrics verl's tracker logged at each step. It is also the reward module verl loads (``pkg://``).
 """
 
 from __future__ import annotations
@@ -62,11 +54,6 @@ DEFAULT_OUT = Path(tempfile.gettempdir()) / "avspo-verl-demo"
 PACKAGED_CONFIG = ("--config-path", "pkg://avspo_plugin.verl.config", "--config-name", "avspo_trainer")
 
 
-# ----------------------------------------------------------------------------------------------
-# The task and its reward
-# ----------------------------------------------------------------------------------------------
-
-
 def task_prompt(a: int, b: int) -> str:
     return f"What is the last digit of {a}+{b}? Answer with one digit."
 
@@ -96,11 +83,6 @@ def task_rows(count: int, split: str, rng: random.Random) -> list[dict[str, Any]
     return rows
 
 
-# ----------------------------------------------------------------------------------------------
-# Building the model, tokenizer and data
-# ----------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class DemoFiles:
     model_dir: Path
@@ -108,8 +90,13 @@ class DemoFiles:
     test_file: Path
 
 
-def build_tokenizer(model_dir: Path, seed: int = 0):
-    """A byte-level BPE of about 300 tokens trained on the task's own text, saved as an HF tokenizer."""
+def build_demo_files(out: Path, train_prompts: int = 256, test_prompts: int = 16, seed: int = 0) -> DemoFiles:
+    """A byte-level BPE of about 300 tokens trained on the task's own text, a randomly initialised Qwen2 and the
+    train/test parquet files (verl's RL dataset format), under ``out`` (rebuilt each call; about a second)."""
+    out = Path(out)
+    files = DemoFiles(out / "model", out / "data" / "train.parquet", out / "data" / "test.parquet")
+    files.model_dir.mkdir(parents=True, exist_ok=True)
+    files.train_file.parent.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     corpus = [task_prompt(rng.randint(0, 99), rng.randint(0, 99)) + "\nA:" for _ in range(2000)]
     corpus += [" ".join(str(rng.randint(0, 99)) for _ in range(8)) for _ in range(500)]
@@ -130,47 +117,17 @@ def build_tokenizer(model_dir: Path, seed: int = 0):
         unk_token=None,
         chat_template=CHAT_TEMPLATE,
     )
-    tokenizer.save_pretrained(model_dir)
-    return tokenizer
-
-
-def build_model(model_dir: Path, tokenizer: Any, seed: int = 0) -> int:
-    """A randomly initialised Qwen2ForCausalLM sized by MODEL_DIMENSIONS; returns its parameter count."""
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.eos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        **MODEL_DIMENSIONS,
-    )
+    tokenizer.save_pretrained(files.model_dir)
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.eos_token_id
-    )
-    model.save_pretrained(model_dir)
-    return sum(parameter.numel() for parameter in model.parameters())
-
-
-def build_demo_files(out: Path, train_prompts: int = 256, test_prompts: int = 16, seed: int = 0) -> DemoFiles:
-    """Model, tokenizer and train/test parquet files under ``out`` (rebuilt each call; about a second)."""
-    out = Path(out)
-    model_dir, data_dir = out / "model", out / "data"
-    model_dir.mkdir(parents=True, exist_ok=True)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(model_dir, seed)
-    build_model(model_dir, tokenizer, seed)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tokenizer), tie_word_embeddings=True, bos_token_id=eos,
+                                         eos_token_id=eos, pad_token_id=pad, **MODEL_DIMENSIONS))
+    model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=pad, bos_token_id=eos)
+    model.save_pretrained(files.model_dir)
     rng = random.Random(seed)
-    files = DemoFiles(model_dir, data_dir / "train.parquet", data_dir / "test.parquet")
     pd.DataFrame(task_rows(train_prompts, "train", rng)).to_parquet(files.train_file)
     pd.DataFrame(task_rows(test_prompts, "test", rng)).to_parquet(files.test_file)
     return files
-
-
-# ----------------------------------------------------------------------------------------------
-# The main_ppo command
-# ----------------------------------------------------------------------------------------------
 
 
 def cpu_overrides(files: DemoFiles) -> list[str]:
@@ -244,43 +201,23 @@ def main_ppo_command(
     return [sys.executable, "-m", "verl.trainer.main_ppo", *PACKAGED_CONFIG, *overrides, *extra_overrides]
 
 
-# ----------------------------------------------------------------------------------------------
-# The subcommand
-# ----------------------------------------------------------------------------------------------
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help=f"output folder (default {DEFAULT_OUT}, in the system's temporary folder, so that the demo "
                              "writes nothing into the folder it runs in; the first line printed names it)")
     parser.add_argument("--steps", type=positive_int, default=4, help="training steps, at least 1 (default 4)")
-    parser.add_argument(
-        "--logger",
-        action="append",
-        choices=LOGGERS,
-        help="verl tracker backend; repeat for several (default: console and file; the file backend is always on)",
-    )
-    parser.add_argument(
-        "--trainer",
-        choices=("v1", "legacy"),
-        default="v1",
-        help="verl's default trainer (trainer.use_v1=true) or the legacy RayPPOTrainer (use_v1=false); default v1",
-    )
+    parser.add_argument("--logger", action="append", choices=LOGGERS,
+                        help="verl tracker backend; repeat for several (default: console and file; the file backend is "
+                             "always on)")
+    parser.add_argument("--trainer", choices=("v1", "legacy"), default="v1",
+                        help="verl's default trainer (trainer.use_v1=true) or the legacy RayPPOTrainer (use_v1=false); "
+                             "default v1")
     parser.add_argument("--seed", type=int, default=0, help="seed of the model, tokenizer and task (default 0)")
     parser.add_argument("--timeout", type=float, default=1800, help="stop the run after this many seconds (default 1800)")
-    parser.add_argument(
-        "overrides",
-        nargs="*",
-        metavar="KEY=VALUE",
-        help="hydra overrides passed on to main_ppo after the demo's own, e.g. algorithm.avspo.strategy=opposite, "
-        "or algorithm.adv_estimator=grpo algorithm.avspo_monitor.enable=true (the ACR monitor beside grpo)",
-    )
-
-
-def override_value(overrides: Sequence[str], key: str) -> str | None:
-    """The value the last of hydra ``overrides`` gives ``key`` (``key=v``, ``+key=v``, ``++key=v``), or None."""
-    values = [item.split("=", 1)[1] for item in overrides if "=" in item and item.split("=", 1)[0].lstrip("+") == key]
-    return values[-1] if values else None
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="hydra overrides passed on to main_ppo after the demo's own, e.g. "
+                             "algorithm.avspo.strategy=opposite, or algorithm.adv_estimator=grpo "
+                             "algorithm.avspo_monitor.enable=true (the ACR monitor beside grpo)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -292,16 +229,12 @@ def run(args: argparse.Namespace) -> int:
     files = build_demo_files(out, seed=args.seed)
     print(f"      model and tokenizer: {files.model_dir}; data: {files.train_file.parent} "
           f"({time.monotonic() - started:.1f} s)", flush=True)
-    command = main_ppo_command(
-        files, out, args.steps, loggers=loggers, use_v1=args.trainer == "v1", extra_overrides=args.overrides
-    )
-    estimator = override_value(args.overrides, "algorithm.adv_estimator") or "avspo"
-    print(
-        f"[2/3] Training {args.steps} steps with stock verl.trainer.main_ppo on CPU "
-        f"(algorithm.adv_estimator={estimator}, trainer {args.trainer}). Starting Ray and verl's workers takes "
-        "one to two minutes on 2 cores; full log in train.log ...",
-        flush=True,
-    )
+    command = main_ppo_command(files, out, args.steps, loggers, args.trainer == "v1", extra_overrides=args.overrides)
+    overridden = dict(item.lstrip("+").split("=", 1) for item in args.overrides if "=" in item)  # the last one wins
+    estimator = overridden.get("algorithm.adv_estimator", "avspo")
+    print(f"[2/3] Training {args.steps} steps with stock verl.trainer.main_ppo on CPU (algorithm.adv_estimator="
+          f"{estimator}, trainer {args.trainer}). Starting Ray and verl's workers takes one to two minutes on 2 cores; "
+          "full log in train.log ...", flush=True)
     result = run_main_ppo(command, out, run_name="train", timeout=args.timeout)
     if result.returncode != 0:
         print(f"main_ppo failed (exit code {result.returncode}) after {result.seconds:.0f} s; see {result.log_file}",
@@ -311,12 +244,9 @@ def run(args: argparse.Namespace) -> int:
           f"avspo/* metrics as verl's tracker logged them ({result.metrics_file}):")
     metrics = avspo_metrics_by_step(result.metrics_file)
     if not any(metrics.values()):
-        hint = (
-            "add algorithm.avspo_monitor.enable=true to see collapse beside that estimator"
-            if estimator != "avspo" and override_value(args.overrides, "algorithm.avspo_monitor.enable") != "true"
-            else "run `avspo doctor` to see whether the plugin is loaded"
-        )
-        print(f"No avspo/* metric reached verl's tracker: {hint}.", file=sys.stderr)
+        print("No avspo/* metric reached verl's tracker: beside another estimator, add "
+              "algorithm.avspo_monitor.enable=true; else run `avspo doctor` to see whether the plugin is loaded.",
+              file=sys.stderr)
         return 1
     for step in sorted(metrics):
         values = ", ".join(f"{key[len(METRIC_PREFIX):]}={value:.4g}" for key, value in sorted(metrics[step].items()))

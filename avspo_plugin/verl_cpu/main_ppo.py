@@ -1,10 +1,8 @@
 """Run verl's ``main_ppo`` on CPU as a watched subprocess, and read what its file backend logged.
 
-What ``avspo verl-demo`` and the end-to-end tests need to drive a training run: the CPU
-environment (:func:`cpu_environment`), the run itself with its phases and steps echoed, a
-timeout, and its whole process tree (Ray's cluster and workers) measured and ended afterwards
-(:func:`run_main_ppo`), and the ``avspo/*`` metrics of each step (:func:`avspo_metrics_by_step`).
-The command line it runs is the caller's (:func:`avspo_plugin.verl_cpu.demo.main_ppo_command`).
+What ``avspo verl-demo`` and the end-to-end tests need: the run (its command line the caller's), in the CPU
+environment, with its phases and steps echoed, a timeout, its whole process tree (Ray's cluster and workers)
+measured and ended afterwards, and the ``avspo/*`` metrics of each step.
 """
 
 from __future__ import annotations
@@ -26,33 +24,12 @@ import psutil
 from avspo_plugin.names import METRIC_PREFIX
 
 
-def cpu_environment() -> dict[str, str]:
-    """This process's environment plus what a CPU run needs: the CPU support loaded in every Ray
-    process, no hub, no wandb, Ray's log lines not folded together, and no Ray workers started ahead
-    for the driver (verl's actors never use them; on 2 cores each costs a second or two of CPU)."""
-    env = dict(os.environ)
-    env.update(
-        VERL_USE_EXTERNAL_MODULES="avspo_plugin.verl_cpu",
-        VERL_PLATFORM="cpu",
-        HF_HUB_OFFLINE="1",
-        WANDB_MODE="disabled",
-        TOKENIZERS_PARALLELISM="false",
-        RAY_DEDUP_LOGS="0",
-        RAY_prestart_worker_first_driver="0",
-    )
-    return env
-
-
 @dataclass
 class TrainingRun:
-    """What :func:`run_main_ppo` saw: exit code, wall time, peak memory, and when each step ended
-    (``step_seconds[n]``, seconds since launch; ``step_seconds[0]``: when training started)."""
-
     returncode: int
     seconds: float
     log_file: Path
     metrics_file: Path
-    step_seconds: dict[int, float]
     peak_memory_bytes: int
 
 
@@ -76,20 +53,30 @@ def run_main_ppo(
     timeout: float | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> TrainingRun:
-    """Run main_ppo as a subprocess; its output goes to ``out/<run_name>.log`` (lines prefixed with
-    seconds since launch) and its file-backend metrics to ``out/<run_name>.metrics.jsonl``. With
-    ``echo``, phases and finished steps are printed; ``extra_env`` overrides the CPU environment.
-    The Ray cluster it starts is stopped whatever happens."""
+    """Run main_ppo as a subprocess; its output goes to ``out/<run_name>.log`` (lines prefixed with seconds since
+    launch) and its file-backend metrics to ``out/<run_name>.metrics.jsonl``. With ``echo``, phases and finished
+    steps are printed; ``extra_env`` adds to the CPU environment. What the run started is ended whatever happens."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     log_file, metrics_file = out / f"{run_name}.log", out / f"{run_name}.metrics.jsonl"
-    env = {**cpu_environment(), **(extra_env or {})}
-    # verl's file backend truncates its file when it opens it: one file per run keeps a resumed
-    # run from erasing the steps of the run it continues.
-    env["VERL_FILE_LOGGER_PATH"] = str(metrics_file)
-    env["TENSORBOARD_DIR"] = str(out / f"{run_name}.tensorboard")
+    # The CPU support loaded in every Ray process, no hub, no wandb, Ray's log lines not folded together, no Ray
+    # workers started ahead for the driver (verl's actors never use them; on 2 cores each costs a second of CPU);
+    # one metrics file per run (verl's file backend truncates its file: a resumed run must not erase the steps of
+    # the run it continues).
+    env = {
+        **os.environ,
+        "VERL_USE_EXTERNAL_MODULES": "avspo_plugin.verl_cpu",
+        "VERL_PLATFORM": "cpu",
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "disabled",
+        "TOKENIZERS_PARALLELISM": "false",
+        "RAY_DEDUP_LOGS": "0",
+        "RAY_prestart_worker_first_driver": "0",
+        **(extra_env or {}),
+        "VERL_FILE_LOGGER_PATH": str(metrics_file),
+        "TENSORBOARD_DIR": str(out / f"{run_name}.tensorboard"),
+    }
     started = time.monotonic()
-    step_seconds: dict[int, float] = {}
     phases = list(PHASES)
     with open(log_file, "w") as log:
         log.write("$ " + shlex.join(command) + "\n")
@@ -107,17 +94,13 @@ def run_main_ppo(
                 line = ANSI.sub("", raw)
                 elapsed = time.monotonic() - started
                 log.write(f"[{elapsed:7.1f}s] {line}")
+                if not echo:
+                    continue
                 if phases and phases[0][0].search(line):
-                    if phases[0][0] is PHASES[-1][0]:
-                        step_seconds[0] = elapsed
-                    if echo:
-                        print(f"      {elapsed:6.1f} s  {phases[0][1]}", flush=True)
-                    phases.pop(0)
+                    print(f"      {elapsed:6.1f} s  {phases.pop(0)[1]}", flush=True)
                 step = STEP_LINE.search(line)
                 if step:
-                    step_seconds[int(step.group(1))] = elapsed
-                    if echo:
-                        print(f"      {elapsed:6.1f} s  step {step.group(1)} done", flush=True)
+                    print(f"      {elapsed:6.1f} s  step {step.group(1)} done", flush=True)
         finally:
             if watchdog is not None:
                 watchdog.cancel()
@@ -139,20 +122,15 @@ def run_main_ppo(
                 log.write(f"[{time.monotonic() - started:7.1f}s] ended what the run left running: "
                           f"{', '.join(leftover)}\n")
             log.write(f"peak memory of the run (PSS, all its processes): {processes.peak_memory / 2**30:.2f} GiB\n")
-    return TrainingRun(
-        process.returncode, time.monotonic() - started, log_file, metrics_file, step_seconds, processes.peak_memory
-    )
+    return TrainingRun(process.returncode, time.monotonic() - started, log_file, metrics_file, processes.peak_memory)
 
 
 class ProcessTree:
     """The processes a run started: main_ppo and its descendants (Ray's cluster and workers).
 
-    Samples their memory every ``interval`` seconds (proportional set size: pages shared between
-    processes, such as torch's libraries in every Ray worker, are divided among them, so the sum
-    is what the run takes from the machine) and remembers each process seen, so that
-    :meth:`stop` can end exactly those still running, even ones orphaned by a crash, and no
-    other Ray cluster on the machine. A sample reads the process table once and each process's
-    memory once (a few milliseconds per process on 2 cores: the sampling takes about 2% of a core).
+    Samples their memory every ``interval`` seconds (proportional set size, so that pages shared between processes
+    count once) and remembers each process seen, so that :meth:`stop` ends exactly those still running, even ones
+    orphaned by a crash, and no other Ray cluster on the machine. A sample reads the process table once.
     """
 
     def __init__(self, pid: int, interval: float = 2.0) -> None:
@@ -164,8 +142,8 @@ class ProcessTree:
         self._thread.start()
 
     def _descendants(self) -> list[Any]:
-        """Every process seen so far that still runs, after adding the children of those seen (one scan of the
-        process table: a process whose parent died is still found, as it was seen before)."""
+        """Every process seen so far that still runs, after adding the children of those seen (a process whose
+        parent died is still found, as it was seen before)."""
         children: dict[int, list[Any]] = {}
         for process in psutil.process_iter():
             try:
@@ -199,10 +177,6 @@ class ProcessTree:
         for process in alive:
             try:
                 names.append(f"{process.name()} ({process.pid})")
-            except psutil.NoSuchProcess:
-                pass
-        for process in alive:
-            try:
                 process.terminate()
             except psutil.NoSuchProcess:
                 pass
@@ -216,16 +190,11 @@ class ProcessTree:
         return names
 
 
-def read_logged_steps(metrics_file: Path) -> list[dict[str, Any]]:
-    """The records of verl's file backend: one ``{"step": int, "data": {metric: value}}`` per logged step."""
-    with open(metrics_file) as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
 def avspo_metrics_by_step(metrics_file: Path) -> dict[int, dict[str, float]]:
-    """{step: {avspo metric: value}} from verl's file backend output."""
+    """{step: {avspo metric: value}} from verl's file backend output (one ``{"step", "data"}`` record a line)."""
     steps: dict[int, dict[str, float]] = {}
-    for record in read_logged_steps(metrics_file):
-        avspo = {key: value for key, value in record["data"].items() if key.startswith(METRIC_PREFIX)}
-        steps.setdefault(int(record["step"]), {}).update(avspo)
+    with open(metrics_file) as handle:
+        for record in (json.loads(line) for line in handle if line.strip()):
+            avspo = {key: value for key, value in record["data"].items() if key.startswith(METRIC_PREFIX)}
+            steps.setdefault(int(record["step"]), {}).update(avspo)
     return steps

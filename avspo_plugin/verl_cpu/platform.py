@@ -1,10 +1,8 @@
 """A ``cpu`` platform for verl's platform registry, selected with ``VERL_PLATFORM=cpu``.
 
-verl 0.9.1 knows nvidia, ascend and rocm platforms and falls back to nvidia when
-none is found, which makes every device call a CUDA call. This platform answers
-them for the host CPU: the device is ``cpu``, collectives use gloo, and the
-device module is :data:`CPU_DEVICE_MODULE`, which stands in for ``torch.cuda``
-in the calls verl makes through ``get_torch_device()``.
+verl 0.9.1 falls back to nvidia when it finds no platform, which makes every device call a CUDA call. This one
+answers them for the host CPU: the device is ``cpu``, collectives use gloo, and :data:`CPU_DEVICE_MODULE` stands in
+for ``torch.cuda`` in the calls verl makes through ``get_torch_device()``.
 """
 
 from __future__ import annotations
@@ -21,7 +19,11 @@ from verl.plugin.platform import PlatformBase, PlatformRegistry
 PLATFORM_NAME = "cpu"
 
 
-def _host_memory() -> tuple[int, int]:
+def cpu_platform_selected() -> bool:
+    return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME
+
+
+def _host_memory(*_args: Any) -> tuple[int, int]:
     """(free, total) bytes of host memory, as ``torch.cuda.mem_get_info`` reports device memory."""
     memory = psutil.virtual_memory()
     return memory.available, memory.total
@@ -36,19 +38,15 @@ def _no_op(*_args: Any, **_kwargs: Any) -> None:
 
 
 def _build_device_module() -> types.ModuleType:
-    """A module with the ``torch.cuda`` functions verl calls, answered for the CPU.
-
-    Streams, events and synchronisation come from ``torch.cpu``; the RNG is torch's
-    global CPU generator; memory figures are the host's (free/total) and this
-    process's resident set (allocated/reserved), so verl's memory logs stay meaningful.
-    """
+    """A module with the ``torch.cuda`` functions verl calls, answered for the CPU: streams, events and
+    synchronisation from ``torch.cpu``, torch's global generator, the host's memory (free/total) and this process's
+    resident set (allocated/reserved), so verl's memory logs stay meaningful."""
     module = types.ModuleType("avspo_cpu_device", "torch.cuda stand-in for verl's cpu platform")
     for name in ("Stream", "Event", "StreamContext", "current_stream", "stream", "synchronize", "device_count"):
         setattr(module, name, getattr(torch.cpu, name))
     module.is_available = lambda: True
     module.is_initialized = lambda: True
     module.current_device = lambda: torch.device("cpu")
-    module.set_device = _no_op
     module.get_device_name = lambda *_args: "cpu"
     module.get_device_capability = lambda *_args: (None, None)
     module.manual_seed = torch.manual_seed
@@ -59,10 +57,11 @@ def _build_device_module() -> types.ModuleType:
     module.set_rng_state = lambda state, *_args: torch.set_rng_state(state)
     module.get_rng_state_all = lambda: [torch.get_rng_state()]
     module.set_rng_state_all = lambda states: torch.set_rng_state(states[0])
-    module.mem_get_info = lambda *_args: _host_memory()
+    module.mem_get_info = _host_memory
     for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved"):
         setattr(module, name, _resident_bytes)
-    for name in ("empty_cache", "ipc_collect", "reset_peak_memory_stats", "set_per_process_memory_fraction"):
+    no_ops = ("set_device", "empty_cache", "ipc_collect", "reset_peak_memory_stats", "set_per_process_memory_fraction")
+    for name in no_ops:
         setattr(module, name, _no_op)
     module.memory_stats = lambda *_args: {}
     return module
@@ -75,24 +74,16 @@ CPU_DEVICE_MODULE = _build_device_module()
 class PlatformCPU(PlatformBase):
     """verl platform for host CPUs (collectives over gloo)."""
 
-    @property
-    def device_name(self) -> str:
-        return "cpu"
-
-    @property
-    def vendor_name(self) -> str:
-        return "cpu"
-
-    @property
-    def device_module(self) -> types.ModuleType:
-        return CPU_DEVICE_MODULE
+    device_name = vendor_name = "cpu"
+    device_module = CPU_DEVICE_MODULE
+    set_device = synchronize = set_allocator_settings = empty_cache = profiler_start = profiler_stop = cudart = _no_op
 
     def is_available(self) -> bool:
         return True
 
     def is_platform_available(self, use_smi_check: bool = False) -> bool:
         # Never auto-detected: a GPU host that imports this module keeps its own platform.
-        return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME
+        return cpu_platform_selected()
 
     def current_device(self) -> torch.device:
         # verl passes this to tensor.to(...) and init_device_mesh; an int would mean cuda:<int>.
@@ -101,23 +92,10 @@ class PlatformCPU(PlatformBase):
     def device_count(self) -> int:
         return 1
 
-    def set_device(self, device_index: int) -> None:
-        return None
-
-    def synchronize(self, device_index: int | None = None) -> None:
-        return None
-
     def manual_seed(self, seed: int) -> None:
         torch.manual_seed(seed)
 
-    def manual_seed_all(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def set_allocator_settings(self, settings: str) -> None:
-        return None
-
-    def empty_cache(self) -> None:
-        return None
+    manual_seed_all = manual_seed
 
     def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
         return None, None
@@ -133,12 +111,6 @@ class PlatformCPU(PlatformBase):
     def nvtx_range(self, msg: str):
         yield
 
-    def profiler_start(self) -> None:
-        return None
-
-    def profiler_stop(self) -> None:
-        return None
-
     def ray_resource_name(self) -> str:
         # verl's resource pools always ask Ray for accelerators; a CPU run declares logical
         # GPUs (ray_init.num_gpus) so each worker is placed on one.
@@ -149,6 +121,3 @@ class PlatformCPU(PlatformBase):
 
     def is_ipc_supported(self) -> bool:
         return False
-
-    def cudart(self) -> Any:
-        return None

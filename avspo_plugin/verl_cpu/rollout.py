@@ -1,19 +1,12 @@
 """Rollout ``hf``: token-in/token-out generation with transformers' ``generate``, for CPU runs.
 
-verl 0.9.1 registers only server rollouts (vllm, sglang, trtllm), none of which runs
-without a GPU. This is the same three-part shape, small enough for a CPU:
+verl 0.9.1's server rollouts (vllm, sglang, trtllm) need a GPU; this has their three-part shape: a named Ray actor
+holding an HF copy of the policy (:class:`HFGenerateServer`, called by verl's agent loop), the ``RolloutReplica``
+that launches it (:class:`HFReplica`), and the ``BaseRollout`` of each hybrid actor worker that pushes the trained
+weights and their step to it (:class:`HFServerAdapter`).
 
-- :class:`HFGenerateServer`, a named Ray actor holding an HF copy of the policy; its
-  ``generate`` is what verl's agent loop calls through ``LLMServerClient``;
-- :class:`HFReplica`, the ``RolloutReplica`` that launches one server per replica;
-- :class:`HFServerAdapter`, the ``BaseRollout`` living in each hybrid actor worker:
-  ``update_weights`` gathers the FSDP shards into full tensors, pushes them to the server
-  and tells it the step the weights belong to (``set_global_steps``; the trainer reads it
-  back from every ``TokenOutput``).
-
-Sampling is reproducible: each request's seed is derived from the rollout seed, the
-weights' step, the prompt and how many identical requests this step has already seen,
-so a run resumed from a checkpoint draws the same samples as the uninterrupted run.
+Each request's seed derives from the rollout seed, the weights' step, the prompt and how many identical requests
+this step has seen, so a run resumed from a checkpoint draws the samples of the uninterrupted run.
 """
 
 from __future__ import annotations
@@ -45,6 +38,11 @@ def server_actor_name(replica_rank: int) -> str:
     return f"{ROLLOUT_NAME}_server_{replica_rank}"
 
 
+async def _nothing_to_do(self, *args: Any, **kwargs: Any) -> None:
+    """The model stays in host memory and every request completes before the next starts: nothing to free,
+    abort, resume or profile."""
+
+
 class HFGenerateServer:
     """One replica's generation server (a Ray actor): an HF model, weights pushed by the trainer."""
 
@@ -56,10 +54,9 @@ class HFGenerateServer:
             self.model_config.local_path, config=self.model_config.hf_config, dtype=torch.float32
         ).eval()
         tokenizer = self.model_config.tokenizer
-        generation_config = self.model_config.generation_config
-        self.eos_token_id = getattr(generation_config, "eos_token_id", None)
-        if self.eos_token_id is None:
-            self.eos_token_id = tokenizer.eos_token_id
+        eos = getattr(self.model_config.generation_config, "eos_token_id", None)
+        eos = tokenizer.eos_token_id if eos is None else eos
+        self.eos_token_ids = [int(token) for token in (eos if isinstance(eos, list) else [eos])]
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.max_model_len = self.config.max_model_len or self.config.prompt_length + self.config.response_length
         self.global_steps: int | None = None
@@ -78,10 +75,8 @@ class HFGenerateServer:
         mm_processor_kwargs: dict[str, Any] | None = None,
         priority: int = 0,
     ) -> TokenOutput:
-        """Token ids in, token ids and log-probs out, as verl's agent loop asks a vLLM server.
-
-        Requests are served one at a time, so ``priority`` changes nothing.
-        """
+        """Token ids in, token ids and log-probs out, as verl's agent loop asks a vLLM server (one request at a
+        time, so ``priority`` changes nothing)."""
         if image_data is not None or video_data is not None or audio_data is not None or mm_processor_kwargs:
             raise ValueError(f"rollout '{ROLLOUT_NAME}' generates text only; request {request_id} carries media")
         unknown = set(sampling_params) - SAMPLING_KEYS
@@ -115,29 +110,25 @@ class HFGenerateServer:
     def _generate(self, prompt_ids: list[int], params: dict[str, Any], max_tokens: int, seed: int) -> TokenOutput:
         temperature = float(params.get("temperature", 1.0))
         do_sample = temperature > 0
-        top_k = int(params.get("top_k", -1))
-        generate_kwargs: dict[str, Any] = {"do_sample": do_sample}
+        # A repetition penalty of 1.0 is generate's "none".
+        generate_kwargs = {"do_sample": do_sample, "repetition_penalty": float(params.get("repetition_penalty", 1.0))}
         if do_sample:
-            generate_kwargs.update(
-                temperature=temperature, top_p=float(params.get("top_p", 1.0)), top_k=top_k if top_k > 0 else 0
-            )
-        repetition_penalty = float(params.get("repetition_penalty", 1.0))
-        if repetition_penalty != 1.0:
-            generate_kwargs["repetition_penalty"] = repetition_penalty
+            top_k = max(int(params.get("top_k", -1)), 0)
+            generate_kwargs.update(temperature=temperature, top_p=float(params.get("top_p", 1.0)), top_k=top_k)
+        stop_ids = None if params.get("ignore_eos") else [*self.eos_token_ids, *(params.get("stop_token_ids") or ())]
         torch.manual_seed(seed)
         input_ids = torch.tensor([prompt_ids], dtype=torch.long)
         output = self.model.generate(
             input_ids=input_ids,
             attention_mask=torch.ones_like(input_ids),
             max_new_tokens=max_tokens,
-            eos_token_id=None if params.get("ignore_eos") else self._stop_ids(params.get("stop_token_ids")),
+            eos_token_id=stop_ids,
             pad_token_id=self.pad_token_id,
             output_logits=True,
             return_dict_in_generate=True,
             **generate_kwargs,
         )
-        token_ids = output.sequences[0, len(prompt_ids) :].tolist()
-        # generate pads finished sequences only in batches; a single sequence stops at eos.
+        token_ids = output.sequences[0, len(prompt_ids) :].tolist()  # one sequence: no padding after eos
         log_probs = None
         if params.get("logprobs"):
             # The log-probability the trainer recomputes: logits scaled by the temperature.
@@ -152,56 +143,21 @@ class HFGenerateServer:
             extra_fields={"global_steps": self.global_steps},
         )
 
-    def _stop_ids(self, stop_token_ids: list[int] | None) -> list[int]:
-        eos = self.eos_token_id if isinstance(self.eos_token_id, list) else [self.eos_token_id]
-        return [int(token) for token in [*eos, *(stop_token_ids or [])]]
-
     def update_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
         missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
         # Tied output embeddings are absent from the trainer's state dict; anything else is an error.
-        missing = [name for name in missing if not self._is_tied(name)]
+        tied = getattr(self.model.config, "tie_word_embeddings", False)
+        missing = [name for name in missing if not (tied and name == "lm_head.weight")]
         if missing or unexpected:
             raise ValueError(f"weights pushed to rollout '{ROLLOUT_NAME}' do not fit the model: "
                              f"missing {missing}, unexpected {unexpected}")
-
-    def _is_tied(self, name: str) -> bool:
-        return name == "lm_head.weight" and bool(getattr(self.model.config, "tie_word_embeddings", False))
 
     def set_global_steps(self, global_steps: int) -> None:
         self.global_steps = global_steps
         self._requests_this_step.clear()
 
-    # Memory management and request control: the model stays in host memory and every request
-    # completes before the next starts, so there is nothing to free, abort or resume.
-    async def wake_up(self, tags: list[str] | None = None) -> None:
-        return None
-
-    async def sleep(self) -> None:
-        return None
-
-    async def clear_kv_cache(self) -> None:
-        return None
-
-    async def release_kv_cache(self) -> None:
-        return None
-
-    async def resume_kv_cache(self) -> None:
-        return None
-
-    async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
-        return {"aborted_count": 0, "request_ids": []}
-
-    async def abort_request(self, request_id: str) -> dict[str, Any]:
-        return {"aborted": False, "request_id": request_id}
-
-    async def resume_generation(self) -> None:
-        return None
-
-    async def start_profile(self, **kwargs: Any) -> None:
-        return None
-
-    async def stop_profile(self) -> None:
-        return None
+    wake_up = sleep = clear_kv_cache = release_kv_cache = resume_kv_cache = _nothing_to_do
+    abort_all_requests = resume_generation = start_profile = stop_profile = _nothing_to_do
 
 
 class HFReplica(RolloutReplica):
@@ -215,17 +171,10 @@ class HFReplica(RolloutReplica):
                 f"got a replica world size of {self.world_size}"
             )
         node_id = await self.workers[0].__ray_call__.remote(lambda worker: ray.get_runtime_context().get_node_id())
-        server = (
-            ray.remote(HFGenerateServer)
-            .options(
-                name=server_actor_name(self.replica_rank),
-                num_cpus=1,
-                max_concurrency=self.max_concurrency,
-                scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
-                    node_id=node_id, soft=False
-                ),
-            )
-            .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+        on_node = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+        options = {"num_cpus": 1, "max_concurrency": self.max_concurrency, "scheduling_strategy": on_node}
+        server = ray.remote(HFGenerateServer).options(name=server_actor_name(self.replica_rank), **options).remote(
+            config=self.config, model_config=self.model_config, replica_rank=self.replica_rank
         )
         self.servers = [server]
         self._server_handle = server
@@ -238,8 +187,7 @@ class HFServerAdapter(BaseRollout):
 
     def __init__(self, config: Any, model_config: Any, device_mesh: Any, replica_rank: int = -1) -> None:
         super().__init__(config, model_config, device_mesh)
-        rank = int(os.environ["RANK"])
-        self.replica_rank = rank if replica_rank == -1 else replica_rank
+        self.replica_rank = int(os.environ["RANK"]) if replica_rank == -1 else replica_rank
         self._server: ray.actor.ActorHandle | None = None
 
     @property
@@ -249,13 +197,8 @@ class HFServerAdapter(BaseRollout):
             self._server = ray.get_actor(server_actor_name(self.replica_rank))
         return self._server
 
-    async def resume(self, tags: list[str]) -> None:
-        return None
+    resume = release = _nothing_to_do
 
-    async def release(self) -> None:
-        return None
-
-    @torch.no_grad()
     async def update_weights(
         self, weights: Any, global_steps: int | None = None, wire_format: str = "named_tensors", **kwargs: Any
     ) -> None:
