@@ -204,19 +204,6 @@ def check_shapes(
         )
 
 
-def num_virtual_samples(
-    config: AVSPOConfig, group_size: torch.Tensor, acr: float, augmented: torch.Tensor
-) -> torch.Tensor:
-    """Eq. 9: K_j = max(1, min(G_j, ceil(G_j * ACR_t ** alpha))) for an augmented group (or num_virtual given as a
-    number), K_j = 0 for any other.  group_size: (N,) float64 G_j; augmented: (N,) bool -> (N,) int64.
-    """
-    if config.num_virtual == "auto":
-        num_virtual = vr.num_virtual_auto(group_size, acr, config.alpha)
-    else:
-        num_virtual = torch.full_like(group_size, config.num_virtual, dtype=torch.int64)
-    return num_virtual * augmented
-
-
 def normalising_statistics(
     stats: GroupStats, augmented: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, dtype: torch.dtype
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -254,12 +241,14 @@ def call_metrics(
         torch.where(valid, exact, 0.0).sum(), advantages.abs().max().to(torch.float64),
         torch.where(off_bound, stats.mean, torch.inf).min(),
     ]).tolist()
+    # Every flag is of multi-sample groups alone.
     counts = torch.stack([
-        (flags & multi).sum()
-        for flags in (collapsed, all_fail, all_pass, effective, lone_success, lone_failure, augmented)
-    ] + [multi.sum(), augmented.sum(), num_virtual.sum(), off_bound.sum()]).tolist()
-    num_collapsed, fail, pass_, effective_multi, success, failure, augmented_multi = counts[:7]
-    num_multi, num_augmented, total_virtual, off_bound_count = counts[7:]
+        flags.sum()
+        for flags in (collapsed, all_fail, all_pass, effective, lone_success, lone_failure, augmented, multi,
+                      num_virtual, off_bound)
+    ]).tolist()
+    num_collapsed, fail, pass_, effective_multi, success, failure, num_augmented = counts[:7]
+    num_multi, total_virtual, off_bound_count = counts[7:]
     metrics = {
         "acr": share(num_collapsed, num_multi),
         "acr_all_fail": share(fail, num_multi),
@@ -271,7 +260,7 @@ def call_metrics(
         "triggered": float(triggered),
         "threshold": threshold,
         "num_virtual": share(total_virtual, num_augmented),
-        "augmented_groups": share(augmented_multi, num_multi),
+        "augmented_groups": share(num_augmented, num_multi),
         "groups": float(num_multi),
         "samples": num_samples,
         "wasted_rollouts": wasted,
@@ -323,7 +312,7 @@ def compute_group_advantages(
         kinds = collapse_kinds(collapsed, stats, config.reward_low, config.reward_high)
         acr = group_rate(collapsed, multi)
         triggered, augmented = groups_to_augment(config, acr, threshold, collapsed, *kinds)
-        num_virtual = num_virtual_samples(config, stats.count, acr, augmented)
+        num_virtual = vr.num_virtual_samples(config, stats.count, acr, augmented)
         # One sync sizes the packed virtual rewards: T values, linear in the batch (K_j <= G_j, or a constant K).
         owners = vr.virtual_owners(num_virtual, int(num_virtual.sum()))
         virtual = virtual_rewards(config, num_virtual, owners, stats, state.step, call_in_step)

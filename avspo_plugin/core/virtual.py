@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import torch
 
+from ..config import AVSPOConfig
+
 # Eq. 9 is evaluated in float64; a product within this of an integer is that integer, so that
 # for instance 8 * 0.25**0.5 = 4.000000000000001 gives K = 4, not 5.
 INTEGER_SNAP = 1e-9
 
 
-def num_virtual_auto(group_size: torch.Tensor, acr: float, alpha: float) -> torch.Tensor:
-    """Eq. 9: K_j = max(1, min(G_j, ceil(G_j * ACR_t ** alpha))).
-
-    group_size: (N,) float64 G_j; acr: ACR_t in [0, 1]; alpha in (0, 1] -> (N,) int64.
+def num_virtual_samples(
+    config: AVSPOConfig, group_size: torch.Tensor, acr: float, augmented: torch.Tensor
+) -> torch.Tensor:
+    """Eq. 9: K_j = max(1, min(G_j, ceil(G_j * ACR_t ** alpha))) for an augmented group (or num_virtual given as a
+    number), K_j = 0 for any other.  group_size: (N,) float64 G_j; augmented: (N,) bool -> (N,) int64.
     """
-    product = group_size.to(torch.float64) * (acr**alpha)
+    if config.num_virtual != "auto":
+        return torch.full_like(group_size, config.num_virtual, dtype=torch.int64) * augmented
+    product = group_size * (acr**config.alpha)
     nearest = torch.round(product)
     product = torch.where((product - nearest).abs() <= INTEGER_SNAP, nearest, product)
-    return torch.minimum(group_size.to(torch.float64), torch.ceil(product)).clamp(min=1).to(torch.int64)
+    return torch.minimum(group_size, torch.ceil(product)).clamp(min=1).to(torch.int64) * augmented
 
 
 def virtual_owners(num_virtual: torch.Tensor, total: int) -> torch.Tensor:

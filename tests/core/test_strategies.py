@@ -8,7 +8,7 @@ import torch
 from core_reference import reference_advantages, run
 
 from avspo_plugin import AVSPOConfig, ThresholdState, compute_group_advantages
-from avspo_plugin.core.virtual import num_virtual_auto
+from avspo_plugin.core.virtual import num_virtual_samples
 
 K4_VIRTUAL = {
     # strategy -> (virtual rewards of the all-fail group, of the all-pass group), K = 4, rewards in [0, 1]
@@ -130,7 +130,8 @@ def test_never_mode_reports_metrics_but_changes_nothing(three_groups):
 )
 def test_eq9_number_of_virtual_samples(group_size, acr, expected):
     # 35 * (9/49) ** 0.5 is 15.000000000000002 in float64: snapped to 15, not ceiled to 16.
-    k = num_virtual_auto(torch.tensor([float(group_size)], dtype=torch.float64), acr, 0.5)
+    group = torch.tensor([float(group_size)], dtype=torch.float64)
+    k = num_virtual_samples(AVSPOConfig(alpha=0.5), group, acr, torch.tensor([True]))
     assert k.tolist() == [expected]
 
 
