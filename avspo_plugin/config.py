@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from .allowed import Allowed, AutoOrInteger, Boolean, Integer, Number, OneOf
 from .strategies import STRATEGIES
@@ -366,35 +366,31 @@ class InertKey:
                 f"{needs}{self.acting}; remove it, or change {needs}")
 
 
-@dataclass(frozen=True)
-class _Acts:
-    """One condition a key needs to act: ``key`` holds a value for which ``holds`` is true (``wording``: "=uniform")."""
+class _Acts(NamedTuple):
+    """One condition a key needs to act: ``key`` holds one of ``values`` (``wording`` says which, after its name)."""
 
     key: str
-    holds: Callable[[Any], bool]
+    values: Collection[Any]
     wording: str
 
 
+def _needs(key: str, *values: str) -> _Acts:
+    return _Acts(key, values, "=" + (values[0] if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"))
+
+
 def _modes_that(attribute: str) -> _Acts:
-    names = [name for name, mode in THRESHOLD_MODES.items() if getattr(mode, attribute)]
-    wording = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-    return _Acts("threshold_mode", lambda mode: mode in names, f"={wording}")
-
-
-def _strategy(name: str) -> _Acts:
-    return _Acts("strategy", lambda strategy: strategy == name, f"={name}")
+    return _needs("threshold_mode", *(name for name, mode in THRESHOLD_MODES.items() if getattr(mode, attribute)))
 
 
 def acting_conditions() -> dict[str, tuple[_Acts, ...]]:
     """What each AVSPO key that does not always act needs of the others, in the order checked; read from
     THRESHOLD_MODES as it stands."""
-    augments = _modes_that("augments")
-    warnings_on = _Acts("stagnation_steps", lambda steps: steps >= 1, " >= 1")
+    augments, warnings_on = _modes_that("augments"), _Acts("stagnation_steps", range(1, MAX_STEPS + 1), " >= 1")
     return {
         "strategy": (augments,), "num_virtual": (augments,), "augmented_collapses": (augments,),
-        "alpha": (augments, _Acts("num_virtual", lambda num_virtual: num_virtual == "auto", "=auto")),
-        "partial": (augments, _strategy("fixed_partial")), "decay": (augments, _strategy("exp_decay")),
-        "seed": (augments, _strategy("uniform")),
+        "alpha": (augments, _needs("num_virtual", "auto")),
+        "partial": (augments, _needs("strategy", "fixed_partial")), "decay": (augments, _needs("strategy", "exp_decay")),
+        "seed": (augments, _needs("strategy", "uniform")),
         "threshold_init": (_modes_that("reads_threshold"),),
         **dict.fromkeys(("threshold_lr", "threshold_min", "threshold_max"), (_modes_that("adapts_threshold"),)),
         "stagnation_acr": (warnings_on,), "entropy_floor": (warnings_on,),
@@ -406,7 +402,7 @@ def inert_keys(config: AVSPOConfig, given: Iterable[str]) -> list[InertKey]:
     order: each host warns of them at launch, and the doctor."""
     given, conditions, inert = set(given), acting_conditions(), []
     for key in AVSPOConfig.keys():
-        unmet = next((acts for acts in conditions.get(key, ()) if not acts.holds(getattr(config, acts.key))), None)
+        unmet = next((acts for acts in conditions.get(key, ()) if getattr(config, acts.key) not in acts.values), None)
         if key in given and unmet is not None:
             inert.append(InertKey(key, getattr(config, key), unmet.key, unmet.wording, getattr(config, unmet.key)))
     return inert

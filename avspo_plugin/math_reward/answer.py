@@ -200,13 +200,21 @@ _EXTRACTORS = {
 }
 
 
+def check_answer_sources(answer_sources: Sequence[str]) -> tuple[str, ...]:
+    """``answer_sources`` as a tuple; ValueError unless it is a non-empty list of ANSWER_SOURCES."""
+    sources = tuple(answer_sources)
+    if not sources or any(source not in ANSWER_SOURCES for source in sources):
+        raise ValueError(
+            f"reward_kwargs.answer_sources={list(sources)!r} is invalid: use a non-empty list of "
+            f"{', '.join(ANSWER_SOURCES)}"
+        )
+    return sources
+
+
 def extract_answer(text: str, sources: Sequence[str] = EVALUATION_SOURCES, parts: int = 1) -> Extraction:
     """The final answer of a model output, trying ``sources`` in order (names from ANSWER_SOURCES).
     ``parts`` is the number of parts of the reference answer (see :func:`last_boxed`)."""
-    unknown = [source for source in sources if source not in ANSWER_SOURCES]
-    if unknown:
-        raise ValueError(f"unknown answer source(s) {unknown}; valid: {', '.join(ANSWER_SOURCES)}")
-    for source in sources:
+    for source in check_answer_sources(sources):
         answer = _EXTRACTORS[source](text, parts)
         if answer:
             return Extraction(answer, source)

@@ -21,9 +21,9 @@ from functools import partial
 from typing import Any
 
 from .answer import (
-    ANSWER_SOURCES,
     TRAINING_SOURCES,
     answer_parts,
+    check_answer_sources,
     extract_answer,
     grading_form,
     normalize_answer,
@@ -85,17 +85,6 @@ def reference_text(ground_truth: Any) -> str | None:
     return None
 
 
-def check_answer_sources(answer_sources: Sequence[str]) -> tuple[str, ...]:
-    sources = tuple(answer_sources)
-    unknown = [source for source in sources if source not in ANSWER_SOURCES]
-    if not sources or unknown:
-        raise ValueError(
-            f"reward_kwargs.answer_sources={list(sources)!r} is invalid: use a non-empty list of "
-            f"{', '.join(ANSWER_SOURCES)}"
-        )
-    return sources
-
-
 def score_answer(
     solution_str: Any,
     ground_truth: Any,
@@ -113,7 +102,7 @@ def score_answer(
     if not solution_str.strip():
         return _result(False, "", "none", EMPTY_OUTPUT)
     gold_form = grading_form(gold) or gold
-    extraction = extract_answer(solution_str, tuple(answer_sources), parts=len(answer_parts(gold_form)))
+    extraction = extract_answer(solution_str, answer_sources, parts=len(answer_parts(gold_form)))
     if extraction.answer is None:
         return _result(False, "", "none", NO_ANSWER)
     pred, source = extraction.answer, extraction.source
