@@ -24,13 +24,10 @@ def acr_timeline(result: RunResult, path: Path) -> Figure:
     timeline, report = result.timeline, result.report
     steps = timeline.steps
     reward = timeline.get("reward_mean")
-    if reward is not None or result.validation is not None:
-        fig = Figure(figsize=(10, 6.5))
-        top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.4]})
-    else:
-        fig = Figure(figsize=(10, 4.8))
-        top = fig.subplots()
-        bottom = None
+    rewards = reward is not None or result.validation is not None
+    fig = Figure(figsize=(10, 6.5 if rewards else 4.8))
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.4]}) if rewards else (
+        fig.subplots(), None)
     fail, passed = timeline.get("acr_all_fail"), timeline.get("acr_all_pass")
     acr = timeline.series["acr"]
     if fail is not None and passed is not None:
@@ -63,15 +60,13 @@ def acr_timeline(result: RunResult, path: Path) -> Figure:
     top.set_title(f"{_plain(result.label)}: advantage collapse rate\nfrom {_plain(report['basis'])}", fontsize=9)
     top.legend(loc="upper right", fontsize=7, ncol=2)
     top.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole steps only (shared with the bottom axes)
-    if bottom is None:
-        top.set_xlabel("step")
-    else:
+    (top if bottom is None else bottom).set_xlabel("step")
+    if bottom is not None:
         if reward is not None:
             bottom.plot(steps, reward, color="#1f77b4", linewidth=1, label="training reward mean")
         if result.validation is not None:
             bottom.plot(result.validation.steps, result.validation.series["reward_mean"], "o-", color="#9467bd",
                         markersize=3, linewidth=1, label="validation mean score")
-        bottom.set_xlabel("step")
         bottom.set_ylabel("reward")
         bottom.legend(loc="best", fontsize=7)
     return _save(fig, path)

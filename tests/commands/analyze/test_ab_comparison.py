@@ -12,8 +12,7 @@ import pytest
 from commands.analyze.generated_runs import PROMPTS, G, avspo_rows, draw_run, truth, write_verl_file_log
 
 from avspo_plugin.commands.analyze import plots
-from avspo_plugin.commands.analyze.accuracy import ONE_SEED_CAVEAT
-from avspo_plugin.commands.analyze.accuracy import answer, paired_difference
+from avspo_plugin.commands.analyze.accuracy import ONE_SEED_CAVEAT, answer, paired_difference
 from avspo_plugin.commands.analyze.run_logs import AnalyzeError
 
 ACCURACY = "val-core/gsm8k/acc/mean@1"
