@@ -1,8 +1,7 @@
 """``avspo advantages``: GRPO and AVSPO advantages side by side on drawn binary-reward batches, no training.
 
-Each step draws G rewards per prompt from Bernoulli(p) with p spread from
-hopeless to trivial, then prints the per-group advantages of plain GRPO next
-to AVSPO's, and the metrics and threshold the estimator reports.
+Each step draws G rewards per prompt from Bernoulli(p), p spread from hopeless to trivial, and prints each group's
+advantages under plain GRPO and under AVSPO, with the estimator's metrics and threshold.
 """
 
 from __future__ import annotations

@@ -51,22 +51,9 @@ def is_expected_error(err: BaseException) -> bool:
     return any(cls is not None and isinstance(err, cls) for cls in classes)
 
 
-def _add_arguments(sub: argparse.ArgumentParser, command: str) -> str | None:
-    """The subcommand's own arguments; when its extra is missing, a help that says so and the message (else None)."""
-    try:
-        module = importlib.import_module(SUBCOMMANDS[command][0])
-    except ModuleNotFoundError as err:
-        message = missing_extra(EXTRAS.get(command), err)
-        if message is None:
-            raise
-        sub.description = f"{sub.description} This command {message}."
-        return message
-    module.add_arguments(sub)
-    return None
-
-
 def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, str | None]:
-    """The parser, with the chosen subcommand's arguments, and the missing-extra message of that subcommand."""
+    """The parser, with the chosen subcommand's arguments (imported only for it), and the missing-extra message of
+    that subcommand, also said in its help."""
     parser = argparse.ArgumentParser(prog="avspo", description="ACR diagnostics and AVSPO advantages.")
     parser.add_argument(
         "--debug", action="store_true",
@@ -75,10 +62,19 @@ def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, str | No
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     missing = None
-    for name, (_, help_text) in SUBCOMMANDS.items():
+    for name, (module, help_text) in SUBCOMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
-        if name == chosen:
-            missing = _add_arguments(sub, name)
+        if name != chosen:
+            continue
+        try:
+            command = importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            missing = missing_extra(EXTRAS.get(name), err)
+            if missing is None:
+                raise
+            sub.description = f"{help_text} This command {missing}."
+        else:
+            command.add_arguments(sub)
     return parser, missing
 
 
@@ -123,10 +119,8 @@ def run_module(prog: str, module: ModuleType | str, args: argparse.Namespace, ex
         return _error(prog, stop.code, args.debug)
     except Exception as err:
         message = missing_extra(extra, err) if isinstance(err, ModuleNotFoundError) else None
-        if message is not None:
-            return _error(prog, message, args.debug)
-        if is_expected_error(err):
-            return _error(prog, str(err) or type(err).__name__, args.debug)
+        if message is not None or is_expected_error(err):
+            return _error(prog, message or str(err) or type(err).__name__, args.debug)
         traceback.print_exc()
         print(f"{prog}: internal error: {type(err).__name__}: {err}; this is a bug in avspo, please report it "
               "with the traceback above", file=sys.stderr)

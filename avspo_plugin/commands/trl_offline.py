@@ -1,10 +1,8 @@
 """``avspo trl-offline --out DIR``: a tiny model and dataset on disk, to run docs/using/trl.md's examples without the hub.
 
-DIR/model is a random 2-layer Qwen2 with a tokenizer of one token per printable ASCII character and a chat template
-(what TRL's chat-format prompts need); DIR/data/train.jsonl holds addition problems in the columns of the hub dataset
-the examples name (``prompt``: a list of chat messages, ``solution``: the answer, which TRL's ``accuracy_reward``
-verifies). Both load with ``from_pretrained`` and ``load_dataset`` like their hub counterparts. The model is random:
-what a run on it shows is that the pipeline runs, never what AVSPO does to learning.
+DIR/model: a random 2-layer Qwen2, one token per printable ASCII character, with a chat template; DIR/data/train.jsonl:
+addition problems in the hub dataset's columns (``prompt`` chat messages, ``solution`` for TRL's ``accuracy_reward``).
+A run on them shows that the pipeline runs, never what AVSPO does to learning.
 """
 
 from __future__ import annotations

@@ -171,9 +171,8 @@ class ProbeActor:
         return probe()
 
 
-def probe_in_ray_actor(
-    address: str | None = None, runtime_env: dict | None = None, timeout_s: float = 600
-) -> dict[str, Any]:
+def probe_in_ray_actor(address: str | None = None, runtime_env: dict | None = None,
+                       timeout_s: float = 600) -> dict[str, Any]:
     """:func:`probe` in a new Ray actor: in the running Ray session, else in the cluster :func:`connect_ray`
     joins (left, or stopped if started, afterwards). The report's ``ray`` says where."""
     import ray  # here, not at the top: `avspo doctor --host trl` loads this module and runs without Ray
@@ -275,11 +274,8 @@ def verl_validation_findings(config: Any) -> list[tuple[str, str]]:
     """verl's own check of the config, as ``main_ppo`` runs it before Ray starts (``auto_set_device``, then
     ``validate_config``): a refusal quotes verl's message, and what verl printed comes as warnings."""
     try:
-        from verl.trainer import main_ppo
-
-        auto_set_device, validate_config = main_ppo.auto_set_device, main_ppo.validate_config
-        need_reference_policy, need_critic = main_ppo.need_reference_policy, main_ppo.need_critic
-    except (ImportError, AttributeError) as err:
+        from verl.trainer.main_ppo import auto_set_device, need_critic, need_reference_policy, validate_config
+    except ImportError as err:
         return [("warn", f"verl's own config check (main_ppo's validate_config) cannot be run with this verl: {err}")]
     printed = io.StringIO()
     try:
