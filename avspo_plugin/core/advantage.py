@@ -42,10 +42,8 @@ FLOAT32_EXACT_INTEGERS = 2**24
 class AVSPOResult:
     """advantages: (B,) for :func:`compute_group_advantages`, (B, L) for :func:`compute_token_advantages`.
 
-    num_virtual: (N,) int64 K_j of each group (0: not augmented), groups in sorted label order;
-    virtual_rewards: (sum_j K_j,) float64, packed group after group (:mod:`.virtual`); empty without a valid row.
-    off_bound_groups: the multi-sample groups collapsed at a value that is neither reward bound;
-    off_bound_value: the lowest such value (inf when there is none).
+    num_virtual: (N,) int64 K_j, groups in sorted label order; virtual_rewards: (sum_j K_j,) float64, packed
+    (:mod:`.virtual`); off_bound_groups: the groups collapsed at neither reward bound, the lowest at off_bound_value.
     """
 
     advantages: torch.Tensor
@@ -274,16 +272,13 @@ def compute_group_advantages(
     scores: TensorLike, index: Any, config: AVSPOConfig | Mapping[str, Any], state: ThresholdState | None = None,
     valid: TensorLike | None = None, response_mask: TensorLike | None = None, call_in_step: int = 0,
 ) -> AVSPOResult:
-    """AVSPO advantages of sequence rewards, the state after this batch, and the batch's metrics.
+    """AVSPO advantages (B,) in scores' dtype, ``state`` advanced by Eq. 12 as if this batch were a whole step, and
+    the batch's metrics.
 
-    scores: (B,) sequence rewards; index: (B,) group labels (uids); the accepted types are :mod:`.inputs`'s.
-    valid: (B,) bool, False for rows that join no group (advantage 0).
-    response_mask: (B, L) 0/1, when the rewards come from tokens: a group none of whose valid rows has a response
-    token (verl's padding) joins no statistic or metric and gets advantage 0; an empty row in another group keeps
-    its reward in the group's statistics, as verl's GRPO does.
-    call_in_step: this call's place in the host's step. Groups of one valid sample keep verl's convention (mean 0,
-    std 1) and are never augmented. Returns advantages (B,) in scores' dtype, and ``state`` advanced by Eq. 12 as
-    if this batch were a whole step (:class:`~.session.AVSPOSession` advances once per step).
+    scores: (B,) sequence rewards; index: (B,) group labels (uids); valid: (B,) bool, False for rows that join no
+    group (advantage 0); response_mask: (B, L), where the rewards come from tokens: a group none of whose valid rows
+    has a response token (verl's padding) is left out, an empty row of another group is not (as in verl's GRPO).
+    call_in_step: the call's place in the host's step.
     """
     config = as_config(config)
     state = as_state(state, config)

@@ -18,10 +18,7 @@ import torch
 
 
 def label_array(index: Any) -> np.ndarray:
-    """The labels as a 1-D numpy array, to factorise and to name in error messages.
-
-    A list or tuple becomes an array of its own objects: np.asarray would coerce [3, "3"] to two strings "3".
-    """
+    """The labels as a 1-D numpy array; a list or tuple as its own objects (np.asarray makes [3, "3"] two "3")."""
     if isinstance(index, torch.Tensor):
         return index.detach().reshape(-1).cpu().numpy()
     if isinstance(index, np.ndarray):
@@ -116,13 +113,11 @@ def segment_max(values: torch.Tensor, group_ids: torch.Tensor, num_groups: int, 
 
 @dataclass(frozen=True)
 class GroupStats:
-    """Statistics of the valid samples of each group.
+    """Statistics of the valid samples of each group, each (N,).
 
-    In float64: count (N,) G_j; mean (N,) mu_{R_j}; sum_sq_dev (N,) sum_i (r_i - mu_{R_j})^2; std (N,)
-    sigma_{R_j} with the chosen ddof; low, high (N,) the lowest and highest reward.
-    In the scores' dtype: host_mean, host_std (N,), the mean and std rounded exactly as verl's GRPO
-    rounds them (torch.mean and torch.std of the group's scores, on CPU).
-    Every value is 0 where G_j = 0 (low +inf, high -inf); std and host_std are 0 where G_j <= ddof.
+    In float64: count G_j; mean mu_{R_j}; sum_sq_dev sum_i (r_i - mu_{R_j})^2; std sigma_{R_j} with the chosen
+    ddof; low, high the lowest and highest reward. In the scores' dtype: host_mean, host_std as verl's GRPO rounds
+    them. Every value is 0 where G_j = 0 (low +inf, high -inf); std and host_std are 0 where G_j <= ddof.
     """
 
     count: torch.Tensor
@@ -169,8 +164,7 @@ def group_stats(
 def grouped_order(group_ids: torch.Tensor, valid: torch.Tensor, num_groups: int) -> torch.Tensor:
     """The rows (B,) int64 sorted stably by group id, invalid rows last: each group's rows in batch order.
 
-    On CPU, with fewer than 2**15 groups, the ids are sorted as int16, which numpy sorts by radix in
-    linear time: ten times faster than torch's comparison sort of 8,192 int64 ids.
+    On CPU, under 2**15 groups, numpy's radix sort of int16 ids: ten times faster than torch's sort of 8,192 ids.
     """
     keys = torch.where(valid, group_ids, num_groups)
     if keys.device.type == "cpu" and num_groups < 2**15:

@@ -52,11 +52,8 @@ def adaptive_threshold_update(
 
 
 def threshold_in_force(config: AVSPOConfig, state: ThresholdState) -> float:
-    """The threshold this call compares ACR_t against: tau_t (adaptive), threshold_init (fixed).
-
-    A mode that reads no threshold (always, never) reports the constant that gives the same decision under
-    ACR_t > threshold (0: every collapsed group is augmented; 1: ACR never exceeds it).
-    """
+    """The threshold this call compares ACR_t against: tau_t (adaptive), threshold_init (fixed), or for a mode that
+    reads none the constant of the same decision under ACR_t > threshold (always: 0; never: 1)."""
     mode = THRESHOLD_MODES[config.threshold_mode]
     if mode.adapts_threshold:
         return state.tau
@@ -65,23 +62,17 @@ def threshold_in_force(config: AVSPOConfig, state: ThresholdState) -> float:
     return 0.0 if mode.augments else 1.0
 
 
-def is_triggered(config: AVSPOConfig, acr: float, threshold: float) -> bool:
-    """Eq. 13's batch condition ACR_t > tau_t; a mode that reads no threshold is open if it augments (always), else
-    shut (never)."""
-    mode = THRESHOLD_MODES[config.threshold_mode]
-    return acr > threshold if mode.reads_threshold else mode.augments
-
-
 def groups_to_augment(
     config: AVSPOConfig, acr: float, threshold: float, collapsed: torch.Tensor, all_fail: torch.Tensor,
     all_pass: torch.Tensor,
 ) -> tuple[bool, torch.Tensor]:
     """Eq. 13: R'_j = R_j U V_j  iff  ACR_t > tau_t  and  sigma_{R_j} < collapse_tol (group j collapsed).
 
-    The batch condition is the threshold mode's (:func:`is_triggered`); ``augmented_collapses`` narrows the group
-    condition to one kind. collapsed, all_fail, all_pass: (N,) bool. Returns (triggered, augmented (N,) bool).
+    A mode that reads no threshold is open if it augments (always), else shut (never); ``augmented_collapses``
+    narrows the group condition to one kind. collapsed, all_fail, all_pass: (N,) bool -> (triggered, augmented (N,)).
     """
-    triggered = is_triggered(config, acr, threshold)
+    mode = THRESHOLD_MODES[config.threshold_mode]
+    triggered = acr > threshold if mode.reads_threshold else mode.augments
     eligible = {"all": collapsed, "all_fail": all_fail, "all_pass": all_pass}[config.augmented_collapses]
     return triggered, eligible & triggered
 
