@@ -51,11 +51,11 @@ def accuracy_curve(scalars: ScalarLog | None, key: str, timeline: Timeline, sour
     # NaN values before the last are left out, each named in the run's warnings (and on stderr).
     values = dict(sorted(logged_values(scalars, key, source, (-math.inf, math.inf)).items()))
     samples = timeline.get("samples")
-    done = np.searchsorted(timeline.steps, list(values), side="right")
-    # Rollouts spent by each step: the training steps' samples summed up to it (0 before the first).
-    spent = [None] * len(done) if samples is None else np.cumsum(np.nan_to_num(samples))[done - 1] * (done > 0)
-    points = [{"step": step, "accuracy": value, "rollouts": None if used is None else int(used)}
-              for (step, value), used in zip(values.items(), spent)]
+    spent = [None] * len(values)
+    if samples is not None:  # the training steps' samples summed up to each step (0 before the first)
+        done = np.searchsorted(timeline.steps, list(values), side="right")
+        spent = [int(total) for total in np.concatenate([[0], np.cumsum(np.nan_to_num(samples))])[done]]
+    points = [{"step": step, "accuracy": value, "rollouts": used} for (step, value), used in zip(values.items(), spent)]
     best = max(points, key=lambda point: point["accuracy"])
     return {"key": key, "points": points, "first": points[0], "final": points[-1], "best": best,
             "rollouts_known": samples is not None}

@@ -123,9 +123,9 @@ def _group_kinds(scores: torch.Tensor, labels: np.ndarray, monitor: AVSPOConfig)
     stats = group_stats(scores, group_ids, num_groups, torch.ones_like(scores, dtype=torch.bool), ddof)
     collapsed = collapsed_groups(stats, monitor.collapse_tol)
     all_fail, all_pass = collapse_kinds(collapsed, stats, monitor.reward_low, monitor.reward_high)
-    flags = {"groups": multi_sample_groups(stats), "collapsed": collapsed, "all_fail": all_fail, "all_pass": all_pass}
-    return group_ids.numpy(), {"rollouts": stats.count.numpy().astype(np.int64)} | {
-        name: flag.numpy() for name, flag in flags.items()}
+    kinds = {"groups": multi_sample_groups(stats), "collapsed": collapsed, "all_fail": all_fail, "all_pass": all_pass}
+    counts = {name: flag.numpy() for name, flag in kinds.items()}
+    return group_ids.numpy(), {"rollouts": stats.count.numpy().astype(np.int64), **counts}
 
 
 def _group_prompts(group_ids: np.ndarray, num_groups: int, step, source: str) -> np.ndarray:
