@@ -58,8 +58,7 @@ def pop_metrics() -> dict[str, float]:
 def register_estimator() -> None:
     """Register ``avspo`` in verl's registry, unless this package's estimator already holds the name (any copy of
     this package's: they share the process's session)."""
-    registry = core_algos.ADV_ESTIMATOR_REGISTRY
-    existing = registry.get(ESTIMATOR)
+    existing = core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR)
     if existing is None:
         core_algos.register_adv_est(ESTIMATOR)(compute_avspo_outcome_advantage)
     elif not getattr(existing, "avspo_estimator", False):

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-from importlib import metadata
 
 import verl
 
@@ -19,13 +18,7 @@ KNOWN_GOOD_VERL = VERL.tested
 
 def verl_version() -> str:
     """The version of the verl this process imported (a source checkout on PYTHONPATH included)."""
-    version = getattr(verl, "__version__", None)
-    if version:
-        return str(version)
-    try:
-        return metadata.version("verl")
-    except metadata.PackageNotFoundError:
-        return "(unknown)"
+    return str(getattr(verl, "__version__", None) or "(unknown)")
 
 
 def untested_verl(version: str) -> str | None:
