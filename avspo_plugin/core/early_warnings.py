@@ -86,14 +86,12 @@ class EarlyWarnings:
         """
         flags: dict[str, float] = {}
         fired: list[str] = []
-        if acr is not None and self.stagnation.enabled:
-            if self.stagnation.observe(acr, step):
-                fired.append(stagnation_message(self.stagnation, step, acr))
-            flags[self.stagnation.name] = self.stagnation.flag
-        if entropy is not None and self.entropy_collapse.enabled:
-            if self.entropy_collapse.observe(entropy, step):
-                fired.append(entropy_collapse_message(self.entropy_collapse, step, entropy))
-            flags[self.entropy_collapse.name] = self.entropy_collapse.flag
+        for warning, value, message in ((self.stagnation, acr, stagnation_message),
+                                        (self.entropy_collapse, entropy, entropy_collapse_message)):
+            if value is not None and warning.enabled:
+                if warning.observe(value, step):
+                    fired.append(message(warning, step, value))
+                flags[warning.name] = warning.flag
         # A step without collapsed groups had nothing to augment: its streak neither grows nor ends.
         counted = acr is not None and acr > 0 and augmented is not None and self.inert_trigger.enabled
         if counted and self.inert_trigger.observe(1.0 if augmented == 0 else 0.0, step):

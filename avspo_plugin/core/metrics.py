@@ -24,11 +24,8 @@ METRIC_REDUCTIONS: dict[str, str] = {
 CALL_METRICS = tuple(name for name in METRIC_REDUCTIONS if name != "filtered_groups")
 # What a monitor beside another estimator logs: the reward side alone. The rest describe AVSPO's own
 # advantages (virtual samples, its threshold), which a monitor never forms; effective_acr equals acr there.
-MONITOR_METRICS = (
-    "acr", "acr_all_fail", "acr_all_pass", "near_collapse", "near_collapse_success", "near_collapse_failure",
-    "groups", "filtered_groups", "samples",
-    "wasted_rollouts", "reward_mean",
-)  # fmt: skip
+MONITOR_METRICS = ("acr", "acr_all_fail", "acr_all_pass", "near_collapse", "near_collapse_success",
+                   "near_collapse_failure", "groups", "filtered_groups", "samples", "wasted_rollouts", "reward_mean")
 
 # How each reduction reads in docs/using/metrics.md.
 REDUCTION_HELP = {
