@@ -25,7 +25,6 @@ COLLAPSE_CHOICES = ("all", "all_fail", "all_pass")
 # What the lab measured of acting, rendered from its studies' JSON (tests/test_rendered.py checks both agree): quoted
 # by the doctor and analyze, never read to choose a default.
 DEFAULT_EVIDENCE = json.loads(Path(__file__).with_name("default_evidence.json").read_text(encoding="utf-8"))
-STD_KINDS = ("unbiased", "population")
 
 logger = logging.getLogger(__name__)
 # Names changed before the package was first published, {earlier name: name now}, for every surface (a config key, a
@@ -296,7 +295,7 @@ class AVSPOConfig(CollapseSettings, EarlyWarningSettings):
         "unbiased", STATISTICS,
         "Std of the group statistics: unbiased (divide by n - 1, as verl's GRPO) or population (divide by n, "
         "as the paper's formulas).",
-        OneOf(STD_KINDS),
+        OneOf(("unbiased", "population")),
     )
     norm_by_std: bool = _key(
         True, STATISTICS,
@@ -416,8 +415,7 @@ def warn_inert_keys(
     config: AVSPOConfig, given: Iterable[str], log: logging.Logger = logger, name: Callable[[str], str] = str
 ) -> None:
     """One warning per key of ``given`` that cannot act (:func:`inert_keys`), once per process, on ``log``."""
-    for inert in inert_keys(config, given):
-        message = inert.message(name)
+    for message in (inert.message(name) for inert in inert_keys(config, given)):
         if message not in _WARNED_INERT:
             _WARNED_INERT.add(message)
             log.warning(message)

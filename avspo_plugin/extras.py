@@ -20,9 +20,8 @@ def missing_extra(extra: str | None, err: ModuleNotFoundError) -> str | None:
 
 @contextlib.contextmanager
 def extra_imports(module: str, prog: str, extra: str) -> Iterator[None]:
-    """The imports of a checkout program (``python -m ...``) that need ``extra``: run as the program (``module`` is
-    its ``__name__``, ``"__main__"``), a package of the extra missing ends it with one line naming the install
-    command and exit status 2, as the console script's commands; imported as a library, the error is raised."""
+    """The imports of a checkout program that need ``extra``: run as the program (``module``, its ``__name__``, is
+    ``"__main__"``), a missing package ends it with one line naming the install command and exit status 2."""
     try:
         yield
     except ModuleNotFoundError as err:

@@ -51,9 +51,8 @@ _UNIT_TEXT = re.compile(
 # A unit as plain words after a number: 10 dollars, 54 square centimeters, 60 km/h.
 _UNIT_WORDS = re.compile(r"(?<=[\d}])\s+(?P<unit>[A-Za-z]{2,}(?:[\s/-]+[A-Za-z]+)*)\.?(?:\s*\^\s*\{?[23]\}?)?\s*$")
 # Words after a number that are mathematics, not units ("2 pi", "3 and 4" is handled before).
-_NOT_UNITS = frozenset(
-    ["pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "log", "ln", "exp", "mod", "and", "or", "infinity", "inf"]
-)
+_NOT_UNITS = frozenset(["pi", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "log",
+                       "ln", "exp", "mod", "and", "or", "infinity", "inf"])
 # Single letters that are constants, not units, in \mathrm{e} / \text{i}.
 _CONSTANT_LETTERS = frozenset({"e", "i"})
 # "x = 5", "k=2": a left side of at most two characters is dropped, as in Hendrycks' strip_string.
@@ -92,7 +91,7 @@ def _stripped_span(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def _boxed_occurrences(text: str) -> list[str | None]:
-    """Every ``\\boxed`` / ``\\fbox`` not inside another one, in order of appearance: its content (a box
+    """Every ``\\boxed`` / ``\\fbox`` not inside another one, in order of appearance: its content, stripped (a box
     that holds only a box is unwrapped), or None when it is unclosed or has no argument (the output was
     cut off inside it). ``\\boxed 5`` counts as ``\\boxed{5}``.
 
@@ -124,7 +123,7 @@ def _boxed_occurrences(text: str) -> list[str | None]:
             if inner is None or inner.end() >= last or text[inner.end()] != "{" or closing[inner.end()] != last - 1:
                 break
             content = inner.end() + 1, last - 1
-        outer.append(None if content is None else text[content[0] : content[1]])
+        outer.append(None if content is None else text[first:last])
     return outer
 
 
@@ -133,17 +132,15 @@ def last_boxed(text: str, parts: int = 1) -> str | None:
     ``parts`` > 1 and a last box of fewer parts, the last boxes joined (", ") until they have
     ``parts`` parts, when they add up exactly."""
     occurrences = _boxed_occurrences(text)
-    if not occurrences or occurrences[-1] is None or not occurrences[-1].strip():
-        return None
-    last = occurrences[-1].strip()
-    if parts <= 1 or len(answer_parts(grading_form(last))) >= parts:
-        return last
+    last = occurrences[-1] if occurrences else None
+    if not last or parts <= 1 or len(answer_parts(grading_form(last))) >= parts:
+        return last or None
     joined: list[str] = []
     count = 0
     for content in reversed(occurrences):
-        if content is None or not content.strip():
+        if not content:
             break
-        joined.insert(0, content.strip())
+        joined.insert(0, content)
         count += len(answer_parts(grading_form(content)))
         if count >= parts:
             break
@@ -204,10 +201,8 @@ def check_answer_sources(answer_sources: Sequence[str]) -> tuple[str, ...]:
     """``answer_sources`` as a tuple; ValueError unless it is a non-empty list of ANSWER_SOURCES."""
     sources = tuple(answer_sources)
     if not sources or any(source not in ANSWER_SOURCES for source in sources):
-        raise ValueError(
-            f"reward_kwargs.answer_sources={list(sources)!r} is invalid: use a non-empty list of "
-            f"{', '.join(ANSWER_SOURCES)}"
-        )
+        raise ValueError(f"reward_kwargs.answer_sources={list(sources)!r} is invalid: use a non-empty list of "
+                         f"{', '.join(ANSWER_SOURCES)}")
     return sources
 
 

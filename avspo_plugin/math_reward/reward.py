@@ -55,9 +55,6 @@ class MathScore:
     reason: str
     detail: str  # what math-verify said, or the error
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def _result(correct: bool, pred: str, source: str, reason: str, detail: str = "") -> MathScore:
     return MathScore(float(correct), correct, pred, source, reason, detail)
@@ -130,9 +127,9 @@ def compute_score(
     ``extra_info`` and other keyword arguments verl passes are ignored."""
     sources = check_answer_sources(answer_sources)
     try:
-        return score_answer(solution_str, ground_truth, answer_sources=sources, timeout_s=timeout_s).as_dict()
+        return asdict(score_answer(solution_str, ground_truth, answer_sources=sources, timeout_s=timeout_s))
     except Exception as err:  # a reward must not take a training run down over one sample
-        return _result(False, "", "none", INTERNAL_ERROR, f"{type(err).__name__}: {err}").as_dict()
+        return asdict(_result(False, "", "none", INTERNAL_ERROR, f"{type(err).__name__}: {err}"))
 
 
 def _score_pair(pair: tuple[Any, Any], answer_sources: tuple[str, ...], timeout_s: int) -> MathScore:
