@@ -11,9 +11,10 @@ from avspo_plugin.host_versions import SupportedReleases
 READY, NOT_READY = 0, 1
 
 
-def line(level: str, text: str, indent: int = 2) -> None:
-    """One finding; level is ok, warn or FAIL."""
+def line(level: str, text: str, indent: int = 2) -> bool:
+    """Print one finding; level is ok, warn or FAIL. True when it is a failure."""
     print(f"{' ' * indent}[{level}] {text}")
+    return level == "FAIL"
 
 
 def installed_version(distribution: str) -> str | None:

@@ -65,9 +65,7 @@ def run(args: argparse.Namespace) -> int:
         line("ok", f"patches/openrlhf-{PATCHED_RELEASE}-avspo.patch applies to this release")
     else:
         line("warn", f"patches/openrlhf-{PATCHED_RELEASE}-avspo.patch is for OpenRLHF {PATCHED_RELEASE} only")
-    if args.no_ray:
-        return READY
-    return READY if preflight_finding(args.ray_address) else NOT_READY
+    return READY if args.no_ray or preflight_finding(args.ray_address) else NOT_READY
 
 
 def preflight_finding(address: str | None) -> bool:
@@ -97,10 +95,7 @@ def preflight_finding(address: str | None) -> bool:
     finally:
         ray.shutdown()
     for report in reports:
-        line("ok", f"Ray node {report['node_ip']}: {versions_of(report)}, the avspo hook in place in a fresh worker "
-             f"({report['python']})")  # fmt: skip
+        versions = ", ".join(f"{name} {version or 'not found'}" for name, version in report["versions"].items())
+        line("ok", f"Ray node {report['node_ip']}: {versions}, the avspo hook in place in a fresh worker "
+                   f"({report['python']})")
     return True
-
-
-def versions_of(report: dict) -> str:
-    return ", ".join(f"{name} {version or 'not found'}" for name, version in report["versions"].items())

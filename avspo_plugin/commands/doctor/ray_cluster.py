@@ -24,12 +24,11 @@ def connect_timeout_s() -> float:
     if not text:
         return CONNECT_TIMEOUT_S
     try:
-        value = float(text)
+        if math.isfinite(value := float(text)) and value > 0:
+            return value
     except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{TIMEOUT_VARIABLE}={text!r}: expected a number of seconds above 0")
-    return value
+        pass
+    raise ValueError(f"{TIMEOUT_VARIABLE}={text!r}: expected a number of seconds above 0")
 
 
 def connect_ray(address: str | None, runtime_env: dict | None = None, timeout_s: float | None = None) -> str:

@@ -295,12 +295,12 @@ def verl_validation_findings(config: Any) -> list[tuple[str, str]]:
 def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> list[tuple[str, str]]:
     """(level, text) findings on what ``prompts`` prompts per step (data.train_batch_size) in groups of ``n``
     (rollout.n) mean for AVSPO: what runs, its trigger, and a rollout.n that leaves no group."""
-    notes = []
-    if n is not None and int(n) < 2:
+    n, notes = None if n is None else int(n), []
+    if n is not None and n < 2:
         notes.append(("warn", f"algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n={n}: each prompt has a "
                               "single response, so no group can collapse or be augmented (avspo/groups 0); set "
                               "rollout.n >= 2 for groups"))
-    notes.append(("ok", f"this run: {what_runs(avspo, prompts, None if n is None else int(n))}"))
+    notes.append(("ok", f"this run: {what_runs(avspo, prompts, n)}"))
     mode = THRESHOLD_MODES[avspo.threshold_mode]
     if mode.can_stay_shut:
         notes.append(trigger_note(avspo, n, prompts))
@@ -327,7 +327,6 @@ def trigger_note(avspo: AVSPOConfig, group_size: int | None, prompts: int | None
     if not prompts:
         return "warn", (f"{head}; data.train_batch_size is not set, so how often that happens is not known here: with "
                         f"many prompts per step seldom. {advice}")
-    group_size = None if group_size is None else int(group_size)
     low, high = outlook_at_paper_acr(avspo, int(prompts), group_size)
     batch = (f"{prompts} prompt{'s' if prompts != 1 else ''} per step (data.train_batch_size) in groups of "
              f"actor_rollout_ref.rollout.n={group_size if group_size is not None else '(not set)'}")
@@ -367,8 +366,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             config = compose_config(args.config_path, args.config_name, args.overrides)
         except Exception as err:
-            line("FAIL", f"config {where}: cannot compose: {err}")
-            failed = True
+            failed |= line("FAIL", f"config {where}: cannot compose: {err}")
         if config is not None:
             print(f"  config {where}:")
             try:
@@ -378,8 +376,7 @@ def run(args: argparse.Namespace) -> int:
             if not any(level == "FAIL" for level, _ in findings):  # verl's launch would stop at the plugin's check
                 findings += verl_validation_findings(config)
             for level, text in findings:
-                line(level, text, indent=4)
-                failed |= level == "FAIL"
+                failed |= line(level, text, indent=4)
     if not args.no_ray:
         try:
             remote = probe_in_ray_actor(args.ray_address, _user_runtime_env(config))
@@ -387,30 +384,24 @@ def run(args: argparse.Namespace) -> int:
             line("FAIL", f"fresh Ray actor: could not run the check: {err!r}")
             return NOT_READY
         where = f"a fresh Ray actor (pid {remote['pid']} on {remote['host']}, in {remote['ray']})"
-        failed |= _print_interpreter(where, local, remote)
+        if remote["python"] == local["python"]:
+            line("ok", f"{where} runs this Python: {remote['python']}")
+        else:  # its workers would import another environment's packages than the ones checked here
+            failed |= line("FAIL", f"{where} runs another Python, {remote['python']}, than this process's "
+                                   f"{local['python']}: Ray's workers use another environment (a runtime_env's "
+                                   "py_executable or conda, another node's install), so what is checked here is not "
+                                   "what the run will import; start Ray from this environment")
         failed |= _print_registration(where, remote)
         if remote.get("versions") != local.get("versions"):
             line("warn", f"the Ray actor has other versions: {_versions_line(remote)}")
     return NOT_READY if failed else READY
 
 
-def _print_interpreter(where: str, local: dict[str, Any], remote: dict[str, Any]) -> bool:
-    """Print whether the actor runs the doctor's own Python; True when not (its workers import other packages)."""
-    if remote["python"] == local["python"]:
-        line("ok", f"{where} runs this Python: {remote['python']}")
-        return False
-    line("FAIL", f"{where} runs another Python, {remote['python']}, than this process's {local['python']}: Ray's "
-                 "workers use another environment (a runtime_env's py_executable or conda, another node's install), so "
-                 "what is checked here is not what the run will import; start Ray from this environment")
-    return True
-
-
 def _print_imported_verl(where: str, report: dict[str, Any]) -> bool:
     """Print which verl the process imports; True when there is none."""
     imported = report["verl_imported"]
     if imported["path"] is None:
-        line("FAIL", f"verl imported in {where}: none found on sys.path")
-        return True
+        return line("FAIL", f"verl imported in {where}: none found on sys.path")
     line("ok", f"verl imported in {where}: {imported['version'] or 'version unknown'} from {imported['path']}")
     installed = report["versions"]["verl"]
     if installed and imported["version"] and installed != imported["version"]:
@@ -422,12 +413,10 @@ def _print_imported_verl(where: str, report: dict[str, Any]) -> bool:
 def _print_registration(where: str, report: dict[str, Any]) -> bool:
     """Print one process's registration, its hooks and verl release; True when it is a failure."""
     if "verl_error" in report:
-        line("FAIL", f"{where}: import verl failed:\n{_indent(report['verl_error'])}")
-        return True
+        return line("FAIL", f"{where}: import verl failed:\n{_indent(report['verl_error'])}")
     if not report["registered"]:
         line("FAIL", f"avspo NOT registered in {where}. Why:")
-        for reason in report["why_not"]:
-            print(_indent(reason, "      - "))
+        print("\n".join(_indent(reason, "      - ") for reason in report["why_not"]))
         return True
     line("ok", f"avspo registered in {where}: {report['registered_as']}")
     if "hooks" not in report:
@@ -444,8 +433,7 @@ def _print_registration(where: str, report: dict[str, Any]) -> bool:
         print(f"      {'MISSING' if name in missing else '-'} {name}: {state}")
     verl_version, known = report["verl_imported"]["version"], report["known_good_verl"]
     if report.get("refused_verl"):
-        line("FAIL", report["refused_verl"])
-        return True
+        return line("FAIL", report["refused_verl"])
     if report["untested_verl"]:
         line("warn", report["untested_verl"])
     elif verl_version in known:
