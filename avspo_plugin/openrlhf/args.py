@@ -1,10 +1,8 @@
-"""The avspo options as OpenRLHF command-line flags, and reading them back from OpenRLHF's ``args``.
+"""The avspo options as OpenRLHF flags, and reading them back from OpenRLHF's ``args``.
 
-OpenRLHF has named its flags two ways. Since 0.10.2 they are dotted and ``hierarchize`` turns the
-parsed namespace into nested namespaces (``--algo.advantage.estimator`` -> ``args.algo.advantage.estimator``);
-up to 0.10.1 they are flat (``--advantage_estimator``). The avspo flags follow the installed
-release's convention: ``--algo.advantage.avspo.<key>`` or ``--avspo_<key>``, one per AVSPOConfig key,
-with AVSPOConfig's default and help text; a key's earlier name (config.EARLIER_NAMES) is refused, naming the flag now.
+Since 0.10.2 OpenRLHF's flags are dotted (``--algo.advantage.estimator``; ``hierarchize`` nests the parsed namespace),
+up to 0.10.1 flat (``--advantage_estimator``). The avspo flags follow the release: ``--algo.advantage.avspo.<key>`` or
+``--avspo_<key>``, one per AVSPOConfig key, with its default and help; a key's earlier name is refused.
 """
 
 from __future__ import annotations
@@ -13,11 +11,10 @@ import argparse
 import dataclasses
 import difflib
 import logging
-import types
-import typing
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
+from ..allowed import AutoOrInteger, Boolean, Integer, Number, OneOf
 from ..config import EARLIER_NAMES, AVSPOConfig, NotGiven, key_help, misspelt_name, warn_inert_keys
 from ..names import ESTIMATOR
 
@@ -26,7 +23,6 @@ from ..names import ESTIMATOR
 HOST_DEFAULTS: dict[str, Any] = {"epsilon": 1e-9}
 
 _REQUIRED = object()  # read_arg without a default raises
-_MISSING = object()  # a default that stands for "no such argument"
 
 logger = logging.getLogger(__name__)
 
@@ -74,30 +70,22 @@ FLAT = ArgLayout(
 LAYOUTS = (DOTTED, FLAT)
 
 
-def read_arg(args: Any, name: str, default: Any = _REQUIRED) -> Any:
-    """``args.<name>`` from a parsed namespace (dests may contain dots) or a hierarchized one."""
+def arg_holder(args: Any, name: str) -> tuple[Any, str]:
+    """The object holding ``args.<name>`` and the attribute there: a parsed namespace keeps a dest's dots, a
+    hierarchized one nests it (None when a parent is missing)."""
     if hasattr(args, name):
-        return getattr(args, name)
-    node = args
-    for part in name.split("."):
-        if not hasattr(node, part):
-            if default is _REQUIRED:
-                raise AttributeError(f"OpenRLHF's arguments have no {name!r}")
-            return default
-        node = getattr(node, part)
-    return node
-
-
-def write_arg(args: Any, name: str, value: Any) -> None:
-    """Set ``args.<name>`` where :func:`read_arg` reads it."""
-    if hasattr(args, name):
-        setattr(args, name, value)
-        return
+        return args, name
     *parents, last = name.split(".")
-    node = args
     for part in parents:
-        node = getattr(node, part)
-    setattr(node, last, value)
+        args = getattr(args, part, None)
+    return args, last
+
+
+def read_arg(args: Any, name: str, default: Any = _REQUIRED) -> Any:
+    holder, attribute = arg_holder(args, name)
+    if default is _REQUIRED and not hasattr(holder, attribute):
+        raise AttributeError(f"OpenRLHF's arguments have no {name!r}")
+    return getattr(holder, attribute, default)
 
 
 def layout_of(args: Any) -> ArgLayout:
@@ -119,12 +107,8 @@ def given_values(args: Any) -> dict[str, Any]:
     """The avspo options the user gave in OpenRLHF's ``args`` ({key: value}): a flag left out holds
     its NotGiven default (:func:`add_avspo_arguments`), or is not there at all."""
     layout = layout_of(args)
-    values = {}
-    for key in AVSPOConfig.keys():
-        value = read_arg(args, layout.avspo_dest(key), _MISSING)
-        if value is not _MISSING and value is not None and not isinstance(value, NotGiven):
-            values[key] = value
-    return values
+    values = {key: read_arg(args, layout.avspo_dest(key), None) for key in AVSPOConfig.keys()}
+    return {key: value for key, value in values.items() if not isinstance(value, NotGiven | None)}
 
 
 def avspo_config_from_args(args: Any) -> AVSPOConfig:
@@ -167,30 +151,6 @@ def check_avspo_args(args: Any) -> None:
     warn_inert_keys(avspo_config_from_args(args), given_values(args), logger, lambda key: layout.flag(layout.avspo_dest(key)))
 
 
-def add_avspo_arguments(parser: argparse.ArgumentParser, layout: ArgLayout = DOTTED) -> None:
-    """One flag per AVSPOConfig key, named in the layout's convention, with its default (NotGiven, so that a value
-    given equal to it is told from it) and help."""
-    hints = typing.get_type_hints(AVSPOConfig)
-    for field in dataclasses.fields(AVSPOConfig):
-        default = default_of(field.name)
-        help_text = key_help(field)
-        if field.name in HOST_DEFAULTS:
-            help_text += f" Under OpenRLHF the default is {default!r}, as in its group_norm."
-        # argparse %-formats help text.
-        help_text = f"avspo estimator: {help_text} (default: {default!r})".replace("%", "%%")
-        kwargs: dict[str, Any] = {"default": NotGiven(default), "help": help_text}
-        hint = hints[field.name]
-        if "choices" in field.metadata:
-            kwargs.update(type=str, choices=field.metadata["choices"])
-        elif hint is bool:
-            kwargs.update(type=parse_bool, metavar="{true,false}")
-        elif typing.get_origin(hint) in (Union, types.UnionType):
-            kwargs.update(type=parse_num_virtual, metavar="{auto,K}")
-        else:
-            kwargs["type"] = hint
-        parser.add_argument(layout.flag(layout.avspo_dest(field.name)), **kwargs)
-
-
 def parse_bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("true", "1", "yes"):
@@ -208,3 +168,28 @@ def parse_num_virtual(text: str) -> str | int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is neither 'auto' nor an integer") from None
+
+
+# How argparse reads each kind of value a key allows.
+ARGUMENT_TYPES: dict[type, dict[str, Any]] = {
+    Boolean: {"type": parse_bool, "metavar": "{true,false}"},
+    AutoOrInteger: {"type": parse_num_virtual, "metavar": "{auto,K}"},
+    Integer: {"type": int},
+    Number: {"type": float},
+    OneOf: {"type": str},
+}
+
+
+def add_avspo_arguments(parser: argparse.ArgumentParser, layout: ArgLayout = DOTTED) -> None:
+    """One flag per AVSPOConfig key, named in the layout's convention, with its default (NotGiven, so that a value
+    given equal to it is told from it) and help."""
+    for field in dataclasses.fields(AVSPOConfig):
+        default = default_of(field.name)
+        help_text = key_help(field)
+        if field.name in HOST_DEFAULTS:
+            help_text += f" Under OpenRLHF the default is {default!r}, as in its group_norm."
+        parser.add_argument(
+            layout.flag(layout.avspo_dest(field.name)), default=NotGiven(default), choices=field.metadata.get("choices"),
+            help=f"avspo estimator: {help_text} (default: {default!r})".replace("%", "%%"),  # argparse %-formats help
+            **ARGUMENT_TYPES[type(field.metadata["allowed"])],
+        )

@@ -1,15 +1,9 @@
 """AVSPO in place of OpenRLHF's group_norm, the state behind it, and what goes to OpenRLHF's logs.
 
-OpenRLHF's ``RemoteExperienceMaker.compute_advantages_and_returns`` puts the batch's sequence
-rewards back in prompt order and reshapes them to (prompts, n_samples_per_prompt), one row per
-prompt group; group_norm then forms (r - mean) / (std + 1e-9) per row, unbiased std.
-:func:`group_advantages` is the avspo estimator's version of that one step, for the patched
-OpenRLHF and for the runtime route alike. The rest of the method (length penalties before,
-KL penalty and returns after) stays OpenRLHF's.
-
-The method runs in the process of the PPO trainer actor, which keeps one :data:`SESSION` (the
-core's AVSPOSession): the adaptive threshold's state across steps, the early warnings
-(stagnation, entropy collapse) and the metrics waiting for the step's log.
+OpenRLHF's ``compute_advantages_and_returns`` reshapes the sequence rewards to (prompts, n_samples_per_prompt) in
+prompt order; group_norm forms (r - mean) / (std + 1e-9) per row, unbiased std. :func:`group_advantages` is the avspo
+estimator's version of that one step, for the patched OpenRLHF and the runtime route alike. The PPO trainer actor's
+process keeps one :data:`SESSION`: the threshold across steps, the early warnings, the metrics awaiting the log.
 """
 
 from __future__ import annotations
@@ -21,7 +15,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..config import AVSPOConfig
 from ..core.advantage import reward_range_problem
 from ..core.host import Host
 from ..launch import announce
@@ -37,22 +30,25 @@ SESSION = HOST.new_session()
 
 
 def group_advantages(rewards: torch.Tensor, args: Any) -> torch.Tensor:
-    """The avspo estimator in place of group_norm.
-
-    rewards: (prompts, n_samples_per_prompt), one row per prompt group, as OpenRLHF arranges them;
-    args: OpenRLHF's arguments (the avspo options are read from them). Returns the advantages,
-    same shape and dtype; rows that are not augmented get group_norm's (r - mean) / (std + eps).
-    """
+    """The avspo estimator in place of group_norm: rewards (prompts, n_samples_per_prompt) -> advantages, same shape
+    and dtype (rows not augmented get group_norm's); the avspo options are read from OpenRLHF's ``args``."""
     if rewards.dim() != 2 or rewards.shape[1] < 2:
         raise ValueError(
             f"avspo needs rewards of shape (prompts, n_samples_per_prompt) with n_samples_per_prompt >= 2, "
             f"got shape {tuple(rewards.shape)}"
         )
     config = avspo_config_from_args(args)
-    problem = reward_bounds_problem(rewards, args, config)
+    prompts, samples = rewards.shape
+    layout = layout_of(args)
+    flat = rewards.detach().reshape(-1).to(torch.float64)
+    problem = reward_range_problem(
+        flat, torch.isfinite(flat), config, lambda row: f"prompt row {row // samples}, sample {row % samples}",
+        tuple(layout.flag(layout.avspo_dest(key)) for key in ("reward_low", "reward_high", "threshold_mode")),
+        lambda row: f"; the reward is {_reward_source(args, layout)}, and an overlong penalty lowers its lowest value "
+        "by up to its factor",
+    )  # fmt: skip
     if problem is not None:
         raise ValueError(problem)
-    prompts, samples = rewards.shape
     announce(config, prompts, samples, "OpenRLHF")
     # Group labels name the prompt's row in the rollout batch, as errors about a reward show them.
     index = np.array([f"prompt {row}" for row in range(prompts) for _ in range(samples)], dtype=object)
@@ -60,23 +56,6 @@ def group_advantages(rewards: torch.Tensor, args: Any) -> torch.Tensor:
     # One rollout batch is one step of Eq. 12 (OpenRLHF computes its advantages in one call).
     SESSION.close_step()
     return advantages
-
-
-def reward_bounds_problem(rewards: torch.Tensor, args: Any, config: AVSPOConfig) -> str | None:
-    """What is wrong when avspo places virtual rewards and a reward leaves [reward_low, reward_high]; else None.
-
-    rewards: (prompts, n_samples_per_prompt). The message names where OpenRLHF's reward came from (reward
-    function or model, length penalties) and how to set the bounds. Monitor-only runs accept any reward.
-    """
-    flat = rewards.detach().reshape(-1).to(torch.float64)
-    layout = layout_of(args)
-    samples = rewards.shape[1]
-    return reward_range_problem(
-        flat, torch.isfinite(flat), config, lambda row: f"prompt row {row // samples}, sample {row % samples}",
-        tuple(layout.flag(layout.avspo_dest(key)) for key in ("reward_low", "reward_high", "threshold_mode")),
-        lambda row: f"; the reward is {_reward_source(args, layout)}, and an overlong penalty lowers its lowest value "
-        "by up to its factor",
-    )  # fmt: skip
 
 
 def _reward_source(args: Any, layout: ArgLayout) -> str:
@@ -103,11 +82,8 @@ def rollout_stats() -> dict[str, float]:
 
 
 def entropy_collapse_flag(logs: Mapping[str, Any]) -> dict[str, float]:
-    """``avspo/entropy_collapse`` from the step's logged policy entropy; {} when it was not logged.
-
-    OpenRLHF's actor reports its mean token entropy as ``entropy_loss`` when --actor.entropy_coef is
-    set (0 logs it without training on it).
-    """
+    """``avspo/entropy_collapse`` from the step's logged policy entropy; {} when it was not logged (OpenRLHF's actor
+    logs it as ``entropy_loss`` when --actor.entropy_coef is set, 0 included)."""
     entropy = logs.get(HOST.entropy_metric)
     if entropy is None:
         return {}

@@ -1,21 +1,11 @@
 """``avspo openrlhf ARGS...``: OpenRLHF's ``train_ppo_ray`` with the avspo estimator, OpenRLHF unmodified.
 
-ARGS are train_ppo_ray's own arguments, ``--help`` included, where ``--algo.advantage.estimator``
-also takes ``avspo`` and the avspo options are ``--algo.advantage.avspo.<key>`` (on releases up to
-0.10.1: ``--advantage_estimator avspo`` and ``--avspo_<key>``), the flags the patched OpenRLHF has.
-
-The command installs the estimator in its own process (:func:`.worker_setup.install`) and runs
-``openrlhf.cli.train_ppo_ray`` as ``__main__``. For that run only,
-
-* in the one argparse parser that declares the estimator flag, ``avspo`` joins its choices, the
-  avspo flags follow it, and they are checked once parsed, so a bad option fails here rather than
-  in a Ray actor; other parsers behave as before (:func:`avspo_argument_parser`);
-* ``ray.init`` puts ``worker_process_setup_hook`` (:func:`.worker_setup.setup_worker`) into the
-  runtime_env OpenRLHF passes, so every worker process of the job installs the estimator; the
-  rest of OpenRLHF's runtime_env is kept as it is. Once Ray is up, and before OpenRLHF creates
-  any actor, :func:`.preflight.check_nodes` checks every node.
-
-It first checks the installed OpenRLHF's version (:mod:`.versions`) and refuses unsupported releases.
+ARGS are train_ppo_ray's own, ``--help`` included, with ``avspo`` among the estimator's choices and the avspo flags of
+:mod:`.args`. After checking the installed release (:mod:`.versions`), the command installs the estimator in its own
+process and runs ``openrlhf.cli.train_ppo_ray`` as ``__main__``, for that run only with the avspo flags in the parser
+that declares the estimator flag (checked once parsed, so a bad option fails before any Ray actor), and with the
+worker setup hook (:func:`.worker_setup.setup_worker`) in the runtime_env of OpenRLHF's ``ray.init``, followed by
+:func:`.preflight.check_nodes` on every node.
 """
 
 from __future__ import annotations
@@ -26,8 +16,9 @@ import functools
 import importlib.util
 import runpy
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
+from unittest import mock
 
 import ray
 
@@ -35,7 +26,7 @@ from ..names import ESTIMATOR, install_line
 from . import preflight
 from .args import LAYOUTS, add_avspo_arguments, check_avspo_args, misspelt_flag
 from .versions import check_openrlhf
-from .worker_setup import SETUP_HOOK, install
+from .worker_setup import SETUP_HOOK, setup_worker
 
 TRAIN_MODULE = "openrlhf.cli.train_ppo_ray"
 SETUP_HOOK_FIELD = "worker_process_setup_hook"
@@ -45,17 +36,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Every argument, --help included, is train_ppo_ray's: this parser recognises no option of its own.
     parser.prefix_chars = "\0"
     parser.add_argument(
-        "openrlhf_args",
-        nargs=argparse.REMAINDER,
-        metavar="ARGS",
+        "openrlhf_args", nargs=argparse.REMAINDER, metavar="ARGS",
         help="train_ppo_ray's arguments with --algo.advantage.estimator avspo and --algo.advantage.avspo.<key> "
         "options; 'avspo openrlhf --help' lists them all",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    """A missing or unsupported OpenRLHF raises before anything runs; the console script prints it in one line."""
-    if not openrlhf_installed():
+    """Run train_ppo_ray with ``args.openrlhf_args`` and the avspo estimator; a missing or unsupported OpenRLHF raises
+    before anything runs (the console script prints it in one line)."""
+    try:
+        installed = importlib.util.find_spec("openrlhf") is not None
+    except ModuleNotFoundError:  # a finder that refuses it
+        installed = False
+    if not installed:
         if args.openrlhf_args in (["--help"], ["-h"]):  # train_ppo_ray's help needs OpenRLHF: say what is missing
             print("usage: avspo openrlhf ARGS\n\nRun OpenRLHF's train_ppo_ray with the avspo estimator; ARGS are "
                   "train_ppo_ray's own, with --algo.advantage.estimator avspo and --algo.advantage.avspo.<key> "
@@ -67,40 +61,19 @@ def run(args: argparse.Namespace) -> int:
             "flash-attn, vllm) as docs/using/openrlhf.md does", name="openrlhf",
         )
     check_openrlhf()
-    launch(args.openrlhf_args)
+    setup_worker()
+    argv = [TRAIN_MODULE, *args.openrlhf_args]
+    with mock.patch.object(sys, "argv", argv), avspo_argument_parser(), ray_init_with_setup_hook():
+        runpy.run_module(TRAIN_MODULE, run_name="__main__", alter_sys=True)
     return 0
-
-
-def openrlhf_installed() -> bool:
-    """Whether an ``openrlhf`` package can be found, without importing it (a finder that refuses it: not)."""
-    try:
-        return importlib.util.find_spec("openrlhf") is not None
-    except ModuleNotFoundError:
-        return False
-
-
-def launch(argv: Sequence[str]) -> None:
-    """Run train_ppo_ray with ``argv`` as its command line and the avspo estimator available."""
-    install()
-    saved_argv = sys.argv
-    sys.argv = [TRAIN_MODULE, *argv]
-    try:
-        with avspo_argument_parser(), ray_init_with_setup_hook():
-            runpy.run_module(TRAIN_MODULE, run_name="__main__", alter_sys=True)
-    finally:
-        sys.argv = saved_argv
 
 
 @contextlib.contextmanager
 def avspo_argument_parser() -> Iterator[None]:
-    """While open, the parser that declares OpenRLHF's estimator flag gets avspo among its choices and
-    the avspo flags after it, and checks them once parsed; other parsers behave as before.
-
-    argparse.ArgumentParser's methods are wrapped rather than the class replaced: argparse's own
-    ``__init__`` names the class, so a substitute class would recurse into itself.
-    """
+    """While open, the parser that declares OpenRLHF's estimator flag gets avspo among its choices and the avspo flags
+    after it, and checks them once parsed. The methods are patched, not the class replaced: argparse's own
+    ``__init__`` names the class, so a substitute class would recurse into itself."""
     cls = argparse.ArgumentParser
-    saved = {name: cls.__dict__.get(name) for name in ("add_argument", "parse_known_args")}
     original_add, original_parse = cls.add_argument, cls.parse_known_args
 
     def add_argument(self: argparse.ArgumentParser, *names: Any, **kwargs: Any) -> argparse.Action:
@@ -132,15 +105,9 @@ def avspo_argument_parser() -> Iterator[None]:
                 self.error(str(err))
         return namespace, extras
 
-    cls.add_argument, cls.parse_known_args = add_argument, parse_known_args
-    try:
+    with (mock.patch.object(cls, "add_argument", add_argument),
+          mock.patch.object(cls, "parse_known_args", parse_known_args)):
         yield
-    finally:
-        for name, method in saved.items():
-            if method is None:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, method)
 
 
 def with_setup_hook(runtime_env: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -152,23 +119,17 @@ def with_setup_hook(runtime_env: Mapping[str, Any] | None) -> dict[str, Any]:
             f"ray.init already has {SETUP_HOOK_FIELD}={existing!r}; the avspo runtime route needs its own "
             f"({SETUP_HOOK}). Apply patches/openrlhf-0.11.2-avspo.patch instead, or call both from one hook."
         )
-    env[SETUP_HOOK_FIELD] = SETUP_HOOK
-    return env
+    return {**env, SETUP_HOOK_FIELD: SETUP_HOOK}
 
 
-@contextlib.contextmanager
-def ray_init_with_setup_hook() -> Iterator[None]:
+def ray_init_with_setup_hook() -> contextlib.AbstractContextManager:
+    """While open, ``ray.init`` puts the setup hook into its runtime_env and, once Ray is up, runs the preflight."""
     original = ray.init
 
     @functools.wraps(original)
     def init(*args: Any, **kwargs: Any) -> Any:
-        kwargs["runtime_env"] = with_setup_hook(kwargs.get("runtime_env"))
-        context = original(*args, **kwargs)
+        context = original(*args, **{**kwargs, "runtime_env": with_setup_hook(kwargs.get("runtime_env"))})
         preflight.check_nodes()
         return context
 
-    ray.init = init
-    try:
-        yield
-    finally:
-        ray.init = original
+    return mock.patch.object(ray, "init", init)

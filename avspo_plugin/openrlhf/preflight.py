@@ -1,15 +1,14 @@
 """Before any model loads: on every Ray node, does avspo-plugin import and is the estimator's hook in place?
 
-``avspo openrlhf`` runs :func:`check_nodes` right after OpenRLHF's ``ray.init``. One actor per alive node
-(pinned there, no CPU reserved) reports, from a worker process that Ray started with the job's
-runtime_env: the Python it runs, the avspo-plugin and OpenRLHF it finds, and whether the worker setup
-hook registered the patches of :mod:`.worker_setup` (or applied them, where OpenRLHF is imported already).
-A node whose worker cannot start (the setup hook failed to import), lacks the hook, or has other
-avspo-plugin or OpenRLHF versions than the launching process stops the launch with every finding.
+``avspo openrlhf`` runs :func:`check_nodes` right after OpenRLHF's ``ray.init``: one actor per alive node, in a worker
+Ray started with the job's runtime_env, reports its Python, the avspo-plugin and OpenRLHF it finds, and the state of
+the hook (:func:`.worker_setup.hook_state`). A node whose worker cannot start, lacks the hook, or has other versions
+than the launching process stops the launch with every finding.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -22,23 +21,20 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import avspo_plugin
 
-from .worker_setup import hook_state
+from .worker_setup import SETUP_HOOK, hook_state
 
 logger = logging.getLogger(__name__)
 
 PLUGIN_DISTRIBUTION = "avspo-plugin"
 
 
-def _version(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def versions() -> dict[str, str | None]:
     """The avspo-plugin and OpenRLHF distributions this process finds (None: not found)."""
-    return {PLUGIN_DISTRIBUTION: _version(PLUGIN_DISTRIBUTION), "openrlhf": _version("openrlhf")}
+    found = dict.fromkeys((PLUGIN_DISTRIBUTION, "openrlhf"))
+    for distribution in found:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[distribution] = metadata.version(distribution)
+    return found
 
 
 def node_report() -> dict[str, Any]:
@@ -65,7 +61,7 @@ def problems(report: Mapping[str, Any], expected: Mapping[str, str | None]) -> l
     if "error" in report:
         return [
             f"no worker could start there ({report['error']}): is avspo-plugin installed in that node's Python "
-            "environment? Ray imports the worker setup hook avspo_plugin.openrlhf.worker_setup.setup_worker in every worker"
+            f"environment? Ray imports the worker setup hook {SETUP_HOOK} in every worker"
         ]
     found = []
     missing = [name for name, state in report["hook"].items() if state == "missing"]
@@ -81,11 +77,8 @@ def problems(report: Mapping[str, Any], expected: Mapping[str, str | None]) -> l
 
 
 def check_nodes(expected: Mapping[str, str | None] | None = None, timeout_s: float = 300) -> list[dict[str, Any]]:
-    """Run :class:`NodeCheck` on every alive node of the connected Ray cluster; raise RuntimeError on any problem.
-
-    expected: the versions every node must have (default: this process's, :func:`versions`).
-    Returns the node reports, each with its node's ``node_id`` and ``node_ip``.
-    """
+    """The reports of :class:`NodeCheck` on every alive node, each with its ``node_id`` and ``node_ip``; RuntimeError
+    on any problem. expected: the versions every node must have (default: this process's, :func:`versions`)."""
     expected = versions() if expected is None else expected
     nodes = [node for node in ray.nodes() if node["Alive"]]
     actor_class = ray.remote(num_cpus=0)(NodeCheck)
@@ -100,7 +93,8 @@ def check_nodes(expected: Mapping[str, str | None] | None = None, timeout_s: flo
             try:
                 reports.append({**ray.get(actor.report.remote(), timeout=timeout_s), **where})
             except Exception as err:
-                reports.append({"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}", **where})
+                first_line = str(err).splitlines()[0] if str(err) else ""
+                reports.append({"error": f"{type(err).__name__}: {first_line}", **where})
     finally:
         for actor in actors:
             ray.kill(actor)

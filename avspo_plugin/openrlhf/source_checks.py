@@ -1,13 +1,9 @@
 """What the runtime route's wrapper (:mod:`.worker_setup`) relies on in OpenRLHF's source, checked on source text.
 
-The wrapper runs OpenRLHF's own ``RemoteExperienceMaker.compute_advantages_and_returns`` as group_norm
-and hands avspo's advantages to its ``compute_reward`` calls. That relies on the method's structure:
-the rows put in prompt order from ``experience.index``, group_norm's step, the split back per
-experience, one ``compute_reward`` call per experience in order, group_norm's cumulative returns and no
-whitening; on ``self.advantage_estimator`` being a copy of the estimator argument; and on the
-signatures of the three ``BasePPOTrainer`` methods it wraps. :func:`source_findings` lists what a
-release's source lacks. tests/openrlhf/test_releases.py runs it on every supported release;
-``avspo doctor --host openrlhf`` on the installed one. No OpenRLHF import.
+The wrapper runs ``RemoteExperienceMaker.compute_advantages_and_returns`` as group_norm and hands avspo's advantages
+to its ``compute_reward`` calls: :func:`source_findings` lists what of that method's structure, of the estimator copy
+in ``__init__`` and of the wrapped ``BasePPOTrainer`` signatures a release lacks (tests/openrlhf/test_releases.py on
+every supported release, ``avspo doctor --host openrlhf`` on the installed one). No OpenRLHF import.
 """
 
 from __future__ import annotations
@@ -88,7 +84,8 @@ def missing_in_order(lines: list[str], required: tuple[str, ...]) -> list[str]:
 def layout_in_source(maker: dict[str, ast.FunctionDef]) -> ArgLayout | None:
     """The flag layout whose estimator argument RemoteExperienceMaker.__init__ copies to self.advantage_estimator."""
     assigned = {ast.unparse(node) for node in ast.walk(maker["__init__"]) if isinstance(node, ast.Assign)}
-    return next((layout for layout in LAYOUTS if f"self.advantage_estimator = strategy.args.{layout.estimator}" in assigned), None)
+    return next((layout for layout in LAYOUTS
+                 if f"self.advantage_estimator = strategy.args.{layout.estimator}" in assigned), None)
 
 
 def source_findings(maker_source: str, trainer_source: str) -> list[str]:
@@ -114,9 +111,9 @@ def source_findings(maker_source: str, trainer_source: str) -> list[str]:
     whitened = next((line for line in lines if line.startswith("if args.<estimator> in ['gae'")), "")
     if "'group_norm'" not in returns or "'group_norm'" in whitened:
         problems.append("group_norm is not among the cumulative-return estimators, or its advantages are whitened")
-    calls = [node for node in ast.walk(method) if isinstance(node, ast.Call) and ast.unparse(node.func) == "compute_reward"]
-    if len(calls) != 1:
-        problems.append(f"compute_advantages_and_returns calls compute_reward {len(calls)} times, not once")
+    calls = sum(isinstance(node, ast.Call) and ast.unparse(node.func) == "compute_reward" for node in ast.walk(method))
+    if calls != 1:
+        problems.append(f"compute_advantages_and_returns calls compute_reward {calls} times, not once")
     imports = [ast.unparse(node) for node in ast.parse(maker_source).body if isinstance(node, ast.ImportFrom)]
     if not any(line.startswith("from openrlhf.models.utils import ") and "compute_reward" in line for line in imports):
         problems.append("compute_reward is not a module-level name of the experience maker")

@@ -1,10 +1,5 @@
-"""The OpenRLHF releases the runtime route supports, and the check of the installed one; no OpenRLHF import.
-
-The runtime route wraps ``RemoteExperienceMaker.compute_advantages_and_returns`` and three methods of
-``BasePPOTrainer`` (:mod:`.worker_setup`). Releases 0.9.9 to 0.11.2 have the structure the wrapper relies on
-(tests/openrlhf/test_releases.py checks each release's source; 0.9.8 computes advantages otherwise);
-0.11.2 and 0.10.1 run end to end in the test suite.
-"""
+"""The OpenRLHF releases the runtime route supports (0.9.9 to 0.11.2: the structure :mod:`.worker_setup` wraps, which
+tests/openrlhf/test_releases.py checks on each release's source), and the check of the installed one."""
 
 from __future__ import annotations
 
@@ -18,19 +13,12 @@ logger = logging.getLogger(__name__)
 
 
 def check_openrlhf() -> str | None:
-    """The installed OpenRLHF's version, by host_versions' policy: refused (UnsupportedHostVersion) when older than
-    0.9.9, a warning when newer than the tested range.
-
-    An OpenRLHF imported from a folder without distribution metadata (a source tree on PYTHONPATH) has
-    no version to read: that is a warning, and the method checks of :mod:`.worker_setup` still apply.
-    """
+    """The installed OpenRLHF's version, checked by host_versions' policy; None, with a warning, for an OpenRLHF
+    without distribution metadata (a source tree on PYTHONPATH: :mod:`.worker_setup`'s checks still apply)."""
     version = OPENRLHF.installed()
     if version is None:
-        logger.warning(
-            "the installed OpenRLHF has no distribution metadata, so its version cannot be checked; %s supports %s",
-            ADAPTER,
-            OPENRLHF,
-        )
+        logger.warning("the installed OpenRLHF has no distribution metadata, so its version cannot be checked; "
+                       "%s supports %s", ADAPTER, OPENRLHF)
         return None
     OPENRLHF.check(version, ADAPTER, logger)
     return version

@@ -1,8 +1,5 @@
-"""The TRL classes the adapter subclasses, imported only after the installed TRL's release is checked.
-
-Every module of the adapter takes GRPOConfig and GRPOTrainer from here, so that an unsupported release is refused
-by name (:func:`.versions.require_supported_trl`) before any of its classes load: a release older than the range
-may not even import the way the adapter expects.
+"""GRPOConfig and GRPOTrainer, for every module of the adapter, imported only after the installed TRL's release is
+checked (:func:`.versions.require_supported_trl`): an older release may not even import the way the adapter expects.
 """
 
 from .versions import require_supported_trl

@@ -1,31 +1,19 @@
 """AVSPOGRPOConfig: TRL's GRPOConfig with every AVSPO key as an ``avspo_<key>`` field.
 
-The fields are generated from :class:`avspo_plugin.config.AVSPOConfig` (default, help text, choices),
-so they never drift from it; the ``avspo_`` prefix keeps them apart from GRPOConfig's own ``epsilon``
-(the clip range) and ``seed``. Three keys are not fields because TRL's GRPO fixes them: ``epsilon``
-(1e-4), ``std`` (unbiased) and ``norm_by_std`` (from ``scale_rewards``); see
-:func:`avspo_plugin.trl.conventions.host_settings`.
-
-The names the paper's README used are accepted as aliases: ``acr_threshold_init`` sets
-``avspo_threshold_init``, ``virtual_sample_alpha`` sets ``avspo_alpha``, and ``use_avspo=False`` sets
-``avspo_threshold_mode="never"`` (ACR metrics only, GRPO's own advantages); ``use_avspo=True`` turns on
-the paper's trigger (``adaptive``) where the mode is not given, and keeps a mode given that acts. An alias
-and its key given different values is an error. A field given counts as given whatever its value: each
-``avspo_<key>`` field defaults to :class:`~avspo_plugin.config.NotGiven` (the key's default, read as it
-once the config is built), and :meth:`AVSPOGRPOConfig.given_keys` lists the keys given.
-
-docs/using/trl.md's table of these options is rendered by renderer/trl_options_table.py (``python -m renderer``).
+The fields are generated from :class:`avspo_plugin.config.AVSPOConfig` (default, help, choices), each defaulting to
+:class:`~avspo_plugin.config.NotGiven` so that a key given is told from one left out, whatever its value. TRL's GRPO
+fixes ``epsilon``, ``std`` and ``norm_by_std`` (:func:`.conventions.host_settings`): no fields. The paper README's
+names are aliases: ``acr_threshold_init``, ``virtual_sample_alpha``, ``use_avspo`` (see their help).
 """
 
 import dataclasses
 import difflib
 import inspect
 import logging
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
+from ..allowed import AutoOrInteger, Boolean, Integer, Number, OneOf
 from ..config import (
     EARLIER_NAMES,
     AVSPOConfig,
@@ -47,6 +35,7 @@ HOST_KEYS = tuple(host_settings("group"))
 # The paper README's names -> the AVSPO key each one sets (use_avspo is handled on its own).
 ALIASES = {"acr_threshold_init": "threshold_init", "virtual_sample_alpha": "alpha"}
 SUPPORTED_AGGREGATION = "sum_then_normalize"
+FIELD_TYPES = {Boolean: bool, AutoOrInteger: str, Integer: int, Number: float, OneOf: str}
 
 
 def exposed_keys() -> tuple[dataclasses.Field, ...]:
@@ -54,30 +43,17 @@ def exposed_keys() -> tuple[dataclasses.Field, ...]:
     return tuple(f for f in dataclasses.fields(AVSPOConfig) if f.name not in HOST_KEYS)
 
 
-# The fields of AVSPO keys and of their earlier names.
 AVSPO_FIELDS = frozenset(FIELD_PREFIX + key.name for key in exposed_keys())
-
-
-def _argument_type(hint: Any) -> Any:
-    # HfArgumentParser takes one type per argument: num_virtual ('auto' or an integer) is read as text
-    # and turned into an integer by AVSPOGRPOConfig.avspo_config.
-    return str if typing.get_origin(hint) in (Union, types.UnionType) else hint
 
 
 def _with_avspo_fields(cls: type) -> type:
     """Add one ``avspo_<key>`` dataclass field per exposed AVSPOConfig key, before the class's own fields."""
-    hints = typing.get_type_hints(AVSPOConfig)
-    inherited = {f.name for f in dataclasses.fields(GRPOConfig)}
     generated = {}
     for key in exposed_keys():
-        name = FIELD_PREFIX + key.name
-        if name in inherited:
-            raise TypeError(f"GRPOConfig already has a field {name!r}; AVSPO's key {key.name!r} cannot take that name")
-        metadata = {"help": key_help(key).replace("%", "%%")}  # argparse formats help with %
-        if "choices" in key.metadata:
-            metadata["choices"] = key.metadata["choices"]
-        setattr(cls, name, field(default=NotGiven(key.default), metadata=metadata))
-        generated[name] = _argument_type(hints[key.name])
+        metadata = {"help": key_help(key).replace("%", "%%"), "choices": key.metadata.get("choices")}
+        setattr(cls, FIELD_PREFIX + key.name, field(default=NotGiven(key.default), metadata=metadata))
+        # HfArgumentParser takes one type per field: num_virtual ('auto' or an integer) is read as text.
+        generated[FIELD_PREFIX + key.name] = FIELD_TYPES[type(key.metadata["allowed"])]
     cls.__annotations__ = {**generated, **inspect.get_annotations(cls)}
     return cls
 
@@ -159,23 +135,21 @@ class AVSPOGRPOConfig(GRPOConfig):
         if self.use_avspo is None:
             return
         name = FIELD_PREFIX + "threshold_mode"
-        mode = getattr(self, name)
-        given = name in self._avspo_given
-        if self.use_avspo and not given:
-            setattr(self, name, PAPER_MODE)  # the paper's README switch turns on the paper's trigger
+        mode, given = getattr(self, name), name in self._avspo_given
         if self.use_avspo and given and mode in THRESHOLD_MODES and not THRESHOLD_MODES[mode].augments:
             raise ConfigError(f"use_avspo=True contradicts {name}={mode!r} (monitoring only): set one")
-        if not self.use_avspo:
-            if given and mode != MEASURE_ONLY_MODE:
-                raise ConfigError(
-                    f"use_avspo=False (threshold_mode {MEASURE_ONLY_MODE!r}) contradicts {name}={mode!r}: set one"
-                )
-            setattr(self, name, MEASURE_ONLY_MODE)
+        if not self.use_avspo and given and mode != MEASURE_ONLY_MODE:
+            raise ConfigError(
+                f"use_avspo=False (threshold_mode {MEASURE_ONLY_MODE!r}) contradicts {name}={mode!r}: set one"
+            )
+        if not given:  # the paper's README switch: on, the paper's trigger; off, ACR metrics only
+            setattr(self, name, PAPER_MODE if self.use_avspo else MEASURE_ONLY_MODE)
 
     def avspo_config(self) -> AVSPOConfig:
         """The core's config: the ``avspo_<key>`` fields plus the keys TRL's ``scale_rewards`` decides."""
         values = {key.name: getattr(self, FIELD_PREFIX + key.name) for key in exposed_keys()}
-        values["num_virtual"] = _num_virtual(values["num_virtual"])
+        if isinstance(values["num_virtual"], str) and values["num_virtual"].strip().isdigit():  # from a command line
+            values["num_virtual"] = int(values["num_virtual"])
         try:
             values.update(host_settings(self.scale_rewards))
         except ValueError as err:
@@ -195,9 +169,3 @@ def misspelt_field(name: str) -> str | None:
     fields = [FIELD_PREFIX + key.name for key in exposed_keys()]
     return max(fields, key=lambda known: difflib.SequenceMatcher(None, f"{FIELD_PREFIX}{rest}".lower(), known).ratio())
 
-
-def _num_virtual(value: Any) -> Any:
-    """'auto', an int, or (from the command line) the text of an int."""
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return value

@@ -1,24 +1,15 @@
-"""TRL's GRPO conventions translated to the core and back; no TRL import, so it is testable on its own.
+"""TRL's GRPO conventions translated to the core and back; no TRL import.
 
-GRPOTrainer (TRL 1.6 to 1.16, ``_generate_and_score_completions``) forms advantages from the rewards
-gathered over all processes:
+GRPOTrainer (TRL 1.6 to 1.16) forms advantages from the rewards gathered over all processes: groups are consecutive
+runs of ``num_generations`` rows; the reward is the NaN-aware weighted sum of the reward functions (NaN when every
+function returned None: it joins no statistic, advantage 0); mean and unbiased std per group, ``eps = 1e-4``; each
+process keeps its own rows. ``scale_rewards`` picks the denominator, and AVSPO (R'_j = R_j U V_j, group j's real and
+virtual rewards) follows it:
 
-* groups are consecutive runs of ``num_generations`` rows (``rewards.view(-1, G)``);
-* the reward is the weighted sum of the reward functions (NaN-aware sum); a completion for which
-  every reward function returned None is NaN: it joins no statistic and gets advantage 0;
-* mean and unbiased std per group, ``eps = 1e-4``;
-* ``scale_rewards`` picks the denominator: ``group`` (r - mu_j) / (sigma_j + 1e-4); ``none`` r - mu_j;
-  ``batch`` (r - mu_j) / (sigma_batch + 1e-4), sigma_batch the std of every reward of the batch;
-* each process then keeps its own rows of the gathered batch.
-
-AVSPO under each setting (R'_j = R_j U V_j, the real rewards of group j and its virtual ones):
-
-* ``group``: Eq. 14 as the paper writes it, (r - mu'_j) / (sigma'_j + 1e-4);
-* ``none``: r - mu'_j (the core's ``norm_by_std=False``, Dr. GRPO with virtual samples moving the mean);
-* ``batch``: (r - mu'_j) / (sigma'_batch + 1e-4), sigma'_batch the std of the batch's real rewards together
-  with every virtual reward added this step. Virtual samples join the batch statistic the way they join a
-  group's; the real-only batch std would be 0 in a batch where every reward is equal, exactly when AVSPO
-  has most to do, and would blow the shifted advantages up by 1e4.
+* ``group``: (r - mu_j) / (sigma_j + 1e-4); AVSPO: Eq. 14, (r - mu'_j) / (sigma'_j + 1e-4);
+* ``none``: r - mu_j; AVSPO: r - mu'_j (the core's ``norm_by_std=False``);
+* ``batch``: (r - mu_j) / (sigma_batch + 1e-4); AVSPO: sigma'_batch pools the batch's real rewards with every virtual
+  reward of the step (the real-only std would be 0 exactly when every reward is equal, when AVSPO has most to do).
 """
 
 from __future__ import annotations
@@ -41,10 +32,8 @@ SCALE_REWARDS = ("group", "batch", "none")
 
 
 def host_settings(scale_rewards: str) -> dict[str, object]:
-    """The AVSPO keys that TRL's GRPO fixes: eps 1e-4, unbiased std, std division only for ``group``.
-
-    For ``batch`` the core computes r - mu'_j and :func:`trl_advantages` divides by the batch std.
-    """
+    """The AVSPO keys that TRL's GRPO fixes: eps 1e-4, unbiased std, std division only for ``group`` (for ``batch``
+    the core computes r - mu'_j and :func:`trl_advantages` divides by the batch std)."""
     if scale_rewards not in SCALE_REWARDS:
         raise ValueError(f"scale_rewards={scale_rewards!r} is invalid: allowed one of {', '.join(SCALE_REWARDS)}")
     return {"epsilon": TRL_EPSILON, "std": "unbiased", "norm_by_std": scale_rewards == "group"}
@@ -52,9 +41,7 @@ def host_settings(scale_rewards: str) -> dict[str, object]:
 
 def weighted_rewards(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor) -> torch.Tensor:
     """TRL's reward of each completion: sum_k w_k r_k over the functions that scored it; NaN if none did.
-
-    rewards_per_func: (B, F) with NaN where a function returned None; reward_weights: (F,) -> (B,).
-    """
+    rewards_per_func: (B, F) with NaN where a function returned None; reward_weights: (F,) -> (B,)."""
     unscorable = torch.isnan(rewards_per_func).all(dim=1)
     rewards = (rewards_per_func * reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
     return rewards.masked_fill(unscorable, torch.nan)
@@ -67,12 +54,9 @@ def reward_bounds_problem(
     num_generations: int,
     config: AVSPOConfig,
 ) -> str | None:
-    """What is wrong when AVSPO places virtual rewards and a summed reward leaves [reward_low, reward_high]; else None.
-
-    The message names each reward function with its weight and value for the first such completion, and
-    how to set the bounds of a weighted sum. In monitor-only mode (threshold_mode never) any range is fine.
-    rewards_per_func: (B, F) gathered, NaN where a function returned None; reward_weights: (F,).
-    """
+    """What is wrong when AVSPO places virtual rewards and a summed reward leaves [reward_low, reward_high], naming
+    each reward function's weight and value; else None. rewards_per_func: (B, F) gathered, NaN where a function
+    returned None; reward_weights: (F,)."""
     rewards = weighted_rewards(rewards_per_func, reward_weights)
     valid = ~torch.isnan(rewards)
     scores = torch.where(valid, rewards, torch.zeros_like(rewards)).to(torch.float64)
@@ -111,18 +95,15 @@ def trl_advantages(
     config: AVSPOConfig,
     state: ThresholdState,
 ) -> AVSPOResult:
-    """AVSPO advantages of a gathered TRL batch, under TRL's conventions (see the module docstring).
-
-    rewards: (B,) from :func:`weighted_rewards`, NaN for unscorable completions; config: built with
-    :func:`host_settings` (AVSPOGRPOConfig.avspo_config does). Returns advantages (B,) in the rewards'
-    dtype, the state after this step and the core's metrics, ``adv_abs_max`` taken over these advantages.
-    """
-    if rewards.dim() != 1:
-        raise ValueError(f"rewards must be (B,), got shape {tuple(rewards.shape)}")
+    """AVSPO advantages (B,) of a gathered TRL batch under TRL's conventions (the module docstring), in the rewards'
+    dtype, with the state after the step and the core's metrics (``adv_abs_max`` over these advantages).
+    rewards: (B,) from :func:`weighted_rewards`, NaN where unscorable; config: with :func:`host_settings`'s keys."""
     expected = host_settings(scale_rewards)
     differing = {key: getattr(config, key) for key, value in expected.items() if getattr(config, key) != value}
     if differing:
-        raise ValueError(f"config {differing} differs from TRL's settings for scale_rewards={scale_rewards!r}: {expected}")
+        raise ValueError(
+            f"config {differing} differs from TRL's settings for scale_rewards={scale_rewards!r}: {expected}"
+        )
     labels = group_labels(rewards.shape[0], num_generations)
     valid = ~torch.isnan(rewards)
     scores = torch.where(valid, rewards, torch.zeros_like(rewards))
@@ -142,10 +123,8 @@ def trl_advantages(
 
 
 def local_rows(gathered: torch.Tensor, process_index: int, num_processes: int) -> torch.Tensor:
-    """This process's rows of a batch gathered over processes (accelerate concatenates in process order).
-
-    Every process holds the same number of rows, as TRL's sampler guarantees: (num_processes * n, ...) -> (n, ...).
-    """
+    """This process's rows of a batch gathered over processes (accelerate concatenates in process order, the same
+    number of rows each): (num_processes * n, ...) -> (n, ...)."""
     if num_processes < 1 or not 0 <= process_index < num_processes:
         raise ValueError(f"process_index={process_index} is not in [0, num_processes={num_processes})")
     if gathered.shape[0] % num_processes:
@@ -157,11 +136,8 @@ def local_rows(gathered: torch.Tensor, process_index: int, num_processes: int) -
 
 
 def replace_latest(log: deque, values: Sequence[float]) -> None:
-    """Replace the last len(values) entries of a bounded log (TRL's completions columns) by ``values``.
-
-    The entries being replaced are the ones just appended for the same rows, so the log keeps its
-    alignment with the other columns, including when it holds fewer than len(values) entries.
-    """
+    """Replace the last len(values) entries of a bounded log (TRL's completions columns), the ones just appended for
+    the same rows, by ``values``: the log stays aligned with the other columns, however few entries it holds."""
     for _ in range(min(len(values), len(log))):
         log.pop()
     log.extend(values)

@@ -1,24 +1,10 @@
 """AVSPOGRPOTrainer: TRL's GRPOTrainer with ACR metrics and AVSPO advantages.
 
-GRPOTrainer computes advantages inline in ``_generate_and_score_completions`` and offers no hook, so
-this subclass keeps the gathered rewards when ``_calculate_rewards`` returns them, lets the parent
-finish, then recomputes the advantages of the whole gathered batch with the core (every process does
-the same computation on the same rewards, as TRL does for GRPO, so the threshold state stays equal
-across processes) and keeps this process's rows. When no group received virtual samples the step is
-plain GRPO and the parent's advantages are kept untouched, bit for bit.
-
-The run's AVSPO state is the core's :class:`~avspo_plugin.core.AVSPOSession`, as in the verl and
-OpenRLHF adapters: the adaptive threshold (one step per training generation batch), the early
-warnings (one observation per logged training step: the step's mean ACR and TRL's ``entropy``), the
-metrics waiting for the next log. Evaluation batches are scored with the threshold in force and
-never move it. Every checkpoint gets the session's ``state_dict()`` as ``avspo_state.json``, the
-schema verl's checkpoints and OpenRLHF's client_states hold, through transformers' own callbacks
-(:class:`AVSPOStateCallback`): written atomically on ``on_save``, read back on ``on_train_begin`` of a
-resumed ``train()``.
-
-The parent has already logged its completions table entries with its own advantages by then; they are
-replaced by the ones actually used. ``frac_reward_zero_std`` is left as TRL computes it (a fraction of
-samples, of the batch std under ``scale_rewards="batch"``); ``avspo/acr`` is the fraction of groups.
+GRPOTrainer computes advantages inline and offers no hook: this subclass keeps the gathered rewards
+``_calculate_rewards`` returns, lets the parent finish, recomputes the whole batch's advantages with the core (every
+process alike, so the threshold stays equal across processes) and keeps this process's rows; a step with no group
+augmented keeps the parent's advantages bit for bit. The session moves one step per training generation batch and
+goes into every checkpoint as ``avspo_state.json`` (:class:`AVSPOStateCallback`).
 """
 
 import functools
@@ -47,14 +33,9 @@ HOST = Host(name="trl", log=logger, entropy_metric="entropy", checkpoint_folder=
             state_name=STATE_FILE)
 
 
-
 class AVSPOGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer whose advantages are AVSPO's (Eq. 13/14) and whose logs carry ``avspo/*`` metrics.
-
-    Takes GRPOTrainer's arguments; ``args`` must be an :class:`AVSPOGRPOConfig` (None gives its defaults).
-    One AVSPO step is one generation batch (one call of ``_generate_and_score_completions`` in training);
-    evaluation batches are scored with the current threshold and do not advance it.
-    """
+    """GRPOTrainer whose advantages are AVSPO's (Eq. 13/14) and whose logs carry ``avspo/*`` metrics; ``args`` must
+    be an :class:`AVSPOGRPOConfig` (None gives its defaults)."""
 
     def __init__(self, model: Any, reward_funcs: Any = None, args: AVSPOGRPOConfig | None = None, *more, **kwargs):
         if args is None:
@@ -77,9 +58,8 @@ class AVSPOGRPOTrainer(GRPOTrainer):
         self._avspo_gathered_rewards: torch.Tensor | None = None
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._avspo_gathered_rewards = rewards_per_func
-        return rewards_per_func
+        self._avspo_gathered_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        return self._avspo_gathered_rewards
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
@@ -87,7 +67,9 @@ class AVSPOGRPOTrainer(GRPOTrainer):
         where = f"AVSPO ({mode}, global step {self.state.global_step})"
         rewards_per_func, self._avspo_gathered_rewards = self._avspo_gathered_rewards, None
         if rewards_per_func is None:
-            raise RuntimeError("GRPOTrainer scored completions without calling _calculate_rewards; AVSPO has no rewards")
+            raise RuntimeError(
+                "GRPOTrainer scored completions without calling _calculate_rewards; AVSPO has no rewards"
+            )
         num_processes = self.accelerator.num_processes
         if rewards_per_func.shape[0] != len(inputs) * num_processes:
             raise RuntimeError(
@@ -154,12 +136,8 @@ class AVSPOGRPOTrainer(GRPOTrainer):
 
 
 class AVSPOStateCallback(TrainerCallback):
-    """The AVSPO state of a run in its checkpoints: ``checkpoint-<step>/avspo_state.json``.
-
-    on_save (after the parent saved ``checkpoint-<step>``): the session's state, written atomically by
-    the main process. on_train_begin of a run resumed from a checkpoint (once transformers restored
-    the trainer state): the state read back; a damaged file is an error naming it and what to do.
-    """
+    """The AVSPO state of a run in ``checkpoint-<step>/avspo_state.json``: written atomically by the main process
+    on_save, read back on_train_begin of a resumed run (a damaged file is an error naming it and what to do)."""
 
     def __init__(self, session: AVSPOSession) -> None:
         self.session = session

@@ -1,11 +1,6 @@
-"""The TRL releases the adapter supports; no TRL import.
-
-AVSPOGRPOTrainer overrides GRPOTrainer's private ``_calculate_rewards`` and
-``_generate_and_score_completions`` and reads its ``_metrics`` and ``_logs``. The advantage code
-between the reward gathering and the per-process slice is the same (same syntax tree) in every
-release from 1.6.0 to 1.16.0, and ``_calculate_rewards`` returns the rewards gathered over all
-processes in each of them (tests/trl/test_releases.py checks both on each release's source);
-1.16.0 is the release the test suite runs. 1.5 and older handle unscorable completions otherwise.
+"""The TRL releases the adapter supports: 1.6.0 to 1.16.0, where the advantage code between the reward gathering and
+the per-process slice is the same and ``_calculate_rewards`` returns the gathered rewards (tests/trl/test_releases.py
+checks both on each release's source). No TRL import.
 """
 
 from __future__ import annotations

@@ -353,18 +353,18 @@ class RuntimeRouteHost:
     """Ray actor: unmodified releases in a worker whose setup hook ran before anything imported OpenRLHF."""
 
     def report(self, dotted_src: str, flat_src: str, tb_dir: str, doc: str) -> dict:
-        from avspo_plugin.import_patching import is_watched
+        from avspo_plugin.import_patching import is_patched, is_watched
         from avspo_plugin.openrlhf import versions, worker_setup
 
         hooked_before_import = "openrlhf" not in sys.modules and all(is_watched(name) for name in worker_setup.PATCHES)
         stub_heavy_modules()
         release = load_release(dotted_src)
         installed = {
-            "compute_advantages_and_returns": worker_setup.is_installed(
-                release.experience_maker.RemoteExperienceMaker, "compute_advantages_and_returns"
+            "compute_advantages_and_returns": is_patched(
+                release.experience_maker.RemoteExperienceMaker.compute_advantages_and_returns
             ),
             **{
-                method: worker_setup.is_installed(release.ppo_trainer.BasePPOTrainer, method)
+                method: is_patched(getattr(release.ppo_trainer.BasePPOTrainer, method))
                 for method in ("_compute_rollout_stats", "save_logs_and_checkpoints", "restore_best_checkpoint_state")
             },
         }
