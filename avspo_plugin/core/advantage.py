@@ -311,9 +311,8 @@ def compute_group_advantages(
         # One sync sizes the packed virtual rewards: T values, linear in the batch (K_j <= G_j, or a constant K).
         owners = vr.virtual_owners(num_virtual, int(num_virtual.sum()))
         virtual = virtual_rewards(config, num_virtual, owners, stats, state.step, call_in_step)
-        augmented_mean, augmented_std = augmented_group_stats(stats, num_virtual, virtual, ddof)
         (exact_mean, exact_std), (mean, std) = normalising_statistics(
-            stats, augmented, augmented_mean, augmented_std, scores.dtype
+            stats, augmented, *augmented_group_stats(stats, num_virtual, virtual, ddof), scores.dtype
         )
         advantages = normalized_advantages(scores, group_ids, mean, std, config.epsilon, config.norm_by_std)
         advantages = torch.where(valid, advantages, 0.0)

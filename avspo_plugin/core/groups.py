@@ -51,9 +51,7 @@ def factorize_labels(labels: np.ndarray, device: torch.device) -> tuple[torch.Te
         order = np.array(sorted(range(len(seen)), key=seen.__getitem__), dtype=np.int64)
     except TypeError:
         raise ValueError(_incomparable_labels(seen)) from None
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    return torch.from_numpy(rank[seen_ids]).to(device), len(seen)
+    return torch.from_numpy(np.argsort(order)[seen_ids]).to(device), len(seen)
 
 
 def _refuse_self_unequal(candidates: np.ndarray, positions: np.ndarray, labels: np.ndarray) -> None:
