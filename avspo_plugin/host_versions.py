@@ -46,12 +46,16 @@ class SupportedReleases:
     def tested_range(self) -> str:
         return f"{self.oldest} to {self.newest}" + (f" ({', '.join(self.tested)})" if self.tested else "")
 
+    def supports(self, version: str) -> bool:
+        """Whether ``version`` lies in the tested range."""
+        return release(self.oldest) <= release(version) <= release(self.newest)
+
     def known_broken(self, version: str) -> bool:
         return self.broken_below is not None and release(version) < release(self.broken_below)
 
     def untested(self, version: str) -> str | None:
         """The warning for a release outside the tested range that is not known broken (None inside the range)."""
-        if release(self.oldest) <= release(version) <= release(self.newest):
+        if self.supports(version):
             return None
         side = "newer than" if release(version) > release(self.newest) else "older than"
         return (f"{self.name} {version} is {side} the tested range ({self.name} {self.tested_range()}): "
