@@ -33,11 +33,8 @@ def collapsed_groups(stats: GroupStats, collapse_tol: float) -> torch.Tensor:
 def collapse_kinds(
     collapsed: torch.Tensor, stats: GroupStats, reward_low: float, reward_high: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """All-fail and all-pass collapsed groups: value c_j at reward_low, resp. reward_high (:func:`at_bound`).
-
-    A group collapsed at any other value (rewards outside the bounds, in monitor-only runs) is of neither kind.
-    collapsed: (N,) bool -> (all_fail (N,) bool, all_pass (N,) bool).
-    """
+    """All-fail and all-pass collapsed groups, (N,) bool each: value c_j at reward_low, resp. reward_high; a group
+    collapsed at another value (rewards outside the bounds, in monitor-only runs) is of neither kind."""
     return collapsed & at_bound(stats.mean, reward_low), collapsed & at_bound(stats.mean, reward_high)
 
 
@@ -67,9 +64,7 @@ def off_bound_message(groups: int, total: int, value: float, reward_low: float, 
 
 def group_rate(flags: torch.Tensor, multi: torch.Tensor) -> float:
     """(1/N_multi) sum_j flags_j over multi-sample groups, 0 when there are none (Eq. 4 / 11 for flags = collapsed).
-
-    flags, multi: (N,) bool -> Python float.
-    """
+    flags, multi: (N,) bool -> Python float."""
     return share(*torch.stack([(flags & multi).sum(), multi.sum()]).tolist())
 
 
@@ -102,9 +97,6 @@ def near_collapse_groups(
 def effectively_collapsed_groups(
     advantages: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor, multi: torch.Tensor, collapse_tol: float
 ) -> torch.Tensor:
-    """Multi-sample groups whose real advantages are all below collapse_tol in magnitude (after augmentation).
-
-    advantages: (B,) float64 -> (N,) bool.
-    """
+    """Multi-sample groups whose real advantages (B,) float64 are all below collapse_tol in magnitude: (N,) bool."""
     largest = segment_max(advantages.abs(), group_ids, multi.shape[0], valid)
     return multi & (largest < collapse_tol)

@@ -33,11 +33,10 @@ STATE_SETTINGS = ("threshold_mode", "threshold_init", "threshold_lr", "threshold
                   "alpha")
 # A count or a step number of the state.
 COUNT = Integer(0, INT64_MAX)
-FRACTION = Number(0.0, 1.0)
 # The type and range of every field of state_dict(), checked on load.
 STATE_FIELDS = {
     "format": int,
-    "threshold": (None, {"tau": FRACTION, "prev_reward_mean": (None, Number()), "step": COUNT}),
+    "threshold": (None, {"tau": Number(0.0, 1.0), "prev_reward_mean": (None, Number()), "step": COUNT}),
     "settings": (None, {name: AVSPOConfig.allowed(name) for name in STATE_SETTINGS}),
     "warnings": {name: {"streak": COUNT, "fired_step": (None, COUNT)}
                 for name in (*WARNING_FLAGS, INERT_TRIGGER)},
@@ -146,10 +145,8 @@ class AVSPOSession:
     def step_with(
         self, config: AVSPOConfig, compute: Callable[[AVSPOConfig, ThresholdState], AVSPOResult]
     ) -> AVSPOResult:
-        """``compute(config, state)`` from the state in force, kept as one call of the open step.
-
-        For hosts whose conventions wrap the core call (TRL: ``scale_rewards``, unscorable completions).
-        """
+        """``compute(config, state)`` from the state in force, kept as one call of the open step (for hosts whose
+        conventions wrap the core call: TRL's ``scale_rewards``, unscorable completions)."""
         with self._lock:
             self.configure(config)
             return self._keep(compute(self.config, self.state))
@@ -231,10 +228,8 @@ class AVSPOSession:
         return {name: value for name, value in metrics.items() if name in self.metric_names or name in WARNING_FLAGS}
 
     def observe_entropy(self, entropy: float) -> dict[str, float]:
-        """The entropy-collapse flag after the policy entropy of the step last popped; {} outside an AVSPO run.
-
-        For hosts that learn the entropy only after logging the step's advantage metrics.
-        """
+        """The entropy-collapse flag after the policy entropy of the step last popped (for hosts that learn it only
+        after logging the step); {} outside an AVSPO run."""
         with self._lock:
             if self.state is None:
                 return {}
