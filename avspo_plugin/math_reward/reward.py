@@ -132,9 +132,8 @@ def compute_score(
         return asdict(_result(False, "", "none", INTERNAL_ERROR, f"{type(err).__name__}: {err}"))
 
 
-def _score_pair(pair: tuple[Any, Any], answer_sources: tuple[str, ...], timeout_s: int) -> MathScore:
-    solution_str, ground_truth = pair
-    return score_answer(solution_str, ground_truth, answer_sources=answer_sources, timeout_s=timeout_s)
+def _score_pair(pair: tuple[Any, Any], **settings: Any) -> MathScore:
+    return score_answer(*pair, **settings)
 
 
 def available_cpus() -> int:
@@ -160,12 +159,9 @@ def score_many(
     """Scores of many (output, reference) pairs with the answer rule ``answer_sources``, in order, on
     ``workers`` processes (default: :func:`available_cpus`; 1 scores here). Each worker scores in its
     main thread, where math-verify's timeouts work."""
-    sources = check_answer_sources(answer_sources)
-    if workers is None:
-        workers = available_cpus()
+    score = partial(_score_pair, answer_sources=check_answer_sources(answer_sources), timeout_s=timeout_s)
+    workers = available_cpus() if workers is None else workers
     if workers <= 1 or len(pairs) < 2:
-        return [_score_pair(pair, sources, timeout_s) for pair in pairs]
-    chunk = max(1, len(pairs) // (workers * 8))
+        return [score(pair) for pair in pairs]
     with ProcessPoolExecutor(workers, mp_context=worker_context()) as pool:
-        score = partial(_score_pair, answer_sources=sources, timeout_s=timeout_s)
-        return list(pool.map(score, pairs, chunksize=chunk))
+        return list(pool.map(score, pairs, chunksize=max(1, len(pairs) // (workers * 8))))
