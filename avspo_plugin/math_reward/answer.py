@@ -172,10 +172,13 @@ def _answer_phrase(text: str, finished: bool) -> str | None:
     if not phrase:
         return None
     rest = text[phrase[0].end() :]
-    end = _SENTENCE_END.search(rest) if finished else None
-    if finished and end is None:
-        return None
-    answer = rest[: end.start()] if finished else rest.split("\n", 1)[0]
+    if finished:
+        end = _SENTENCE_END.search(rest)
+        if end is None:
+            return None
+        answer = rest[: end.start()]
+    else:
+        answer = rest.split("\n", 1)[0]
     # Trailing periods and spaces, scanned from the end (an end-anchored regex retries from every
     # position: quadratic on a long run of " .").
     cut = len(answer)
