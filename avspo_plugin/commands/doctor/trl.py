@@ -23,12 +23,9 @@ def overridden_methods() -> dict[str, tuple[list[str], list[str]]]:
 
     from avspo_plugin.trl.trainer import AVSPOGRPOTrainer
 
-    found = {}
-    for name, override in vars(AVSPOGRPOTrainer).items():
-        if name.startswith("__") or not callable(override) or not hasattr(GRPOTrainer, name):
-            continue
-        found[name] = (_parameters(getattr(GRPOTrainer, name)), _parameters(override))
-    return found
+    return {name: (_parameters(getattr(GRPOTrainer, name)), _parameters(override))
+            for name, override in vars(AVSPOGRPOTrainer).items()
+            if not name.startswith("__") and callable(override) and hasattr(GRPOTrainer, name)}
 
 
 def _parameters(function) -> list[str]:
