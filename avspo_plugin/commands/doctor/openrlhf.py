@@ -12,13 +12,7 @@ import sys
 from pathlib import Path
 
 from avspo_plugin.names import install_line
-from avspo_plugin.openrlhf.source_checks import (
-    EXPERIENCE_MAKER_FILE,
-    TRAINER_FILE,
-    layout_in_source,
-    methods,
-    source_findings,
-)
+from avspo_plugin.openrlhf import source_checks as sc
 from avspo_plugin.openrlhf.versions import OPENRLHF
 
 from .findings import NOT_READY, READY, line, release_finding, versions_line
@@ -51,14 +45,14 @@ def run(args: argparse.Namespace) -> int:
         decided = release_finding(OPENRLHF, version, "pip install openrlhf")
         if decided is not None:
             return decided
-    maker_source = (package / EXPERIENCE_MAKER_FILE).read_text()
-    findings = source_findings(maker_source, (package / TRAINER_FILE).read_text())
+    maker_source = (package / sc.EXPERIENCE_MAKER_FILE).read_text()
+    findings = sc.source_findings(maker_source, (package / sc.TRAINER_FILE).read_text())
     for finding in findings:
         line("FAIL", f"{package}: {finding}")
     if findings:
         line("FAIL", "the avspo runtime route does not apply to this OpenRLHF")
         return NOT_READY
-    layout = layout_in_source(methods(maker_source, "RemoteExperienceMaker"))
+    layout = sc.layout_in_source(sc.methods(maker_source, "RemoteExperienceMaker"))
     line("ok", f"the runtime route applies: `avspo openrlhf ... {layout.flag(layout.estimator)} avspo` with "
          f"{layout.flag(layout.avspo_prefix)}<key> options ({layout.name}); {package} has what it wraps")  # fmt: skip
     if version == PATCHED_RELEASE:
