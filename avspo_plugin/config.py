@@ -464,6 +464,13 @@ def misspelt_name(name: str, names: Iterable[str], prefix: str = "avspo") -> str
     return None
 
 
+def meant_key(key: str, keys: Collection[str]) -> str:
+    """The one of ``keys`` a misspelt ``key`` stands for: its name now if it is an earlier name, else the closest."""
+    if EARLIER_NAMES.get(key) in keys:
+        return EARLIER_NAMES[key]
+    return max(keys, key=lambda known: difflib.SequenceMatcher(None, key.lower(), known).ratio())
+
+
 def config_help(config_class: type[ConfigBlock] = AVSPOConfig) -> list[tuple[str, Any, str]]:
     """(key, default, help) for every key, in order: the source of the docs and the YAML."""
     return [(f.name, f.default, key_help(f)) for f in config_class.ordered_fields()]

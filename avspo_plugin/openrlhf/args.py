@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from ..allowed import AutoOrInteger, Boolean, Integer, Number, OneOf
-from ..config import EARLIER_NAMES, AVSPOConfig, NotGiven, key_help, misspelt_name, warn_inert_keys
+from ..config import AVSPOConfig, NotGiven, key_help, meant_key, misspelt_name, warn_inert_keys
 from ..names import ESTIMATOR
 
 # The one key whose OpenRLHF default differs from AVSPOConfig's: OpenRLHF's group_norm divides by
@@ -130,10 +129,7 @@ def misspelt_flag(flag: str, layout: ArgLayout) -> str | None:
     block, found, key = name[2 + len(outer):].partition(separator)
     if not found or (block.lower() != ESTIMATOR and misspelt_name(block, [ESTIMATOR]) is None):
         return None
-    if EARLIER_NAMES.get(key) in AVSPOConfig.keys():
-        return layout.flag(layout.avspo_dest(EARLIER_NAMES[key]))
-    meant = max(AVSPOConfig.keys(), key=lambda known: difflib.SequenceMatcher(None, key.lower(), known).ratio())
-    return layout.flag(layout.avspo_dest(meant))
+    return layout.flag(layout.avspo_dest(meant_key(key, AVSPOConfig.keys())))
 
 
 def check_avspo_args(args: Any) -> None:

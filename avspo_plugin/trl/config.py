@@ -7,7 +7,6 @@ names are aliases: ``acr_threshold_init``, ``virtual_sample_alpha``, ``use_avspo
 """
 
 import dataclasses
-import difflib
 import inspect
 import logging
 from dataclasses import dataclass, field
@@ -15,12 +14,12 @@ from typing import Any
 
 from ..allowed import AutoOrInteger, Boolean, Integer, Number, OneOf
 from ..config import (
-    EARLIER_NAMES,
     AVSPOConfig,
     ConfigError,
     NotGiven,
     earlier_name_error,
     key_help,
+    meant_key,
     misspelt_name,
     warn_inert_keys,
 )
@@ -164,8 +163,5 @@ def misspelt_field(name: str) -> str | None:
     head, _, rest = name.partition("_")
     if head.lower() != "avspo" and misspelt_name(head, ["avspo"]) is None:
         return None
-    if rest in EARLIER_NAMES:  # a key's earlier name (config.EARLIER_NAMES): the key now
-        return FIELD_PREFIX + EARLIER_NAMES[rest]
-    fields = [FIELD_PREFIX + key.name for key in exposed_keys()]
-    return max(fields, key=lambda known: difflib.SequenceMatcher(None, f"{FIELD_PREFIX}{rest}".lower(), known).ratio())
+    return FIELD_PREFIX + meant_key(rest, [key.name for key in exposed_keys()])
 
