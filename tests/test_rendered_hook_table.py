@@ -1,4 +1,4 @@
-"""The touch-point table of docs/using/verl.md and the verl adapter's docstring is the hook registry's: a hook added to
+"""The touch-point table of docs/using/verl.md is the hook registry's: a hook added to
 the registry is a row of the table with no other edit, and a hook cannot be registered without what its row says."""
 
 import dataclasses
@@ -38,7 +38,7 @@ def test_a_hook_cannot_be_registered_without_when_it_runs_and_why_it_is_a_patch(
         hooks.Hook(**fields)
 
 
-def test_both_pages_hold_the_rendered_table():
+def test_the_verl_page_holds_the_rendered_table():
     for page in verl_hook_table.PAGES:
         text = page.read_text(encoding="utf-8")
         assert with_block(text, verl_hook_table.TABLE_BEGIN, verl_hook_table.TABLE_END,

@@ -1,15 +1,9 @@
 """The hook registry: every verl function the plugin wraps (:data:`HOOKS`), where it is placed, and its status.
 
-verl gives a registered estimator no way to log metrics, check its config before the first rollout, keep state
-across a resume or see agent-loop trajectories, and has no place for a monitor beside another estimator; so the
-plugin wraps, in memory, the functions of :data:`HOOKS` (``python -m renderer`` writes the touch-point table from
-them). The wrappers of the launcher's ``validate_config`` and the trainers' ``__init__`` are here: they run the
-launch guards and check, and place, the hooks a run needs.
-
-Placement: ``Hook.always`` hooks are placed in every verl process when their module loads; the trainer's
-``__init__`` hook then places the hooks of the features its config uses (:func:`place_hooks`), so a run of another
-estimator touches nothing else of verl. Status: a missing target, or one whose parameters are not those the wrapper
-relies on, is a warning naming it and verl's version, and a run that needs it refuses to start (:func:`require_hooks`).
+verl gives a registered estimator no way to log metrics, check its config before the first rollout, keep state across
+a resume or see agent-loop trajectories, so the plugin wraps these functions in memory. ``Hook.always`` hooks are
+placed when their module loads; the trainer's ``__init__`` hook places those its run's features use. A missing or
+changed target is a warning, and a run that needs it refuses to start (:func:`require_hooks`).
 """
 
 from __future__ import annotations
@@ -54,13 +48,9 @@ logger = logging.getLogger("avspo_plugin.verl")
 
 @dataclass(frozen=True)
 class Hook:
-    """``module.owner.attribute`` (owner None: a module function), wrapped by ``make_wrapper``.
-
-    parameters: the leading parameter names the wrapper relies on; trainer: the verl trainer whose runs need it
-    (``v1``, ``legacy``; None: both); features: what needs it; always: placed in every verl process when its module
-    loads (the others only in the trainer process of a run that uses their feature); when, why: when verl calls it
-    and why verl offers no extension point (the touch-point table, renderer/verl_hook_table.py).
-    """
+    """``module.owner.attribute`` (owner None: a module function), wrapped by ``make_wrapper``. parameters: the
+    leading parameter names the wrapper relies on; trainer: ``v1``, ``legacy`` or None (both); always: placed in every
+    verl process when its module loads; when, why: the touch-point table's columns (renderer/verl_hook_table.py)."""
 
     module: str
     owner: str | None
@@ -169,9 +159,8 @@ def refuse_unhooked_overrides(trainer_class: type, config: Any, hooks: Iterable[
         for hook in hooks:
             if feature not in hook.features or hook.owner is None or hook.attribute == "__init__":
                 continue
-            bases = [
-                cls for cls in trainer_class.__mro__[1:] if (cls.__module__, cls.__name__) == (hook.module, hook.owner)
-            ]
+            bases = [cls for cls in trainer_class.__mro__[1:]
+                     if (cls.__module__, cls.__name__) == (hook.module, hook.owner)]
             override = inspect.getattr_static(trainer_class, hook.attribute, None)
             if not bases or override is None or is_patched(override) or _names(override, hook.attribute):
                 continue

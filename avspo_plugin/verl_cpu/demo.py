@@ -37,14 +37,10 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['content'] }}\n{% endfor %}{% if add_generation_prompt %}A:{% endif %}"
 )
-MODEL_DIMENSIONS = {
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 128,
-}
+MODEL_DIMENSIONS = dict(
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    max_position_embeddings=128,
+)
 PROMPT_LENGTH = 64
 RESPONSE_LENGTH = 16
 GROUP_SIZE = 4
@@ -68,19 +64,10 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
 
 def task_rows(count: int, split: str, rng: random.Random) -> list[dict[str, Any]]:
     """Rows in verl's RL dataset format (prompt as chat messages, reward_model.ground_truth)."""
-    rows = []
-    for index in range(count):
-        a, b = rng.randint(0, 99), rng.randint(0, 99)
-        rows.append(
-            {
-                "data_source": TASK_NAME,
-                "prompt": [{"role": "user", "content": task_prompt(a, b)}],
-                "ability": "arithmetic",
-                "reward_model": {"style": "rule", "ground_truth": str((a + b) % 10)},
-                "extra_info": {"split": split, "index": index, "a": a, "b": b},
-            }
-        )
-    return rows
+    pairs = [(rng.randint(0, 99), rng.randint(0, 99)) for _ in range(count)]
+    return [{"data_source": TASK_NAME, "prompt": [{"role": "user", "content": task_prompt(a, b)}],
+             "ability": "arithmetic", "reward_model": {"style": "rule", "ground_truth": str((a + b) % 10)},
+             "extra_info": {"split": split, "index": index, "a": a, "b": b}} for index, (a, b) in enumerate(pairs)]
 
 
 @dataclass(frozen=True)
@@ -103,20 +90,11 @@ def build_demo_files(out: Path, train_prompts: int = 256, test_prompts: int = 16
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=320,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     backend.train_from_iterator(corpus, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-        unk_token=None,
-        chat_template=CHAT_TEMPLATE,
-    )
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+                                        unk_token=None, chat_template=CHAT_TEMPLATE)
     tokenizer.save_pretrained(files.model_dir)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     torch.manual_seed(seed)
@@ -130,10 +108,13 @@ def build_demo_files(out: Path, train_prompts: int = 256, test_prompts: int = 16
     return files
 
 
-def cpu_overrides(files: DemoFiles) -> list[str]:
-    """Hydra overrides for a CPU run of main_ppo on the demo files; docs/using/verl-cpu.md says why each is there."""
+def main_ppo_command(files: DemoFiles, out: Path, steps: int, loggers: Sequence[str] = ("console", "file"),
+                     use_v1: bool = True, resume: bool = False, extra_overrides: Sequence[str] = ()) -> list[str]:
+    """``python -m verl.trainer.main_ppo`` on the package's hydra config (verl's ppo_trainer with
+    ``algorithm.adv_estimator: avspo`` and the ``algorithm.avspo`` block) with the CPU overrides (docs/using/verl-cpu.md
+    says why each is there); ``extra_overrides`` come last and win."""
     mini = GROUP_SIZE * PROMPTS_PER_STEP
-    return [
+    overrides = [
         f"data.train_files={files.train_file}",
         f"data.val_files={files.test_file}",
         f"data.train_batch_size={PROMPTS_PER_STEP}",
@@ -171,31 +152,13 @@ def cpu_overrides(files: DemoFiles) -> list[str]:
         "+ray_kwargs.ray_init.include_dashboard=False",
         "+ray_kwargs.ray_init.num_cpus=16",
         "+ray_kwargs.ray_init.num_gpus=1",
-    ]
-
-
-def main_ppo_command(
-    files: DemoFiles,
-    out: Path,
-    steps: int,
-    loggers: Sequence[str] = ("console", "file"),
-    use_v1: bool = True,
-    save_freq: int = -1,
-    resume: bool = False,
-    extra_overrides: Sequence[str] = (),
-) -> list[str]:
-    """``python -m verl.trainer.main_ppo`` on the package's hydra config (verl's ppo_trainer with
-    ``algorithm.adv_estimator: avspo`` and the ``algorithm.avspo`` block) with the CPU overrides;
-    ``extra_overrides`` come last and win."""
-    out = Path(out)
-    overrides = cpu_overrides(files) + [
         f"trainer.total_training_steps={steps}",
         f"trainer.logger=[{','.join(loggers)}]",
         f"trainer.use_v1={str(use_v1).lower()}",
         "trainer.project_name=avspo_verl_demo",
         "trainer.experiment_name=cpu",
-        f"trainer.default_local_dir={out / 'checkpoints'}",
-        f"trainer.save_freq={save_freq}",
+        f"trainer.default_local_dir={Path(out) / 'checkpoints'}",
+        "trainer.save_freq=-1",
         f"trainer.resume_mode={'auto' if resume else 'disable'}",
     ]
     return [sys.executable, "-m", "verl.trainer.main_ppo", *PACKAGED_CONFIG, *overrides, *extra_overrides]

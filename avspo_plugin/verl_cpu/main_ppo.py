@@ -45,14 +45,8 @@ STEP_LINE = re.compile(r"(?:^|\s)step:(\d+) - ")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def run_main_ppo(
-    command: Sequence[str],
-    out: Path,
-    run_name: str = "train",
-    echo: bool = True,
-    timeout: float | None = None,
-    extra_env: dict[str, str] | None = None,
-) -> TrainingRun:
+def run_main_ppo(command: Sequence[str], out: Path, run_name: str = "train", echo: bool = True,
+                 timeout: float | None = None, extra_env: dict[str, str] | None = None) -> TrainingRun:
     """Run main_ppo as a subprocess; its output goes to ``out/<run_name>.log`` (lines prefixed with seconds since
     launch) and its file-backend metrics to ``out/<run_name>.metrics.jsonl``. With ``echo``, phases and finished
     steps are printed; ``extra_env`` adds to the CPU environment. What the run started is ended whatever happens."""
@@ -81,9 +75,8 @@ def run_main_ppo(
     with open(log_file, "w") as log:
         log.write("$ " + shlex.join(command) + "\n")
         log.flush()
-        process = subprocess.Popen(
-            list(command), cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        process = subprocess.Popen(list(command), cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True)
         processes = ProcessTree(process.pid)
         # A watchdog rather than a check between lines: a hung run prints nothing.
         watchdog = threading.Timer(timeout, process.terminate) if timeout is not None else None
@@ -172,21 +165,16 @@ class ProcessTree:
         """Stop sampling and end the processes still running (terminate, then kill); returns their names."""
         self._stopped.set()
         self._thread.join()
-        alive = self._descendants()
-        names = []
-        for process in alive:
-            try:
-                names.append(f"{process.name()} ({process.pid})")
-                process.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        _, still_alive = psutil.wait_procs(alive, timeout=grace)
-        for process in still_alive:
-            try:
-                process.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(still_alive, timeout=grace)
+        alive, names = self._descendants(), []
+        for end in (psutil.Process.terminate, psutil.Process.kill):
+            for process in alive:
+                try:
+                    if end is psutil.Process.terminate:
+                        names.append(f"{process.name()} ({process.pid})")
+                    end(process)
+                except psutil.NoSuchProcess:
+                    pass
+            _, alive = psutil.wait_procs(alive, timeout=grace)
         return names
 
 

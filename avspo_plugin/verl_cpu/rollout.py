@@ -64,34 +64,23 @@ class HFGenerateServer:
         # One generate at a time: requests arrive concurrently, the model is not reentrant.
         self._lock = asyncio.Lock()
 
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling_params: dict[str, Any],
-        request_id: str,
-        image_data: list[Any] | None = None,
-        video_data: list[Any] | None = None,
-        audio_data: list[Any] | None = None,
-        mm_processor_kwargs: dict[str, Any] | None = None,
-        priority: int = 0,
-    ) -> TokenOutput:
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
+                       image_data: list[Any] | None = None, video_data: list[Any] | None = None,
+                       audio_data: list[Any] | None = None, mm_processor_kwargs: dict[str, Any] | None = None,
+                       priority: int = 0) -> TokenOutput:
         """Token ids in, token ids and log-probs out, as verl's agent loop asks a vLLM server (one request at a
         time, so ``priority`` changes nothing)."""
         if image_data is not None or video_data is not None or audio_data is not None or mm_processor_kwargs:
             raise ValueError(f"rollout '{ROLLOUT_NAME}' generates text only; request {request_id} carries media")
         unknown = set(sampling_params) - SAMPLING_KEYS
         if unknown:
-            raise ValueError(
-                f"rollout '{ROLLOUT_NAME}': request {request_id} has sampling params it does not implement: "
-                f"{sorted(unknown)} (it takes {sorted(SAMPLING_KEYS)})"
-            )
+            raise ValueError(f"rollout '{ROLLOUT_NAME}': request {request_id} has sampling params it does not "
+                             f"implement: {sorted(unknown)} (it takes {sorted(SAMPLING_KEYS)})")
         prompt_ids = [int(token) for token in prompt_ids]
         room = self.max_model_len - len(prompt_ids)
         if room < 1:
-            raise ValueError(
-                f"request {request_id}: prompt of {len(prompt_ids)} tokens leaves no room in max_model_len "
-                f"{self.max_model_len}"
-            )
+            raise ValueError(f"request {request_id}: prompt of {len(prompt_ids)} tokens leaves no room in "
+                             f"max_model_len {self.max_model_len}")
         params = dict(sampling_params)
         max_tokens = params.pop("max_tokens", params.pop("max_new_tokens", self.config.response_length))
         max_tokens = max(1, min(int(max_tokens), room))
@@ -118,16 +107,9 @@ class HFGenerateServer:
         stop_ids = None if params.get("ignore_eos") else [*self.eos_token_ids, *(params.get("stop_token_ids") or ())]
         torch.manual_seed(seed)
         input_ids = torch.tensor([prompt_ids], dtype=torch.long)
-        output = self.model.generate(
-            input_ids=input_ids,
-            attention_mask=torch.ones_like(input_ids),
-            max_new_tokens=max_tokens,
-            eos_token_id=stop_ids,
-            pad_token_id=self.pad_token_id,
-            output_logits=True,
-            return_dict_in_generate=True,
-            **generate_kwargs,
-        )
+        output = self.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                                     max_new_tokens=max_tokens, eos_token_id=stop_ids, pad_token_id=self.pad_token_id,
+                                     output_logits=True, return_dict_in_generate=True, **generate_kwargs)
         token_ids = output.sequences[0, len(prompt_ids) :].tolist()  # one sequence: no padding after eos
         log_probs = None
         if params.get("logprobs"):
@@ -136,12 +118,8 @@ class HFGenerateServer:
             scale = temperature if do_sample else 1.0
             token_log_probs = torch.log_softmax(logits / scale, dim=-1)
             log_probs = token_log_probs.gather(-1, torch.tensor(token_ids).unsqueeze(-1)).squeeze(-1).tolist()
-        return TokenOutput(
-            token_ids=token_ids,
-            log_probs=log_probs,
-            stop_reason="completed",
-            extra_fields={"global_steps": self.global_steps},
-        )
+        return TokenOutput(token_ids=token_ids, log_probs=log_probs, stop_reason="completed",
+                           extra_fields={"global_steps": self.global_steps})
 
     def update_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
         missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
