@@ -46,15 +46,11 @@ def stagnation(timeline: Timeline, acr_above: float, more_than: int) -> dict[str
     long enough, with the step the signal fired in each. 0 disables either number."""
     steps, acr = timeline.steps.tolist(), timeline.series["acr"].tolist()
     spacing = int(np.median(np.diff(steps))) if len(steps) > 1 else 1
-    result: dict[str, Any] = {"acr_above": acr_above, "more_than_steps": more_than, "enabled": acr_above > 0 and
-                              more_than > 0, "fired": False, "fired_at_step": None, "episodes": [],
-                              "longest_run_steps": 0}
-    if not result["enabled"]:
-        return result
+    enabled = acr_above > 0 and more_than > 0
     patience = max(1, more_than // spacing)
     episodes, current = [], None
     warning = StreakWarning("stagnation", acr_above, patience, above=True)
-    for step, value in zip(steps, acr):
+    for step, value in zip(steps, acr) if enabled else ():
         warning.observe(value, step)
         if warning.streak == 0:
             current = None
@@ -65,11 +61,10 @@ def stagnation(timeline: Timeline, acr_above: float, more_than: int) -> dict[str
         current.update(end=step, steps=step - current["start"] + spacing)
         if current["fired_at"] is None and warning.streak > patience:
             current["fired_at"] = step
-    result["longest_run_steps"] = max((e["steps"] for e in episodes), default=0)
-    result["episodes"] = [e for e in episodes if e["fired_at"] is not None]
-    result["fired"] = warning.fired_step is not None
-    result["fired_at_step"] = warning.fired_step
-    return result
+    return {"acr_above": acr_above, "more_than_steps": more_than, "enabled": enabled,
+            "fired": warning.fired_step is not None, "fired_at_step": warning.fired_step,
+            "episodes": [e for e in episodes if e["fired_at"] is not None],
+            "longest_run_steps": max((e["steps"] for e in episodes), default=0)}
 
 
 def dapo_estimate(timeline: Timeline) -> dict[str, Any]:

@@ -43,8 +43,8 @@ def run_block(result: RunResult) -> str:
         f": all-fail {number(means['acr_all_fail'])}, all-pass {number(means['acr_all_pass'])}")
     near = f"; near-collapse {number(means['near_collapse'])}" if means["near_collapse"] is not None else ""
     lines.append(f"  ACR mean {number(means['acr'])}{_between(means)}{split}{near}")
-    if r["reward_mean"] is not None:
-        reward = r["reward_mean"]
+    reward = r["reward_mean"]
+    if reward is not None:
         lines.append(f"  reward mean {number(reward['first'])} at the start, {number(reward['last'])} at the end")
     early = r["early_warning"]
     done = "" if early["complete"] else f"  [run shorter than the window: {early['points']} logged steps]"
@@ -52,13 +52,9 @@ def run_block(result: RunResult) -> str:
     lines.append(f"  early ACR, steps {window}: {number(early['acr'])}{_between(early)}{done}")
     stall = r["stagnation"]
     rule = f"ACR > {stall['acr_above']} for more than {stall['more_than_steps']} consecutive steps"
-    if not stall["enabled"]:
-        lines.append("  stagnation signal: disabled")
-    elif stall["fired"]:
-        lines.append(f"  stagnation signal ({rule}): FIRED at step {stall['fired_at_step']}")
-    else:
-        longest = stall["longest_run_steps"]
-        lines.append(f"  stagnation signal ({rule}): not fired (longest run above it: {longest} step(s))")
+    state = (f"FIRED at step {stall['fired_at_step']}" if stall["fired"] else
+             f"not fired (longest run above it: {stall['longest_run_steps']} step(s))")
+    lines.append(f"  stagnation signal ({rule}): {state}" if stall["enabled"] else "  stagnation signal: disabled")
     validation = r.get("validation")
     if validation is not None:
         lines.append(
@@ -114,10 +110,6 @@ def _point(point: dict[str, Any]) -> str:
     return f"{point['accuracy']:.3f} at step {point['step']}"
 
 
-def _rollouts(count: int | None) -> str:
-    return "rollouts not logged" if count is None else f"{count:,} rollouts"
-
-
 def accuracy_cells(accuracy: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """(titles, cells) of the accuracy comparison: each run's first, final and best value, and when it first reached
     the reference run's final value."""
@@ -125,8 +117,9 @@ def accuracy_cells(accuracy: dict[str, Any]) -> tuple[list[str], list[list[str]]
     reach = f"reached {accuracy['reference']}'s final {reference['accuracy']:.3f}"
     cells = []
     for run in accuracy["runs"]:
-        reached = ("not reached" if run["reached_at_step"] is None else
-                   f"at step {run['reached_at_step']}, {_rollouts(run['rollouts_to_reference_final'])}")
+        rollouts = run["rollouts_to_reference_final"]
+        reached = ("not reached" if run["reached_at_step"] is None else f"at step {run['reached_at_step']}, "
+                   + ("rollouts not logged" if rollouts is None else f"{rollouts:,} rollouts"))
         cells.append([_short(run["label"], 24), _point(run["first"]), _point(run["final"]), _point(run["best"]), reached])
     return ["run", "first", "final", "best", reach], cells
 

@@ -57,7 +57,7 @@ def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -
         "exact": timeline.exact,
         "caveats": timeline.caveats,
         "notes": loaded.notes,
-        "warnings": loaded.warnings,
+        "warnings": [] if loaded.scalars is None else loaded.scalars.warnings,
         "keys": timeline.keys,
         "steps": {"first": int(timeline.steps[0]), "last": int(timeline.steps[-1]), "count": len(timeline.steps)},
     }

@@ -42,15 +42,11 @@ class ScalarLog:
     """Scalars logged per step: {step: {key: value}}, in the host's own key names."""
 
     values: dict[int, dict[str, float]]
-    # key -> where its first non-numeric value was met ("file:line"), to name it if the analysis needs the key
-    nonnumeric: dict[str, str] = field(default_factory=dict)
+    nonnumeric: dict[str, str] = field(default_factory=dict)  # key -> "file:line" of its first non-numeric value
     notes: list[str] = field(default_factory=list)
-    # step -> where its values were read ("file:line", "file (record N)"), to name a bad value's place
-    where: dict[int, str] = field(default_factory=dict)
-    # values left out of the analysis (NaN, a fraction outside [0, 1]), each naming file, step and value
-    warnings: list[str] = field(default_factory=list)
-    # key -> {step: value} of the infinite values a text log held (kept out of ``values``), so that a key whose last
-    # value is infinite is named as such (``--accuracy``) rather than taken as never logged there
+    where: dict[int, str] = field(default_factory=dict)  # step -> "file:line" or "file (record N)" it was read at
+    warnings: list[str] = field(default_factory=list)  # values left out (NaN, out of range), naming file and step
+    # key -> {step: value} of infinite values (kept out of ``values``): --accuracy names a last value that is one
     infinite: dict[str, dict[int, float]] = field(default_factory=dict)
 
     def keys(self) -> set[str]:
@@ -70,14 +66,9 @@ class Loaded:
     def notes(self) -> list[str]:
         return (self.samples or self.scalars).notes
 
-    @property
-    def warnings(self) -> list[str]:
-        return [] if self.scalars is None else self.scalars.warnings
-
 
 def not_utf8(path: Path, line: int, offset: int, err: UnicodeDecodeError) -> AnalyzeError:
-    """The error for bytes that are not UTF-8: logs are read as UTF-8, never decoded by guesswork or with
-    replacement characters (a replaced prompt text could merge two prompts' groups)."""
+    """Logs are read as UTF-8, never by guesswork or replacement (a replaced prompt could merge two prompts' groups)."""
     return AnalyzeError(
         f"{path}:{line}: not UTF-8 text: byte offset {offset} (0x{err.object[err.start]:02x}: {err.reason}); "
         f"avspo analyze reads logs as UTF-8: convert the file first, e.g. iconv -f <its encoding> -t utf-8"

@@ -59,26 +59,21 @@ class _Collector:
 
 
 def _float(value: Any) -> float | None:
-    """A float from a JSON/CSV value (NaN and infinities included); None for missing or non-numeric values."""
-    if isinstance(value, (int, float)):  # bool included
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+    """A float from a JSON/CSV value (NaN and infinities included; bool counts); None for missing or non-numeric."""
+    try:
+        return float(value) if isinstance(value, (int, float, str)) else None
+    except ValueError:
+        return None
 
 
-def _number(value: Any) -> float | None:
-    """A float from a JSON/CSV value (NaN included); None for missing, non-numeric or infinite values."""
+def _finite(value: Any) -> float | None:
     number = _float(value)
-    return None if number is None or math.isinf(number) else number
+    return number if number is not None and math.isfinite(number) else None
 
 
 def _step_of(value: Any, where: str, key: str) -> int:
-    number = _number(value)
-    if number is None or math.isnan(number) or number != int(number):
+    number = _finite(value)
+    if number is None or number != int(number):
         raise AnalyzeError(f"{where}: {key} {value!r} is not an integer step")
     return int(number)
 
@@ -102,7 +97,7 @@ def read_records(records: Iterable[tuple[str, Any]]) -> ScalarLog:
     for where, record in records:
         if not isinstance(record, dict):
             raise AnalyzeError(f"{where}: expected an object per logged step, found {type(record).__name__}")
-        step_key = next((key for key in STEP_COLUMNS if _is_number(record.get(key))), None)
+        step_key = next((key for key in STEP_COLUMNS if _finite(record.get(key)) is not None), None)
         if step_key is None:
             if any(key in record for key in ("train_runtime", "total_flos")):
                 continue  # a wandb row logged without a trainer step: a run summary
@@ -111,11 +106,6 @@ def read_records(records: Iterable[tuple[str, Any]]) -> ScalarLog:
             )
         collector.add(_step_of(record[step_key], where, step_key), record, where)
     return collector.finish()
-
-
-def _is_number(value: Any) -> bool:
-    number = _number(value)
-    return number is not None and not math.isnan(number)
 
 
 def read_json_records(path: Path, records_key: str | None = None) -> ScalarLog:
