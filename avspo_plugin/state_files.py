@@ -9,11 +9,10 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from .allowed import Allowed
-from .config import earlier_name_error
 
 T = TypeVar("T")
 
@@ -68,14 +67,6 @@ def load_json(path: str, load: Callable[[Any], T], remedy: str) -> T:
         return load(value)
     except ValueError as err:
         raise StateFileError(f"{path} cannot be resumed: {err}. {remedy}") from None
-
-
-def refuse_earlier_keys(state: Mapping[str, Any], keys: Collection[str], what: str) -> None:
-    """ValueError, naming ``what`` (the state), when ``state`` holds the earlier name (config.EARLIER_NAMES) of one of
-    its ``keys``."""
-    earlier = earlier_name_error(state, keys, repr)
-    if earlier is not None:
-        raise ValueError(f"{what}: {earlier}")
 
 
 def check_fields(value: Any, spec: Any, what: str) -> None:

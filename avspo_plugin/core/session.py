@@ -12,16 +12,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..allowed import INT64_MAX, Integer, Number
-from ..config import AVSPOConfig
-from ..state_files import check_fields, refuse_earlier_keys
+from ..config import AVSPOConfig, earlier_name_error
+from ..state_files import check_fields
 from ..threshold_modes import THRESHOLD_MODES
 from .advantage import AVSPOResult, compute_group_advantages, compute_token_advantages
 from .collapse import off_bound_message
 from .early_warnings import INERT_TRIGGER, WARNING_FLAGS, EarlyWarnings
 from .inputs import TensorLike, as_config
 from .metrics import aggregate_metrics, filtered_group_metrics
-from .threshold import ThresholdState, advance, threshold_in_force
+from .threshold import COUNT, THRESHOLD_FIELDS, ThresholdState, advance, threshold_in_force
 
 # Version of the dict that state_dict() returns and checkpoints hold.
 STATE_FORMAT = 1
@@ -31,12 +30,10 @@ STATE_KEYS = ("threshold", "warnings", "logged_steps")
 # decide K (Eq. 9).
 STATE_SETTINGS = ("threshold_mode", "threshold_init", "threshold_lr", "threshold_min", "threshold_max", "num_virtual",
                   "alpha")
-# A count or a step number of the state.
-COUNT = Integer(0, INT64_MAX)
 # The type and range of every field of state_dict(), checked on load.
 STATE_FIELDS = {
     "format": int,
-    "threshold": (None, {"tau": Number(0.0, 1.0), "prev_reward_mean": (None, Number()), "step": COUNT}),
+    "threshold": (None, THRESHOLD_FIELDS),
     "settings": (None, {name: AVSPOConfig.allowed(name) for name in STATE_SETTINGS}),
     "warnings": {name: {"streak": COUNT, "fired_step": (None, COUNT)}
                 for name in (*WARNING_FLAGS, INERT_TRIGGER)},
@@ -272,7 +269,9 @@ def checked_state(state: Any) -> Mapping[str, Any]:
     of every field are checked (:data:`STATE_FIELDS`); ValueError names the field, its value and what it may hold."""
     if not isinstance(state, Mapping):
         raise ValueError(f"avspo checkpoint state should be an object, found {type(state).__name__}")
-    refuse_earlier_keys(state, STATE_KEYS, "avspo checkpoint state")
+    earlier = earlier_name_error(state, STATE_KEYS, repr)
+    if earlier is not None:
+        raise ValueError(f"avspo checkpoint state: {earlier}")
     missing = [key for key in STATE_KEYS if key not in state]
     if missing:
         raise ValueError(f"avspo checkpoint state lacks {sorted(missing)}; it has {sorted(state)}")

@@ -8,8 +8,15 @@ from typing import Any
 
 import torch
 
+from ..allowed import INT64_MAX, Integer, Number
 from ..config import AVSPOConfig
+from ..state_files import check_fields
 from ..threshold_modes import THRESHOLD_MODES
+
+# A count or a step number of a state.
+COUNT = Integer(0, INT64_MAX)
+# The type and range of each field of ThresholdState.state_dict(), checked on load.
+THRESHOLD_FIELDS = {"tau": Number(0.0, 1.0), "prev_reward_mean": (None, Number()), "step": COUNT}
 
 
 @dataclass(frozen=True)
@@ -29,9 +36,7 @@ class ThresholdState:
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> ThresholdState:
-        missing = {"tau", "prev_reward_mean", "step"} - set(state)
-        if missing:
-            raise ValueError(f"AVSPO threshold state is missing {sorted(missing)}; got keys {sorted(state)}")
+        check_fields(state, THRESHOLD_FIELDS, "AVSPO threshold state")
         prev = state["prev_reward_mean"]
         return cls(float(state["tau"]), None if prev is None else float(prev), int(state["step"]))
 
