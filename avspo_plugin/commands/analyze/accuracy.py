@@ -85,16 +85,12 @@ LEVEL = 0.95
 POWER = 0.8
 
 
-def split_label(label: str) -> tuple[str, str] | None:
-    """'avspo@3' -> ('avspo', '3'); None for a label without a seed."""
-    arm, mark, seed = label.rpartition(SEED_MARK)
-    return (arm, seed) if mark and arm and seed else None
-
-
 def seed_pairs(labels: list[str]) -> tuple[str, str, list[str]] | None:
     """(reference arm, other arm, seeds both ran) when every label is ``ARM@SEED`` over two arms; None when no label
     carries a seed. A mix, a third arm, or a seed one arm lacks is an error naming it."""
-    parts = [split_label(label) for label in labels]
+    # 'avspo@3' -> ('avspo', '3'); None for a label without a seed
+    parts = [(arm, seed) if mark and arm and seed else None
+             for arm, mark, seed in (label.rpartition(SEED_MARK) for label in labels)]
     if all(part is None for part in parts):
         return None
     if any(part is None for part in parts):

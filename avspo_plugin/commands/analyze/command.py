@@ -181,20 +181,15 @@ def file_prefix(label: str) -> str:
 
 
 def _pair_validation(labels: list[str], vals: list[tuple[str | None, Path]]) -> dict[str, Path]:
-    paired: dict[str, Path] = {}
     for label, path in vals:
-        if label is not None:
-            if label not in labels:
-                raise AnalyzeError(f"--val {label}={path}: no run is labelled {label!r} (runs: {', '.join(labels)})")
-            paired[label] = path
-    free = iter(label for label in labels if label not in paired)
-    for label, path in vals:
-        if label is None:
-            target = next(free, None)
-            if target is None:
-                raise AnalyzeError(f"--val {path}: more validation dumps than runs")
-            paired[target] = path
-    return paired
+        if label is not None and label not in labels:
+            raise AnalyzeError(f"--val {label}={path}: no run is labelled {label!r} (runs: {', '.join(labels)})")
+    paired = {label: path for label, path in vals if label is not None}
+    free = [label for label in labels if label not in paired]
+    unlabelled = [path for label, path in vals if label is None]
+    if len(unlabelled) > len(free):
+        raise AnalyzeError(f"--val {unlabelled[len(free)]}: more validation dumps than runs")
+    return paired | dict(zip(free, unlabelled))
 
 
 # How a text cell that a spreadsheet would run as a formula starts (OWASP, "CSV injection").

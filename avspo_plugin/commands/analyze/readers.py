@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import tracker_logs
-from .run_logs import AnalyzeError, JsonLines, Loaded, SampleLog, StepSamples
+from .run_logs import AnalyzeError, JsonLines, Loaded, SampleLog, StepSamples, keys_of
 
 TRL_STATE = "trainer_state.json"
 
@@ -40,7 +40,7 @@ def load_dumps(path: Path) -> Loaded:
             raise AnalyzeError(f"{path}: no such file or directory")
         first = _first_jsonl_record(path)
         if not is_dump_record(first):
-            raise AnalyzeError(f"{path}: not a verl generation dump (first record has keys {_keys(first)})")
+            raise AnalyzeError(f"{path}: not a verl generation dump (first record has keys {keys_of(first)})")
         files = [path]
     return Loaded(path, "verl generation dump", samples=read_dumps(files))
 
@@ -87,7 +87,7 @@ def _load_file(path: Path) -> Loaded:
         if isinstance(first, dict) and any(key in first for key in tracker_logs.STEP_COLUMNS):
             return Loaded(path, "wandb history JSON lines", scalars=tracker_logs.read_wandb_jsonl(path))
         raise AnalyzeError(
-            f"{path}: JSON lines of an unknown kind (first record has keys {_keys(first)}); expected a verl "
+            f"{path}: JSON lines of an unknown kind (first record has keys {keys_of(first)}); expected a verl "
             "generation dump (score, input/uid, step), verl's file tracker (step, data) or a wandb history (_step)"
         )
     if suffix == ".json":
@@ -116,10 +116,6 @@ def _first_jsonl_record(path: Path) -> Any:
 def _has_log_history(path: Path) -> bool:
     with open(path, "rb") as handle:
         return b'"log_history"' in handle.read(1 << 20)
-
-
-def _keys(value: Any) -> str:
-    return ", ".join(sorted(value)) if isinstance(value, dict) else type(value).__name__
 
 
 DUMP_FILE = re.compile(r"^(\d+)\.jsonl$")
@@ -189,7 +185,7 @@ def _parse_row(path: Path, number: int, record: Any) -> _Row:
         raise AnalyzeError(f"{where}: expected a JSON object per sample, found {type(record).__name__}")
     for key in ("score", "step"):
         if key not in record:
-            raise AnalyzeError(f"{where}: sample has no {key!r} (keys: {_keys(record)})")
+            raise AnalyzeError(f"{where}: sample has no {key!r} (keys: {keys_of(record)})")
     score = record["score"]
     if not isinstance(score, (int, float)) or not math.isfinite(score):
         raise AnalyzeError(f"{where}: score {score!r} is not a finite number")

@@ -67,6 +67,10 @@ class Loaded:
         return (self.samples or self.scalars).notes
 
 
+def keys_of(value: Any) -> str:
+    return ", ".join(sorted(value)) if isinstance(value, dict) else type(value).__name__
+
+
 def not_utf8(path: Path, line: int, offset: int, err: UnicodeDecodeError) -> AnalyzeError:
     """Logs are read as UTF-8, never by guesswork or replacement (a replaced prompt could merge two prompts' groups)."""
     return AnalyzeError(

@@ -18,7 +18,7 @@ from tensorboard.compat.tensorflow_stub import errors
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
 from tensorboard.util import tensor_util
 
-from .run_logs import AnalyzeError, JsonLines, ScalarLog, parse_json_document, read_text
+from .run_logs import AnalyzeError, JsonLines, ScalarLog, keys_of, parse_json_document, read_text
 
 # Columns that hold the step in a wandb history export, best first: transformers logs the
 # trainer's step as train/global_step while wandb's own _step counts log calls.
@@ -84,8 +84,8 @@ def read_verl_file_log(path: Path) -> ScalarLog:
     for number, record in lines:
         where = f"{path}:{number}"
         if not isinstance(record, dict) or "step" not in record or not isinstance(record.get("data"), dict):
-            keys = ", ".join(sorted(record)) if isinstance(record, dict) else type(record).__name__
-            raise AnalyzeError(f"{where}: expected {{'step': ..., 'data': {{...}}}} (verl file tracker), found {keys}")
+            found = keys_of(record)
+            raise AnalyzeError(f"{where}: expected {{'step': ..., 'data': {{...}}}} (verl file tracker), found {found}")
         collector.add(_step_of(record["step"], where, "step"), record["data"], where)
     _note_cut(collector.log, path, lines.truncated_line)
     return collector.finish()
@@ -141,7 +141,10 @@ def read_wandb_csv(path: Path) -> ScalarLog:
     if len(set(header)) != len(header):
         duplicate = next(key for key in header if header.count(key) > 1)
         raise AnalyzeError(f"{path}:1: column {duplicate!r} appears more than once in the header")
-    rows = list(_csv_rows(path, reader))
+    try:
+        rows = [(reader.line_num, fields) for fields in reader if fields]
+    except csv.Error as err:
+        raise AnalyzeError(f"{path}:{reader.line_num}: malformed CSV ({err})") from None
     cut = None
     if rows and not text.endswith("\n"):
         cut, rows = rows[-1][0], rows[:-1]  # a last row without its newline may hold a cut-off value
@@ -158,18 +161,6 @@ def read_wandb_csv(path: Path) -> ScalarLog:
     if cut is not None:
         log.notes.append(f"{path}:{cut}: last row cut short (run stopped mid-write); left out")
     return log
-
-
-def _csv_rows(path: Path, reader: Any) -> Iterable[tuple[int, list[str]]]:
-    while True:
-        try:
-            fields = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as err:
-            raise AnalyzeError(f"{path}:{reader.line_num}: malformed CSV ({err})") from None
-        if fields:
-            yield reader.line_num, fields
 
 
 def _note_cut(log: ScalarLog, path: Path, truncated_line: int | None) -> None:
