@@ -1,7 +1,5 @@
-"""The releases of each host framework an adapter was tested with (VERL, TRL, OPENRLHF; no host imported), and the
-one policy for all: a release older than ``broken_below`` is refused (known not to work); any other release outside
-the tested range runs with a warning naming both versions; one inside it runs silently. Each adapter's ``versions``
-module applies it to its host's installed release.
+"""The releases of each host framework an adapter was tested with (VERL, TRL, OPENRLHF; no host imported), and one
+policy for all: older than ``broken_below`` is refused; outside the tested range otherwise, a warning; inside, silence.
 """
 
 from __future__ import annotations
@@ -14,6 +12,14 @@ from importlib import metadata
 
 class UnsupportedHostVersion(RuntimeError):
     """The installed release of a host framework is outside the releases an adapter supports."""
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed distribution's version, None when its metadata is not found."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def release(version: str) -> tuple[int, int, int]:
@@ -47,7 +53,6 @@ class SupportedReleases:
         return f"{self.oldest} to {self.newest}" + (f" ({', '.join(self.tested)})" if self.tested else "")
 
     def supports(self, version: str) -> bool:
-        """Whether ``version`` lies in the tested range."""
         return release(self.oldest) <= release(version) <= release(self.newest)
 
     def known_broken(self, version: str) -> bool:
@@ -62,11 +67,7 @@ class SupportedReleases:
                 f"{self.untested_note}; report any difference you notice")
 
     def installed(self) -> str | None:
-        """The installed distribution's version, None when its metadata is not found."""
-        try:
-            return metadata.version(self.distribution)
-        except metadata.PackageNotFoundError:
-            return None
+        return installed_version(self.distribution)
 
     def require(self, version: str | None, adapter: str) -> str | None:
         """Raise :class:`UnsupportedHostVersion` when ``version`` is None (not installed) or known broken; else

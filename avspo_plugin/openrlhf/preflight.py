@@ -8,12 +8,10 @@ than the launching process stops the launch with every finding.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
 from collections.abc import Mapping
-from importlib import metadata
 from typing import Any
 
 import ray
@@ -21,6 +19,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import avspo_plugin
 
+from ..host_versions import installed_version
 from .worker_setup import SETUP_HOOK, hook_state
 
 logger = logging.getLogger(__name__)
@@ -30,11 +29,7 @@ PLUGIN_DISTRIBUTION = "avspo-plugin"
 
 def versions() -> dict[str, str | None]:
     """The avspo-plugin and OpenRLHF distributions this process finds (None: not found)."""
-    found = dict.fromkeys((PLUGIN_DISTRIBUTION, "openrlhf"))
-    for distribution in found:
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            found[distribution] = metadata.version(distribution)
-    return found
+    return {distribution: installed_version(distribution) for distribution in (PLUGIN_DISTRIBUTION, "openrlhf")}
 
 
 def node_report() -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The OpenRLHF releases the runtime route supports (0.9.9 to 0.11.2: the structure :mod:`.worker_setup` wraps, which
-tests/openrlhf/test_releases.py checks on each release's source), and the check of the installed one."""
+"""The check of the installed OpenRLHF against host_versions.OPENRLHF (tests/openrlhf/test_releases.py checks each
+release's source for the structure :mod:`.worker_setup` wraps)."""
 
 from __future__ import annotations
 

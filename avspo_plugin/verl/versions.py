@@ -1,8 +1,8 @@
-"""The verl releases the plugin supports, and the check of the imported one (host_versions' policy): refused
-(known broken), warned about (untested) or tested."""
+"""The check of the imported verl against host_versions.VERL."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import verl
@@ -33,10 +33,8 @@ def refused_verl(version: str) -> str | None:
     """Why ``version`` of verl is refused (older than host_versions.VERL.broken_below), None when it is not."""
     try:
         VERL.require(version, PLUGIN_MODULE)
-    except UnsupportedHostVersion as err:
-        return str(err)
-    except ValueError:
-        pass
+    except (UnsupportedHostVersion, ValueError) as err:
+        return str(err) if isinstance(err, UnsupportedHostVersion) else None
     return None
 
 
@@ -46,9 +44,8 @@ _warned_versions: set[str] = set()
 def check_verl_release() -> None:
     """Raise UnsupportedHostVersion for a known-broken verl; warn once per process about an untested one."""
     version = verl_version()
-    refused = refused_verl(version)
-    if refused is not None:
-        raise UnsupportedHostVersion(refused)
+    with contextlib.suppress(ValueError):  # not a version number: warned about below
+        VERL.require(version, PLUGIN_MODULE)
     problem = untested_verl(version)
     if problem is not None and version not in _warned_versions:
         _warned_versions.add(version)

@@ -3,12 +3,13 @@ host: :data:`READY` (0) the adapter applies to what is installed, :data:`NOT_REA
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from importlib import metadata
+import sys
+from collections.abc import Iterable, Mapping
 
-from avspo_plugin.host_versions import SupportedReleases
+from avspo_plugin.host_versions import SupportedReleases, installed_version
 
 READY, NOT_READY = 0, 1
+PYTHON = f"{sys.version.split()[0]} ({sys.executable})"
 
 
 def line(level: str, text: str, indent: int = 2) -> bool:
@@ -17,15 +18,12 @@ def line(level: str, text: str, indent: int = 2) -> bool:
     return level == "FAIL"
 
 
-def installed_version(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
+def installed_versions(distributions: Iterable[str]) -> dict[str, str | None]:
+    return {name: installed_version(name) for name in distributions}
 
 
-def versions_line(distributions: Iterable[str]) -> str:
-    return ", ".join(f"{name} {installed_version(name) or 'not installed'}" for name in distributions)
+def versions_line(versions: Mapping[str, str | None], python: str = PYTHON) -> str:
+    return ", ".join(f"{name} {version or 'not installed'}" for name, version in versions.items()) + f", python {python}"
 
 
 def release_finding(supported: SupportedReleases, version: str | None, install_hint: str) -> int | None:

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import sys
 from pathlib import Path
 
 from avspo_plugin.names import install_line
 from avspo_plugin.openrlhf import source_checks as sc
 from avspo_plugin.openrlhf.versions import OPENRLHF
 
-from .findings import NOT_READY, READY, line, release_finding, versions_line
+from .findings import NOT_READY, READY, installed_versions, line, release_finding, versions_line
 
 DISTRIBUTIONS = ("avspo-plugin", "openrlhf", "torch", "ray", "deepspeed", "vllm", "flash-attn")
 PATCHED_RELEASE = "0.11.2"
@@ -32,7 +31,7 @@ def installed_package() -> Path | None:
 
 def run(args: argparse.Namespace) -> int:
     print("avspo doctor --host openrlhf")
-    print(f"  versions: {versions_line(DISTRIBUTIONS)}, python {sys.version.split()[0]} ({sys.executable})")
+    print(f"  versions: {versions_line(installed_versions(DISTRIBUTIONS))}")
     package = installed_package()
     if package is None:
         line("FAIL", f"OpenRLHF is not installed in this Python environment: {install_line('openrlhf')} "

@@ -24,23 +24,17 @@ from avspo_plugin.launch import evidence_sentence, outlook_at_paper_acr, what_ru
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
 
-from .findings import NOT_READY, READY, installed_version, line
+from .findings import NOT_READY, PYTHON, READY, installed_versions, line, versions_line
 from .ray_cluster import connect_ray
 
 ENTRY_POINT_GROUP = "verl.plugins"
 ENV_KEYS = ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
 ENTRY_POINTS_SINCE = "0.9"  # the first verl release that loads `verl.plugins` entry points on import
 PACKAGED_CONFIG = "pkg://avspo_plugin.verl.config"
-# What `python -m verl.trainer.main_ppo` composes when given no --config-path / --config-name.
-VERL_CONFIG = "pkg://verl.trainer.config"
-VERL_CONFIG_NAME = "ppo_trainer"
-# avspo_plugin/, found without importing avspo_plugin.verl.
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# What verl's validate_config prints when every check passed (the doctor says so itself).
-VALIDATED_LINE = "[validate_config] All configuration checks passed"
-# Below this share of collapsed groups augmented at the top of PAPER_GRPO_ACR, the doctor warns that the run may
-# train as GRPO on most steps.
-AUGMENTED_SHARE_WARNING = 0.5
+VERL_CONFIG, VERL_CONFIG_NAME = "pkg://verl.trainer.config", "ppo_trainer"  # main_ppo's defaults
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # avspo_plugin/
+VALIDATED_LINE = "[validate_config] All configuration checks passed"  # printed by verl; the doctor says it itself
+AUGMENTED_SHARE_WARNING = 0.5  # below this share of collapsed groups augmented, "may train as GRPO on most steps"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,9 +66,9 @@ def probe() -> dict[str, Any]:
     report: dict[str, Any] = {
         "pid": os.getpid(),
         "host": os.uname().nodename,
-        "python": f"{sys.version.split()[0]} ({sys.executable})",
+        "python": PYTHON,
         "env": {key: os.environ.get(key) for key in ENV_KEYS},
-        "versions": {name: installed_version(name) for name in ("avspo-plugin", "verl", "torch", "ray")},
+        "versions": installed_versions(("avspo-plugin", "verl", "torch", "ray")),
         "entry_point": None if entry_point is None else f"{entry_point.name} = {entry_point.value}",
         "verl_imported": imported_verl(),
     }
@@ -108,8 +102,7 @@ def probe() -> dict[str, Any]:
 
 
 def imported_verl() -> dict[str, str | None]:
-    """The folder of the ``verl`` that ``import verl`` finds here (a checkout on PYTHONPATH too), and its
-    ``__version__`` once imported."""
+    """The folder of the ``verl`` that ``import verl`` finds here, and its ``__version__`` once imported."""
     try:
         spec = importlib.util.find_spec("verl")
     except (ImportError, ValueError):
@@ -197,11 +190,8 @@ def compose_config(config_path: str, config_name: str, overrides: list[str]):
     if config_path == PACKAGED_CONFIG:
         # By path: importing avspo_plugin.verl (what pkg:// does) registers the estimator, and may be what fails.
         config_path = os.path.join(PACKAGE_ROOT, "verl", "config")
-    if config_path.startswith("pkg://"):
-        context = initialize_config_module(config_path[len("pkg://"):], version_base=None)
-    else:
-        context = initialize_config_dir(os.path.abspath(config_path), version_base=None)
-    with context:
+    with (initialize_config_module(config_path.removeprefix("pkg://"), version_base=None)
+          if config_path.startswith("pkg://") else initialize_config_dir(os.path.abspath(config_path), version_base=None)):
         return compose(config_name, overrides=list(overrides))
 
 
@@ -351,7 +341,7 @@ def _not_default(config: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     local = probe()
     print("avspo doctor")
-    print(f"  versions: {_versions_line(local)}")
+    print(f"  versions: {versions_line(local['versions'], local['python'])}")
     print(f"  entry point: {ENTRY_POINT_GROUP} {local['entry_point'] or 'NOT INSTALLED'}")
     env = ", ".join(f"{key}={'(unset)' if value is None else value}" for key, value in local["env"].items())
     print(f"  env: {env}")
@@ -393,7 +383,7 @@ def run(args: argparse.Namespace) -> int:
                                    "what the run will import; start Ray from this environment")
         failed |= _print_registration(where, remote)
         if remote.get("versions") != local.get("versions"):
-            line("warn", f"the Ray actor has other versions: {_versions_line(remote)}")
+            line("warn", f"the Ray actor has other versions: {versions_line(remote['versions'], remote['python'])}")
     return NOT_READY if failed else READY
 
 
@@ -455,11 +445,6 @@ def _user_runtime_env(config: Any) -> dict | None:
 
 def _entry_point() -> metadata.EntryPoint | None:
     return next((ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == ESTIMATOR), None)
-
-
-def _versions_line(report: dict[str, Any]) -> str:
-    versions = ", ".join(f"{name} {version or 'not installed'}" for name, version in report["versions"].items())
-    return f"{versions}, python {report['python']}"
 
 
 def _indent(text: str, prefix: str = "      ") -> str:
