@@ -117,11 +117,6 @@ class ConfigBlock:
         return tuple(f.name for f in cls.ordered_fields())
 
     @classmethod
-    def allowed(cls, name: str) -> Allowed:
-        """What key ``name`` allows (the check a state field that saves it declares too)."""
-        return next(f for f in dataclasses.fields(cls) if f.name == name).metadata["allowed"]
-
-    @classmethod
     def from_mapping(cls: type[Block], values: Mapping[str, Any] | None, where: str | None = None) -> Block:
         """Build from a host's key/value block (None: every default); ``where`` names it in errors (default BLOCK)."""
         where = cls.BLOCK if where is None else where

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 class ThresholdMode:
     """One threshold_mode: how it decides Eq. 13's batch condition ACR_t > tau_t, and what is said of it.
 
-    meaning: its entry in threshold_mode's help. augments: whether it ever adds virtual samples. reads_threshold:
-    whether its trigger opens on ACR_t > tau (else open at every step if it augments, else shut). adapts_threshold:
-    whether Eq. 12 moves tau from tau_0 = threshold_init (else tau = threshold_init). launch_note: the doctor's finding
-    on a run in this mode, formatted with the AVSPO keys and ``batch`` (the step's prompts in words).
+    meaning: its entry in threshold_mode's help. augments: whether it ever adds virtual samples. reads_threshold
+    (implies augments): whether its trigger opens on ACR_t > tau (else open at every step if it augments, else shut).
+    adapts_threshold (implies reads_threshold): whether Eq. 12 moves tau from tau_0 = threshold_init. launch_note: the
+    doctor's finding on a run in this mode, formatted with the AVSPO keys and ``batch`` (the step's prompts in words).
     """
 
     name: str
@@ -23,12 +23,6 @@ class ThresholdMode:
     reads_threshold: bool
     adapts_threshold: bool
     launch_note: str | None
-
-    def __post_init__(self) -> None:
-        if self.adapts_threshold and not self.reads_threshold:
-            raise ValueError(f"threshold mode {self.name!r} adapts a threshold it does not read: set reads_threshold")
-        if self.reads_threshold and not self.augments:
-            raise ValueError(f"threshold mode {self.name!r} reads a threshold but never augments: set augments")
 
     @property
     def can_stay_shut(self) -> bool:

@@ -34,7 +34,7 @@ STATE_SETTINGS = ("threshold_mode", "threshold_init", "threshold_lr", "threshold
 STATE_FIELDS = {
     "format": int,
     "threshold": (None, THRESHOLD_FIELDS),
-    "settings": (None, {name: AVSPOConfig.allowed(name) for name in STATE_SETTINGS}),
+    "settings": (None, {name: AVSPOConfig.__dataclass_fields__[name].metadata["allowed"] for name in STATE_SETTINGS}),
     "warnings": {name: {"streak": COUNT, "fired_step": (None, COUNT)}
                 for name in (*WARNING_FLAGS, INERT_TRIGGER)},
     "logged_steps": COUNT,

@@ -1,10 +1,8 @@
 """Symbolic answer checking with math-verify, safe in the threads where verl computes rewards.
 
-math-verify bounds its sympy work with ``signal.alarm``, which works only in a process's main thread; verl 0.9 calls
-the reward from a worker thread, where every answer would silently score 0. So in any other thread the check runs in
-a small pool of worker processes (forked from a forkserver that imported the reward once), with a wall-clock limit
-as a backstop; a script that scores from threads needs the usual ``if __name__ == "__main__":`` guard. The reference
-is always math-verify's ``gold`` (``verify(gold, target)`` is not symmetric).
+math-verify's timeouts (``signal.alarm``) work only in the main thread, and verl 0.9 scores in a worker thread: there
+the check runs in a small forkserver pool with a wall-clock limit (a script scoring from threads needs the
+``if __name__ == "__main__":`` guard). The reference is always math-verify's ``gold`` (``verify`` is not symmetric).
 """
 
 from __future__ import annotations

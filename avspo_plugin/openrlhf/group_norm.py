@@ -1,9 +1,5 @@
-"""AVSPO in place of OpenRLHF's group_norm, the state behind it, and what goes to OpenRLHF's logs.
-
-OpenRLHF's ``compute_advantages_and_returns`` reshapes the sequence rewards to (prompts, n_samples_per_prompt) in
-prompt order; group_norm forms (r - mean) / (std + 1e-9) per row, unbiased std. :func:`group_advantages` is the avspo
-estimator's version of that one step, for the patched OpenRLHF and the runtime route alike. The PPO trainer actor's
-process keeps one :data:`SESSION`: the threshold across steps, the early warnings, the metrics awaiting the log.
+"""AVSPO in place of OpenRLHF's group_norm ((r - mean) / (std + 1e-9) per row of (prompts, n_samples_per_prompt)),
+for the patched OpenRLHF and the runtime route alike; the trainer's process keeps one :data:`SESSION`.
 """
 
 from __future__ import annotations

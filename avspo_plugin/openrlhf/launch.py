@@ -1,11 +1,7 @@
 """``avspo openrlhf ARGS...``: OpenRLHF's ``train_ppo_ray`` with the avspo estimator, OpenRLHF unmodified.
 
-ARGS are train_ppo_ray's own, ``--help`` included, with ``avspo`` among the estimator's choices and the avspo flags of
-:mod:`.args`. After checking the installed release (:mod:`.versions`), the command installs the estimator in its own
-process and runs ``openrlhf.cli.train_ppo_ray`` as ``__main__``, for that run only with the avspo flags in the parser
-that declares the estimator flag (checked once parsed, so a bad option fails before any Ray actor), and with the
-worker setup hook (:func:`.worker_setup.setup_worker`) in the runtime_env of OpenRLHF's ``ray.init``, followed by
-:func:`.preflight.check_nodes` on every node.
+ARGS are train_ppo_ray's own plus the avspo flags of :mod:`.args`, checked once parsed (before any Ray actor); Ray's
+workers get the setup hook (:func:`.worker_setup.setup_worker`), then :func:`.preflight.check_nodes` runs.
 """
 
 from __future__ import annotations

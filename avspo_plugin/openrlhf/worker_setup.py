@@ -1,9 +1,6 @@
-"""The runtime route: the avspo estimator in an unmodified OpenRLHF, installed in each process.
-
-:func:`setup_worker` is Ray's ``worker_process_setup_hook``. When a process imports OpenRLHF's experience maker and
-trainer, the release is checked and their classes wrapped to do what ``patches/openrlhf-0.11.2-avspo.patch`` adds:
-OpenRLHF's own ``compute_advantages_and_returns`` runs as group_norm with avspo's advantages handed to its
-``compute_reward``; the trainer logs the ``avspo/*`` metrics and keeps the avspo state in its checkpoints.
+"""The runtime route: :func:`setup_worker` (Ray's ``worker_process_setup_hook``) wraps OpenRLHF's experience maker
+and trainer on import to do what ``patches/openrlhf-0.11.2-avspo.patch`` adds: group_norm's step runs with avspo's
+advantages, and the trainer logs the ``avspo/*`` metrics and checkpoints the avspo state.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """AVSPOGRPOConfig: TRL's GRPOConfig with every AVSPO key as an ``avspo_<key>`` field.
 
-The fields are generated from :class:`avspo_plugin.config.AVSPOConfig` (default, help, choices), each defaulting to
-:class:`~avspo_plugin.config.NotGiven` so that a key given is told from one left out, whatever its value. TRL's GRPO
-fixes ``epsilon``, ``std`` and ``norm_by_std`` (:func:`.conventions.host_settings`): no fields. The paper README's
-names are aliases: ``acr_threshold_init``, ``virtual_sample_alpha``, ``use_avspo`` (see their help).
+The fields are generated from AVSPOConfig, each defaulting to NotGiven (a key given is told from one left out), but
+the keys TRL's GRPO fixes (:func:`.conventions.host_settings`); the paper README's names are aliases.
 """
 
 import dataclasses

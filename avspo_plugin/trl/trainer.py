@@ -1,10 +1,8 @@
 """AVSPOGRPOTrainer: TRL's GRPOTrainer with ACR metrics and AVSPO advantages.
 
-GRPOTrainer computes advantages inline and offers no hook: this subclass keeps the gathered rewards
-``_calculate_rewards`` returns, lets the parent finish, recomputes the whole batch's advantages with the core (every
-process alike, so the threshold stays equal across processes) and keeps this process's rows; a step with no group
-augmented keeps the parent's advantages bit for bit. The session moves one step per training generation batch and
-goes into every checkpoint as ``avspo_state.json`` (:class:`AVSPOStateCallback`).
+GRPOTrainer offers no advantage hook: this subclass keeps the gathered rewards, lets the parent finish, recomputes the
+whole batch's advantages with the core (every process alike) and keeps this process's rows; a step with no group
+augmented keeps the parent's advantages bit for bit. The state goes into every checkpoint (:class:`AVSPOStateCallback`).
 """
 
 import functools
