@@ -10,8 +10,9 @@ import numpy as np
 
 from avspo_plugin.config import AVSPOConfig
 
-from . import advice, readers
+from . import advice
 from .accuracy import accuracy_curve
+from .run_logs import load, load_dumps
 from .timeline import MEAN_SERIES, PromptTable, Timeline, finite_mean, sample_timeline, scalar_timeline
 
 
@@ -37,7 +38,7 @@ class RunResult:
 
 
 def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -> RunResult:
-    loaded = readers.load(path)
+    loaded = load(path)
     prompts, sizes = None, None
     if loaded.samples is not None:
         timeline, prompts, sizes = sample_timeline(loaded.samples, settings.monitor, settings.replay, str(path))
@@ -45,7 +46,7 @@ def analyse(label: str, path: Path, val_path: Path | None, settings: Settings) -
         timeline = scalar_timeline(loaded.scalars, settings.group_size, settings.monitor, str(path))
     validation, val_report = None, None
     if val_path is not None:
-        val_loaded = readers.load_dumps(val_path)
+        val_loaded = load_dumps(val_path)
         validation, _, _ = sample_timeline(val_loaded.samples, settings.monitor, settings.replay, str(val_path))
         val_report = _validation_report(val_path, validation, val_loaded.notes)
 

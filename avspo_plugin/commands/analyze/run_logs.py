@@ -1,15 +1,35 @@
-"""What the readers hand to the analysis: per-sample rewards by step, or logged scalars by step."""
+"""A run's files as the analysis reads them: per-sample rewards by step, or logged scalars by step; the readers,
+and which one a path needs (decided from names and first records, never from the caller's say-so).
+
+verl's generation dumps (``trainer.rollout_data_dir``, ``trainer.validation_data_dir``): one ``{step}.jsonl`` per
+step, one object per sample (input, output, gts, score, step). verl 0.9's v1 trainer adds ``uid`` =
+``{prompt uid}_{session}_{output index}`` (an agent loop may write several outputs per session; verl's advantage uses
+the last) and pads batches with rows of uid ``pad<32 hex>`` (left out, counted); without a uid (the legacy trainer)
+samples are grouped by prompt text within the step.
+
+Tracker logs as {step: {key: value}}: verl's ``file`` backend (JSON lines ``{"step": s, "data": {...}}``), wandb
+history exports (CSV, JSON, JSON lines; sparse rows), TRL's ``trainer_state.json`` (``log_history``) and TensorBoard
+event files. A step logged twice (a resumed run) keeps the later values, and this is noted.
+"""
 
 from __future__ import annotations
 
 import codecs
+import csv
+import io
 import json
-from collections.abc import Iterator
+import math
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.compat.tensorflow_stub import errors
+from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
+from tensorboard.util import tensor_util
 
 
 class AnalyzeError(ValueError):
@@ -176,3 +196,444 @@ def _cut_short(text: str, err: json.JSONDecodeError) -> bool:
     """Whether a decode error is the text ending mid-value: an unterminated string (a raw newline inside one is its own
     error), or any error with nothing but whitespace after it."""
     return err.msg.startswith("Unterminated string") or not text[err.pos :].strip()
+
+
+TRL_STATE = "trainer_state.json"
+
+
+def load(path: Path) -> Loaded:
+    """Read one run's source: a file, a verl dump directory, a TensorBoard directory or a TRL output directory."""
+    if not path.exists():
+        raise AnalyzeError(f"{path}: no such file or directory")
+    return _load_directory(path) if path.is_dir() else _load_file(path)
+
+
+def load_dumps(path: Path) -> Loaded:
+    """A verl generation dump (file or directory); the reader for --val, where nothing else is accepted."""
+    if path.is_dir():
+        files = dump_files(path)
+        if not files:
+            raise AnalyzeError(f"{path}: no verl dump files ({{step}}.jsonl) in this directory")
+    else:
+        if not path.exists():
+            raise AnalyzeError(f"{path}: no such file or directory")
+        first = _first_jsonl_record(path)
+        if not is_dump_record(first):
+            raise AnalyzeError(f"{path}: not a verl generation dump (first record has keys {keys_of(first)})")
+        files = [path]
+    return Loaded(path, "verl generation dump", samples=read_dumps(files))
+
+
+def _load_directory(path: Path) -> Loaded:
+    if dump_files(path):
+        return load_dumps(path)
+    event_dirs = sorted({p.parent for p in tensorboard_event_files(path)})
+    if len(event_dirs) == 1:
+        return Loaded(path, "TensorBoard events", scalars=read_tensorboard(event_dirs[0]))
+    state = _trl_state_file(path)
+    if state is not None:  # a TRL output directory; its runs/ may hold one event directory per launch
+        return _trl_state(state)
+    if len(event_dirs) > 1:
+        listed = ", ".join(str(d) for d in event_dirs)
+        raise AnalyzeError(f"{path}: TensorBoard events in {len(event_dirs)} directories ({listed}); pass one per run")
+    raise AnalyzeError(
+        f"{path}: found no verl dump files ({{step}}.jsonl), TensorBoard events or {TRL_STATE} in this directory"
+    )
+
+
+def _trl_state_file(directory: Path) -> Path | None:
+    """trainer_state.json of a TRL output directory: its own, else the newest checkpoint's (the longest history)."""
+    own = directory / TRL_STATE
+    if own.is_file():
+        return own
+    checkpoints = [p for p in directory.glob(f"checkpoint-*/{TRL_STATE}") if p.parent.name.split("-")[-1].isdigit()]
+    return max(checkpoints, key=lambda p: int(p.parent.name.split("-")[-1]), default=None)
+
+
+def _load_file(path: Path) -> Loaded:
+    name = path.name
+    if TB_EVENT_FILE.search(name):
+        raise AnalyzeError(f"{path}: pass the directory that holds the TensorBoard event file, not the file")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return Loaded(path, "wandb history CSV", scalars=read_wandb_csv(path))
+    if suffix == ".jsonl":
+        first = _first_jsonl_record(path)
+        if is_dump_record(first):
+            return load_dumps(path)
+        if isinstance(first, dict) and "step" in first and isinstance(first.get("data"), dict):
+            return Loaded(path, "verl file tracker", scalars=read_verl_file_log(path))
+        if isinstance(first, dict) and any(key in first for key in STEP_COLUMNS):
+            return Loaded(path, "wandb history JSON lines", scalars=read_wandb_jsonl(path))
+        raise AnalyzeError(
+            f"{path}: JSON lines of an unknown kind (first record has keys {keys_of(first)}); expected a verl "
+            "generation dump (score, input/uid, step), verl's file tracker (step, data) or a wandb history (_step)"
+        )
+    if suffix == ".json":
+        if name == TRL_STATE or _has_log_history(path):
+            return _trl_state(path)
+        return Loaded(path, "wandb history JSON", scalars=read_json_records(path))
+    raise AnalyzeError(
+        f"{path}: unknown file kind; expected .jsonl (verl dump or file tracker, wandb), .csv or .json (wandb "
+        f"export), {TRL_STATE}, or a directory (verl dumps, TensorBoard events, TRL output)"
+    )
+
+
+def _trl_state(path: Path) -> Loaded:
+    return Loaded(path, "TRL trainer_state.json", scalars=read_json_records(path, "log_history"))
+
+
+def _first_jsonl_record(path: Path) -> Any:
+    lines = JsonLines(path)
+    for _, record in lines:
+        return record
+    if lines.truncated_line is not None:
+        raise AnalyzeError(f"{path}:{lines.truncated_line}: the file's only line is cut short")
+    raise AnalyzeError(f"{path}: empty file")
+
+
+def _has_log_history(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return b'"log_history"' in handle.read(1 << 20)
+
+
+# Columns that hold the step in a wandb history export, best first: transformers logs the
+# trainer's step as train/global_step while wandb's own _step counts log calls.
+STEP_COLUMNS = ("train/global_step", "_step", "step", "global_step")
+TB_EVENT_FILE = re.compile(r"events\.out\.tfevents\.")
+
+
+class _Collector:
+    """Values per step; a key logged again at a step with another value is a repeat. NaN is kept (the analysis leaves
+    it out with a warning naming it); an empty cell or null is no value."""
+
+    def __init__(self) -> None:
+        self.log = ScalarLog(values={})
+        self.repeated: set[int] = set()
+
+    def add(self, step: int, row: dict[str, Any], where: str) -> None:
+        target = self.log.values.setdefault(step, {})
+        self.log.where[step] = where
+        for key, value in row.items():
+            number = _float(value)
+            if number is None or math.isinf(number):
+                if number is not None:
+                    self.log.infinite.setdefault(key, {})[step] = number
+                if value is not None and value != "":  # an empty cell or null: the key not logged at this step
+                    self.log.nonnumeric.setdefault(key, where)
+                continue
+            if key in target and target[key] != number and not (math.isnan(target[key]) and math.isnan(number)):
+                self.repeated.add(step)
+            target[key] = number
+
+    def finish(self) -> ScalarLog:
+        if self.repeated:
+            self.log.notes.append(
+                f"{len(self.repeated)} step(s) logged more than once with different values (a resumed run?), "
+                f"the later values kept; first: step {min(self.repeated)}"
+            )
+        return self.log
+
+
+def _float(value: Any) -> float | None:
+    """A float from a JSON/CSV value (NaN and infinities included; bool counts); None for missing or non-numeric."""
+    try:
+        return float(value) if isinstance(value, (int, float, str)) else None
+    except ValueError:
+        return None
+
+
+def _finite(value: Any) -> float | None:
+    number = _float(value)
+    return number if number is not None and math.isfinite(number) else None
+
+
+def _step_of(value: Any, where: str, key: str) -> int:
+    number = _finite(value)
+    if number is None or number != int(number):
+        raise AnalyzeError(f"{where}: {key} {value!r} is not an integer step")
+    return int(number)
+
+
+def read_verl_file_log(path: Path) -> ScalarLog:
+    """verl's ``file`` tracker: one ``{"step": s, "data": {...}}`` per line."""
+    collector, lines = _Collector(), JsonLines(path)
+    for number, record in lines:
+        where = f"{path}:{number}"
+        if not isinstance(record, dict) or "step" not in record or not isinstance(record.get("data"), dict):
+            found = keys_of(record)
+            raise AnalyzeError(f"{where}: expected {{'step': ..., 'data': {{...}}}} (verl file tracker), found {found}")
+        collector.add(_step_of(record["step"], where, "step"), record["data"], where)
+    _note_cut(collector.log, path, lines.truncated_line)
+    return collector.finish()
+
+
+def read_records(records: Iterable[tuple[str, Any]]) -> ScalarLog:
+    """Flat records (wandb JSON export, TRL log_history), each given with where it is: a dict with a step column."""
+    collector = _Collector()
+    for where, record in records:
+        if not isinstance(record, dict):
+            raise AnalyzeError(f"{where}: expected an object per logged step, found {type(record).__name__}")
+        step_key = next((key for key in STEP_COLUMNS if _finite(record.get(key)) is not None), None)
+        if step_key is None:
+            if any(key in record for key in ("train_runtime", "total_flos")):
+                continue  # a wandb row logged without a trainer step: a run summary
+            raise AnalyzeError(
+                f"{where}: record has no step ({' or '.join(STEP_COLUMNS)}); keys: {', '.join(sorted(record))}"
+            )
+        collector.add(_step_of(record[step_key], where, step_key), record, where)
+    return collector.finish()
+
+
+def read_json_records(path: Path, records_key: str | None = None) -> ScalarLog:
+    """A JSON document of records: a wandb list export, or trainer_state.json (records_key='log_history')."""
+    text = read_text(path)
+    records, cut = parse_json_document(path, text, records_key)
+    # A parsed document has no line numbers: locations name the record instead.
+    what = f"{records_key} record" if records_key else "record"
+    log = read_records((f"{path} ({what} {index + 1})", record) for index, record in enumerate(records))
+    if cut is not None:
+        log.notes.append(f"{path}:{cut}: document cut short (run stopped mid-write); records before it kept")
+    return log
+
+
+def read_wandb_jsonl(path: Path) -> ScalarLog:
+    lines = JsonLines(path)
+    log = read_records((f"{path}:{number}", record) for number, record in lines)
+    _note_cut(log, path, lines.truncated_line)
+    return log
+
+
+def read_wandb_csv(path: Path) -> ScalarLog:
+    """A wandb history CSV. A last row cut short (no newline) is left out and noted."""
+    text = read_text(path)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise AnalyzeError(f"{path}: empty CSV file") from None
+    step_key = next((key for key in STEP_COLUMNS if key in header), None)
+    if step_key is None:
+        raise AnalyzeError(f"{path}:1: no step column ({' or '.join(STEP_COLUMNS)}) in the CSV header")
+    if len(set(header)) != len(header):
+        duplicate = next(key for key in header if header.count(key) > 1)
+        raise AnalyzeError(f"{path}:1: column {duplicate!r} appears more than once in the header")
+    try:
+        rows = [(reader.line_num, fields) for fields in reader if fields]
+    except csv.Error as err:
+        raise AnalyzeError(f"{path}:{reader.line_num}: malformed CSV ({err})") from None
+    cut = None
+    if rows and not text.endswith("\n"):
+        cut, rows = rows[-1][0], rows[:-1]  # a last row without its newline may hold a cut-off value
+    collector = _Collector()
+    for line, fields in rows:
+        if len(fields) != len(header):
+            raise AnalyzeError(f"{path}:{line}: {len(fields)} fields where the header has {len(header)}")
+        record = dict(zip(header, fields))
+        if record[step_key] == "":
+            continue  # a row without a step (a summary row)
+        where = f"{path}:{line}"
+        collector.add(_step_of(record[step_key], where, step_key), record, where)
+    log = collector.finish()
+    if cut is not None:
+        log.notes.append(f"{path}:{cut}: last row cut short (run stopped mid-write); left out")
+    return log
+
+
+def _note_cut(log: ScalarLog, path: Path, truncated_line: int | None) -> None:
+    if truncated_line is not None:
+        log.notes.append(f"{path}:{truncated_line}: last line cut short (run stopped mid-write); left out")
+
+
+def tensorboard_event_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and TB_EVENT_FILE.search(p.name))
+
+
+def read_tensorboard(directory: Path) -> ScalarLog:
+    """Scalars of the event files of one directory. EventAccumulator stops silently at a damaged or cut-off record,
+    so each file's checksums are walked first: a cut in the newest file drops its last step (noted); a checksum
+    failure is an error naming the file and record."""
+    files = [p for p in directory.iterdir() if p.is_file() and TB_EVENT_FILE.search(p.name)]
+    if not files:
+        raise AnalyzeError(f"{directory}: no TensorBoard event file (events.out.tfevents.*)")
+    log = ScalarLog(values={})
+    cut_newest = False
+    files.sort(key=lambda p: p.name)  # the name carries the writer's start time
+    for path in files:
+        cut = _check_event_file(path)
+        if cut is not None:
+            log.notes.append(f"{path}: {cut}; events before it kept")
+            cut_newest = path == files[-1]
+    accumulator = EventAccumulator(str(directory), size_guidance={"scalars": 0, "tensors": 0})
+    accumulator.Reload()
+    tags = accumulator.Tags()
+    for tag in tags.get("scalars", []):
+        for event in accumulator.Scalars(tag):
+            log.values.setdefault(int(event.step), {})[tag] = float(event.value)
+    for tag in tags.get("tensors", []):
+        for event in accumulator.Tensors(tag):
+            array = tensor_util.make_ndarray(event.tensor_proto)
+            if array.size == 1 and array.dtype.kind in "fiub":
+                log.values.setdefault(int(event.step), {})[tag] = float(array.reshape(-1)[0])
+    log.where = dict.fromkeys(log.values, f"{directory} (TensorBoard events)")
+    if cut_newest and log.values:  # a step's scalars are separate events: after a cut, the last may miss some
+        del log.values[max(log.values)]
+    return log
+
+
+def _check_event_file(path: Path) -> str | None:
+    """Walk a TFRecord file's records and checksums; None when whole, else where it was cut short."""
+    reader = PyRecordReader_New(str(path))
+    records = 0
+    try:
+        while True:
+            reader.GetNext()
+            records += 1
+    except errors.OutOfRangeError:
+        return None
+    except errors.DataLossError as err:
+        if "truncated" in str(err):
+            return f"record {records + 1} cut short (run stopped mid-write)"
+        raise AnalyzeError(
+            f"{path}: record {records + 1} fails its checksum: the event file is damaged ({err.message})"
+        ) from None
+    finally:
+        reader.file_handle.close()
+
+
+DUMP_FILE = re.compile(r"^(\d+)\.jsonl$")
+SESSION_KEY = re.compile(r"^(?P<uid>.+)_(?P<session>\d+)_(?P<index>\d+)$")
+PADDING_UID = re.compile(r"^pad[0-9a-f]{32}$")
+
+
+def dump_files(directory: Path) -> list[Path]:
+    """The ``{step}.jsonl`` files of a dump directory, in step order."""
+    found = [(int(m.group(1)), p) for p in directory.iterdir() if p.is_file() and (m := DUMP_FILE.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def is_dump_record(value: Any) -> bool:
+    return isinstance(value, dict) and "score" in value and ("input" in value or "uid" in value)
+
+
+@dataclass(slots=True)
+class _Row:
+    step: int
+    score: float
+    uid: str | None
+    prompt: str | None
+    where: str
+
+
+def read_dumps(files: list[Path]) -> SampleLog:
+    """Dump files (in step order) as per-step samples. A last file cut short loses its last step (it may be
+    incomplete); a step found in two files, a missing or non-numeric field, or a malformed line is an error."""
+    rows: list[_Row] = []
+    notes: list[str] = []
+    step_file: dict[int, Path] = {}
+    texts: dict[str, str] = {}  # one string object per distinct prompt, however many samples repeat it
+    for position, path in enumerate(files):
+        lines = JsonLines(path)
+        file_steps: set[int] = set()
+        for number, record in lines:
+            row = _parse_row(path, number, record)
+            if row.prompt is not None:
+                row.prompt = texts.setdefault(row.prompt, row.prompt)
+            if row.step in step_file and step_file[row.step] != path:
+                raise AnalyzeError(
+                    f"{path}:{number}: step {row.step} also appears in {step_file[row.step]}; "
+                    "a dump directory holds one file per step (a copied or merged file?)"
+                )
+            step_file[row.step] = path
+            file_steps.add(row.step)
+            rows.append(row)
+        if lines.truncated_line is not None:
+            if position != len(files) - 1:
+                raise AnalyzeError(
+                    f"{path}:{lines.truncated_line}: line cut short, but later dump files follow: "
+                    "the file is damaged (a cut-off write can only be the run's last)"
+                )
+            last = max(file_steps, default=None)
+            rows = [row for row in rows if row.step != last]
+            dropped = f"; step {last} left out (it may be incomplete)" if last is not None else ""
+            notes.append(f"{path}:{lines.truncated_line}: last line cut short (run stopped mid-write){dropped}")
+    if not rows:
+        raise AnalyzeError(f"{', '.join(map(str, files)) or 'no dump file'}: no complete sample found")
+    return _group_rows(rows, notes)
+
+
+def _parse_row(path: Path, number: int, record: Any) -> _Row:
+    where = f"{path}:{number}"
+    if not isinstance(record, dict):
+        raise AnalyzeError(f"{where}: expected a JSON object per sample, found {type(record).__name__}")
+    for key in ("score", "step"):
+        if key not in record:
+            raise AnalyzeError(f"{where}: sample has no {key!r} (keys: {keys_of(record)})")
+    score = record["score"]
+    if not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise AnalyzeError(f"{where}: score {score!r} is not a finite number")
+    step = record["step"]
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or step != int(step):
+        raise AnalyzeError(f"{where}: step {step!r} is not an integer")
+    uid, prompt = record.get("uid"), record.get("input")
+    if uid is None and prompt is None:
+        raise AnalyzeError(f"{where}: sample has neither 'uid' nor 'input', so its group is unknown")
+    if uid is not None and not isinstance(uid, (str, int)):
+        raise AnalyzeError(f"{where}: uid {uid!r} is not a string")
+    if prompt is not None and not isinstance(prompt, str):
+        raise AnalyzeError(f"{where}: input {prompt!r} is not a string")
+    return _Row(int(step), float(score), None if uid is None else str(uid), prompt, where)
+
+
+def _group_rows(rows: list[_Row], notes: list[str]) -> SampleLog:
+    with_uid = sum(row.uid is not None for row in rows)
+    if with_uid not in (0, len(rows)):
+        first = next(row for row in rows if row.uid is None)
+        raise AnalyzeError(f"{first.where}: sample has no 'uid' while {with_uid} other samples have one")
+    sessions = with_uid > 0 and all(SESSION_KEY.match(row.uid) for row in rows)
+    grouping = "uid" if with_uid else "prompt text within each step (the dump has no uid)"
+    if sessions:
+        rows, grouping = _last_output_per_session(rows, notes), "uid (verl v1 key {uid}_{session}_{index})"
+    if any(row.prompt is None for row in rows):
+        notes.append("no prompt text in the dump: per-prompt statistics treat each uid as a prompt")
+
+    prompt_ids: dict[str, int] = {}
+    by_step: dict[int, list[tuple[float, str, int]]] = {}
+    padding = 0
+    for row in rows:
+        group = row.prompt if row.uid is None else (SESSION_KEY.match(row.uid).group("uid") if sessions else row.uid)
+        if PADDING_UID.match(group):
+            padding += 1
+            continue
+        prompt_key = row.prompt if row.prompt is not None else group
+        prompt_id = prompt_ids.setdefault(prompt_key, len(prompt_ids))
+        by_step.setdefault(row.step, []).append((row.score, group, prompt_id))
+    if padding:
+        notes.append(f"{padding} padding row(s) (uid pad<hex>) left out: they belong to no prompt")
+
+    if not by_step:
+        raise AnalyzeError(f"{rows[0].where}: the dump holds only padding rows")
+    steps = []
+    for step in sorted(by_step):
+        scores, groups, prompts = zip(*by_step[step])
+        steps.append(StepSamples(step, np.asarray(scores, np.float64), np.asarray(groups, object),
+                                 np.asarray(prompts, np.int64)))
+    return SampleLog(steps=steps, prompt_texts=list(prompt_ids), grouping=grouping, notes=notes)
+
+
+def _last_output_per_session(rows: list[_Row], notes: list[str]) -> list[_Row]:
+    """Keep, per (step, uid, session), the row of the highest output index: the one verl's advantage uses."""
+    last: dict[tuple[int, str, str], tuple[int, int]] = {}
+    for position, row in enumerate(rows):
+        match = SESSION_KEY.match(row.uid)
+        key = (row.step, match.group("uid"), match.group("session"))
+        index = int(match.group("index"))
+        if key not in last or last[key][0] < index:
+            last[key] = (index, position)
+    keep = sorted(position for _, position in last.values())
+    if len(keep) < len(rows):
+        notes.append(
+            f"{len(rows) - len(keep)} earlier-turn output(s) left out: verl's advantage uses the last output "
+            "of each session"
+        )
+    return [rows[position] for position in keep]

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from commands.analyze.generated_runs import PROMPTS, draw_run, truth, write_dump
 
-from avspo_plugin.commands.analyze.readers import load, read_dumps
-from avspo_plugin.commands.analyze.run_logs import AnalyzeError
+from avspo_plugin.commands.analyze.run_logs import AnalyzeError, load, read_dumps
 from avspo_plugin.commands.analyze.timeline import sample_timeline
 from avspo_plugin.config import AVSPOConfig
 

@@ -13,7 +13,7 @@ import uuid
 import numpy as np
 from commands.analyze.generated_runs import avspo_rows, draw_run, truth
 
-from avspo_plugin.commands.analyze.readers import load
+from avspo_plugin.commands.analyze.run_logs import load
 from avspo_plugin.commands.analyze.timeline import sample_timeline, scalar_timeline
 from avspo_plugin.config import AVSPOConfig
 

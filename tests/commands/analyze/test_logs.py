@@ -18,8 +18,7 @@ from commands.analyze.generated_runs import (
     write_wandb_csv,
 )
 
-from avspo_plugin.commands.analyze.readers import load
-from avspo_plugin.commands.analyze.run_logs import AnalyzeError
+from avspo_plugin.commands.analyze.run_logs import AnalyzeError, load
 from avspo_plugin.commands.analyze.timeline import scalar_timeline
 from avspo_plugin.config import AVSPOConfig
 
