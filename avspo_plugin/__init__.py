@@ -1,7 +1,6 @@
 """avspo_plugin: ACR (Advantage Collapse Rate) and AVSPO for verl, OpenRLHF and TRL.
 
-What a user imports is listed here (``__all__``) and, per host, in that adapter's package; docs/using/api.md
-lists it all. Everything else in the package is how these work.
+What a user imports is in ``__all__`` here and in each adapter's package (docs/using/api.md).
 """
 
 from .config import AVSPOConfig, ConfigError

@@ -1,7 +1,5 @@
-"""What a value may be: the checks that the config's keys and the state files' fields both declare. Each has
-``problem(value)`` (None when allowed, else what is allowed), ``wording()`` (the range the help ends with), ``kind``
-(the type in words) and ``types`` (the exact Python types of such values in JSON: a bool is no number).
-"""
+"""What a value may be, for config keys and state-file fields: ``problem(value)`` (None when allowed), ``wording()``
+(the range in help), ``kind`` (the type in words), ``types`` (the exact JSON types: a bool is no number)."""
 
 from __future__ import annotations
 

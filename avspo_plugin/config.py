@@ -1,8 +1,5 @@
-"""The one AVSPO configuration: every key, its section, default, allowed values and help text.
-
-Hosts read it from their own config systems (verl: ``algorithm.avspo.<key>``; TRL: the ``avspo_<key>`` fields;
-OpenRLHF: ``--algo.advantage.avspo.<key>``, ``--avspo_<key>`` up to 0.10.1) through :meth:`ConfigBlock.from_mapping`,
-which rejects unknown keys. The packaged verl YAML and docs/using/config.md are generated from these fields.
+"""The one AVSPO configuration: every key, its section, default, allowed values and help text, read by each host
+through :meth:`ConfigBlock.from_mapping`; the packaged verl YAML and docs/using/config.md are generated from it.
 """
 
 from __future__ import annotations

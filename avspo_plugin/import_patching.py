@@ -1,7 +1,5 @@
-"""Patch a host framework's module right after its first import (before any importer binds its names; nothing on
-disk changes), and wrap its methods once. Every copy of this package loaded in one process shares one post-import
-finder, so a module is patched once and :func:`process_wide` gives one object per process.
-"""
+"""Patch a host framework's module right after its first import (nothing on disk changes) and wrap its methods once;
+every copy of this package in one process shares one post-import finder (and :func:`process_wide`'s objects)."""
 
 from __future__ import annotations
 

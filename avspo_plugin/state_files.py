@@ -1,7 +1,5 @@
-"""State files beside checkpoints (the AVSPO state, the monitor's), for every host: written whole or not at all
-(:func:`write_json`), read back with :func:`load_json`, where a damaged file or a field its loader refuses (see
-:func:`check_fields`) is a :class:`StateFileError` naming the file and saying what to do.
-"""
+"""State files beside checkpoints, for every host: written whole or not at all, read back where a damaged file or a
+refused field is a :class:`StateFileError` naming the file and saying what to do."""
 
 from __future__ import annotations
 
@@ -70,11 +68,8 @@ def load_json(path: str, load: Callable[[Any], T], remedy: str) -> T:
 
 
 def check_fields(value: Any, spec: Any, what: str) -> None:
-    """Raise ValueError naming (after ``what``, the state) the first field of ``value`` that does not match ``spec``.
-
-    spec: int (not a bool), float (any number but a bool), str, bool, None (null), a check of
-    :mod:`~avspo_plugin.allowed`, a tuple of specs (any one of them) or a dict (an object with at least these keys).
-    """
+    """Raise ValueError naming (after ``what``) the first field of ``value`` that does not match ``spec``: int, float,
+    str, bool, None (null), a check of :mod:`~avspo_plugin.allowed`, a tuple (any one) or a dict (at least these keys)."""
     problem = _mismatch(value, spec, "")
     if problem is not None:
         field, text = problem

@@ -1,7 +1,5 @@
-"""The virtual-reward strategies, one row each (Eq. 10 and the paper's ablation variants): the config accepts and
-documents them, the core (core/advantage.py) places each packed virtual reward by its row. Imports nothing of the
-package.
-"""
+"""The virtual-reward strategies, one row each (Eq. 10 and the paper's ablation variants), read by the config and
+the core. Imports nothing of the package."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Advantage collapse: which groups collapsed, of which kind (all-fail, all-pass, other), and the rates (Eq. 4 / 11).
-
-Every rate is over the groups with at least two valid samples: one sample has no spread to lose.
-"""
+"""Advantage collapse: which groups collapsed, of which kind, and the rates (Eq. 4 / 11) over the groups with at
+least two valid samples."""
 
 from __future__ import annotations
 

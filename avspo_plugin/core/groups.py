@@ -1,8 +1,6 @@
-"""Group labels and per-group (segment) statistics, vectorised over the batch.
+"""Group labels factorised into contiguous ids, and per-group (segment) statistics, vectorised over the batch.
 
-Labels (uid strings, ints) are factorised once into contiguous ids; every per-group quantity is then a segment op.
-Per-group values go back to samples with ``index_select``: on CPU, ``values[group_ids]`` of a float64 vector
-stalls for milliseconds when another process holds a core.
+Per-group values go back to samples with ``index_select`` (on a shared CPU ``values[group_ids]`` stalls for ms).
 """
 
 from __future__ import annotations
@@ -29,10 +27,8 @@ def label_array(index: Any) -> np.ndarray:
 def factorize_labels(labels: np.ndarray, device: torch.device) -> tuple[torch.Tensor, int]:
     """Each label's position among the N distinct labels, sorted: group_ids (B,) int64 on ``device``, and N.
 
-    labels: (B,) numpy array. Labels equal in Python are one group (3, 3.0 and np.int64(3)); labels that do not
-    compare (3 and "3") or are not equal to themselves (NaN) are an error, never coerced into one group.
-    Python objects (verl's uid strings) are looked up in a dict and only the N distinct labels are sorted
-    (np.unique would sort all B with Python comparisons, several times slower).
+    labels: (B,) numpy array. Labels equal in Python are one group (3, 3.0); labels that do not compare (3 and "3")
+    or not equal to themselves (NaN) are an error. Python objects go through a dict (np.unique is several times slower).
     """
     if labels.dtype != object:
         _refuse_self_unequal(labels, np.arange(labels.shape[0]), labels)

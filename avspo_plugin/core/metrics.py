@@ -101,13 +101,8 @@ def aggregate_metrics(calls: Iterable[Mapping[str, float]]) -> dict[str, float]:
 def filtered_group_metrics(
     value_counts: Mapping[float, int], group_size: int, reward_low: float, reward_high: float, threshold: float
 ) -> dict[str, float]:
-    """The metrics of one call made of the groups a host's filtering evicted, all collapsed.
-
-    value_counts: {the value every sample of the group shared: number of groups}, as verl's group filtering
-    reports it; group_size: samples per group (verl's rollout.n). Folded into a step, it counts those groups in
-    ``groups``, ``acr`` and its split and their samples in ``wasted_rollouts``, and adds no sample, advantage or
-    augmentation.
-    """
+    """The metrics of one call made of the collapsed groups a host's filtering evicted: value_counts {the value the
+    group's samples shared: number of groups}; group_size: samples per group (verl's rollout.n)."""
     groups = float(sum(value_counts.values()))
     if groups <= 0:
         return {}

@@ -86,12 +86,8 @@ class AVSPOSession:
             self._fit_state_to_config()
 
     def _fit_state_to_config(self) -> None:
-        """The threshold state made fit for the config in force.
-
-        None, or made under other STATE_SETTINGS: a fresh state (with a warning naming the changed settings; the
-        warning streaks kept). Made under unknown settings (an older state): kept, its tau clipped into
-        [threshold_min, threshold_max].
-        """
+        """The threshold state made fit for the config in force: fresh when None or made under other STATE_SETTINGS
+        (warning of the change); made under unknown settings (an older state), its tau clipped into the range."""
         config, state = self.config, self.state
         if config is None:
             return

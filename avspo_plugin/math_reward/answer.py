@@ -1,12 +1,8 @@
-"""Final-answer extraction from model output, and the normalised forms used for grading.
+"""Final-answer extraction from model output (:data:`ANSWER_SOURCES`), and the forms used for grading.
 
-Sources of the final answer (:data:`ANSWER_SOURCES`): ``boxed``, the last ``\\boxed{}`` / ``\\fbox{}`` (none when it is
-unclosed: an earlier box is not the model's last word; joined with the boxes before it when the reference has more
-parts); ``answer_sentence``, a finished "The answer is X." sentence; ``answer_is``, "The answer is X" to the end of its
-line; ``last_number``, the last number in the text. :data:`TRAINING_SOURCES` takes only an answer the model marked
-as final, so an output cut off at the length limit ("... Step 3: 14-") earns nothing; :data:`EVALUATION_SOURCES` is
-the paper's evaluation rule. :func:`grading_form` normalises an answer as a MATH grader does (Hendrycks'
-``strip_string``, Minerva's ``normalize_final_answer``). Pure Python, linear in the output's length.
+:data:`TRAINING_SOURCES` takes only an answer the model marked as final (an output cut off at the length limit earns
+nothing); :data:`EVALUATION_SOURCES` is the paper's evaluation rule. :func:`grading_form` normalises as a MATH grader
+does (Hendrycks' ``strip_string``, Minerva's ``normalize_final_answer``). Pure Python, linear in the output's length.
 """
 
 from __future__ import annotations
@@ -93,10 +89,8 @@ def _stripped_span(text: str, start: int, end: int) -> tuple[int, int]:
 def _boxed_occurrences(text: str) -> list[str | None]:
     """Every ``\\boxed`` / ``\\fbox`` not inside another one, in order of appearance: its content, stripped (a box
     that holds only a box is unwrapped), or None when it is unclosed or has no argument (the output was
-    cut off inside it). ``\\boxed 5`` counts as ``\\boxed{5}``.
-
-    Linear in ``len(text)`` in time and memory: one scan for the commands, one for the braces, and
-    each box unwrapped through the brace table, never by re-reading its content."""
+    cut off inside it). ``\\boxed 5`` counts as ``\\boxed{5}``. Linear in ``len(text)`` (boxes unwrapped through the
+    brace table)."""
     closing = _matching_braces(text) if _BOX_COMMAND.search(text) else array("q")
     outer: list[str | None] = []
     covered_to = -1

@@ -5,10 +5,8 @@
         path: pkg://avspo_plugin.math_reward.reward
         name: compute_score
 
-(``reward.custom_reward_function``; verl 0.9 ignores a top-level one). :func:`compute_score` takes the training
-rule's answer (:data:`TRAINING_SOURCES`; ``reward_kwargs.answer_sources`` changes it). Answer and reference, in their
-grading form, score 1.0 when math-verify finds them equal or, failing that, their normalised strings match; else 0.0.
-Malformed output never raises: it scores 0.0 and ``reason`` says why. Every call returns the same keys.
+(verl 0.9 ignores a top-level one). 1.0 when math-verify finds answer and reference equal, or failing that their
+normalised strings match; else 0.0, with ``reason`` saying why (malformed output never raises).
 """
 
 from __future__ import annotations

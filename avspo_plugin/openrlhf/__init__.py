@@ -1,7 +1,5 @@
-"""OpenRLHF adapter: the ``avspo`` advantage estimator in place of group_norm, and its metrics.
-
-``patches/openrlhf-0.11.2-avspo.patch`` edits OpenRLHF's source to call it; ``avspo openrlhf`` (:mod:`.launch`) runs
-an unmodified OpenRLHF and installs it in every Ray worker (:mod:`.worker_setup`). Imports no OpenRLHF module.
+"""OpenRLHF adapter: the ``avspo`` estimator in place of group_norm, called by ``patches/openrlhf-0.11.2-avspo.patch``
+or installed by ``avspo openrlhf`` (:mod:`.launch`) in an unmodified OpenRLHF. Imports no OpenRLHF module.
 """
 
 from ..names import ESTIMATOR

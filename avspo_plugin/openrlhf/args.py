@@ -1,8 +1,5 @@
-"""The avspo options as OpenRLHF flags, and reading them back from OpenRLHF's ``args``.
-
-Since 0.10.2 OpenRLHF's flags are dotted (``--algo.advantage.estimator``; ``hierarchize`` nests the parsed namespace),
-up to 0.10.1 flat (``--advantage_estimator``). The avspo flags follow the release: ``--algo.advantage.avspo.<key>`` or
-``--avspo_<key>``, one per AVSPOConfig key, with its default and help; a key's earlier name is refused.
+"""The avspo options as OpenRLHF flags, one per AVSPOConfig key, and reading them back from OpenRLHF's ``args``:
+``--algo.advantage.avspo.<key>`` since 0.10.2 (dotted flags), ``--avspo_<key>`` up to 0.10.1 (flat flags).
 """
 
 from __future__ import annotations

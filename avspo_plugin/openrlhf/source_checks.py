@@ -1,9 +1,5 @@
-"""What the runtime route's wrapper (:mod:`.worker_setup`) relies on in OpenRLHF's source, checked on source text.
-
-The wrapper runs ``RemoteExperienceMaker.compute_advantages_and_returns`` as group_norm and hands avspo's advantages
-to its ``compute_reward`` calls: :func:`source_findings` lists what of that method's structure, of the estimator copy
-in ``__init__`` and of the wrapped ``BasePPOTrainer`` signatures a release lacks (tests/openrlhf/test_releases.py on
-every supported release, ``avspo doctor --host openrlhf`` on the installed one). No OpenRLHF import.
+"""What the runtime route's wrapper (:mod:`.worker_setup`) relies on in OpenRLHF's source, checked on its text
+(:func:`source_findings`, for the release tests and ``avspo doctor --host openrlhf``). No OpenRLHF import.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""TRL adapter: :class:`AVSPOGRPOTrainer` (a GRPOTrainer subclass) and :class:`AVSPOGRPOConfig`.
-
-Importing this package imports no TRL (``avspo doctor --host trl`` runs without it); the two classes, and :data:`HOST`
-(TRL's side of the host contract, docs/method/hosts.md), load on first use, after the installed TRL's version is
-checked (:mod:`.checked_imports`).
+"""TRL adapter: :class:`AVSPOGRPOTrainer` and :class:`AVSPOGRPOConfig`, and :data:`HOST`, loaded on first use once the
+installed TRL's version is checked (importing this package imports no TRL).
 """
 
 import importlib
