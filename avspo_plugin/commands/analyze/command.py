@@ -9,15 +9,14 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from avspo_plugin.argument_types import positive_int
 from avspo_plugin.config import AVSPOConfig
 from avspo_plugin.threshold_modes import PAPER_MODE
 
-from . import plots, report, run_analysis
+from . import plots, run_analysis
 from .accuracy import compare_accuracy
-from .report import printable
+from .run_analysis import markdown, printable, summary
 from .run_logs import AnalyzeError
 from .timeline import PROMPT_COUNTS, PromptTable
 
@@ -120,9 +119,9 @@ def run(args: argparse.Namespace) -> int:
         (out / "analysis.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     except ValueError as err:  # a NaN or inf slipped into the report
         raise AnalyzeError(f"analysis.json: {err}") from None
-    summary = report.summary(results, rows, accuracy)
-    (out / "analysis.md").write_text(report.markdown(results, rows, accuracy, summary, document), encoding="utf-8")
-    print(summary)
+    text = summary(results, rows, accuracy)
+    (out / "analysis.md").write_text(markdown(results, rows, accuracy, text, document), encoding="utf-8")
+    print(text)
     print(f"\nWrote {out / 'analysis.md'}, {out / 'analysis.json'}" + ("" if args.no_plots else " and plots"))
     return 0
 
@@ -196,21 +195,15 @@ def _pair_validation(labels: list[str], vals: list[tuple[str | None, Path]]) -> 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def spreadsheet_safe(cell: Any) -> Any:
-    """A text cell that starts like a formula, with a single quote before it (OWASP's rule), so that a
-    spreadsheet shows it as text; numbers stay numbers."""
-    return "'" + cell if isinstance(cell, str) and cell.startswith(FORMULA_STARTS) else cell
-
-
 def _write_prompts(table: PromptTable, path: Path) -> str:
-    """prompts.csv; prompt texts come from the logs, so every cell goes through :func:`spreadsheet_safe`."""
+    """prompts.csv. Prompt texts come from the logs: one that starts like a formula gets a single quote before it
+    (OWASP's rule), so that a spreadsheet shows it as text."""
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["prompt", "groups", "collapsed", "all_fail", "all_pass", "rollouts", "wasted_rollouts",
-                         "mean_reward"])
+        writer.writerow(["prompt", *PROMPT_COUNTS[:-1], "wasted_rollouts", "mean_reward"])
         for index, text in enumerate(table.texts):
             counts = [int(getattr(table, name)[index]) for name in PROMPT_COUNTS]
             rollouts = int(table.rollouts[index])
             mean = float(f"{table.reward_sum[index] / rollouts:.6g}") if rollouts else ""
-            writer.writerow(map(spreadsheet_safe, [text, *counts, mean]))
+            writer.writerow(["'" + text if text.startswith(FORMULA_STARTS) else text, *counts, mean])
     return str(path)

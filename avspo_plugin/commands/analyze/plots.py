@@ -10,8 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .report import number, printable
-from .run_analysis import RunResult
+from .run_analysis import RunResult, number, printable
 
 FAIL_COLOR, PASS_COLOR, OTHER_COLOR = "#d62728", "#2ca02c", "#9e9e9e"
 # Below this, ACR minus its all-fail and all-pass rates is rounding, not groups collapsed at another value: one

@@ -105,14 +105,9 @@ def sample_timeline(log: SampleLog, monitor: AVSPOConfig, replay: AVSPOConfig, s
         for name, values in kinds.items():
             np.add.at(getattr(table, name), group_prompt, values)
         np.add.at(table.reward_sum, step.prompts, step.scores)
-    timeline = Timeline(
-        steps=np.asarray([step.step for step in log.steps], dtype=np.int64),
-        series=series,
-        basis=f"per-sample rewards (groups by {log.grouping}), ACR computed by avspo's core",
-        exact=True,
-        avspo="replay",
-    )
-    return timeline, table, sizes
+    steps = np.asarray([step.step for step in log.steps], dtype=np.int64)
+    basis = f"per-sample rewards (groups by {log.grouping}), ACR computed by avspo's core"
+    return Timeline(steps, series, basis, exact=True, avspo="replay"), table, sizes
 
 
 def _group_kinds(scores: torch.Tensor, labels: np.ndarray, monitor: AVSPOConfig) -> tuple[np.ndarray, dict]:
