@@ -73,9 +73,7 @@ class SupportedReleases:
         """Raise :class:`UnsupportedHostVersion` when ``version`` is None (not installed) or known broken; else
         the warning for an untested release (None inside the tested range), for the caller to log."""
         if version is None:
-            raise UnsupportedHostVersion(
-                f"{adapter} needs {self}; no installed {self.distribution} distribution was found"
-            )
+            raise UnsupportedHostVersion(f"{adapter} needs {self}; no installed {self.distribution} distribution was found")
         if self.known_broken(version):
             raise UnsupportedHostVersion(
                 f"{adapter} supports {self}; the installed {self.name} is {version}. Releases before "
@@ -84,11 +82,12 @@ class SupportedReleases:
             )
         return self.untested(version)
 
-    def check(self, version: str | None, adapter: str, log: logging.Logger) -> None:
-        """:meth:`require`, with the warning for an untested release logged to ``log``, naming ``adapter``."""
+    def check(self, version: str | None, adapter: str, log: logging.Logger) -> str | None:
+        """:meth:`require`, with the warning for an untested release logged to ``log``; returns ``version``."""
         untested = self.require(version, adapter)
         if untested is not None:
             log.warning("%s: %s", adapter, untested)
+        return version
 
 
 # verl 0.5's RayPPOTrainer.__init__ raises NotImplementedError for an estimator it does not know.

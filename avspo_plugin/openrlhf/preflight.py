@@ -1,10 +1,6 @@
-"""Before any model loads: on every Ray node, does avspo-plugin import and is the estimator's hook in place?
-
-``avspo openrlhf`` runs :func:`check_nodes` right after OpenRLHF's ``ray.init``: one actor per alive node, in a worker
-Ray started with the job's runtime_env, reports its Python, the avspo-plugin and OpenRLHF it finds, and the state of
-the hook (:func:`.worker_setup.hook_state`). A node whose worker cannot start, lacks the hook, or has other versions
-than the launching process stops the launch with every finding.
-"""
+"""Before any model loads (``avspo openrlhf``, right after OpenRLHF's ``ray.init``): one actor per alive node reports its
+Python, avspo-plugin and OpenRLHF versions and the hook's state; a node whose worker cannot start, lacks the hook, or
+has other versions than the launching process stops the launch with every finding."""
 
 from __future__ import annotations
 

@@ -20,5 +20,4 @@ def check_openrlhf() -> str | None:
         logger.warning("the installed OpenRLHF has no distribution metadata, so its version cannot be checked; "
                        "%s supports %s", ADAPTER, OPENRLHF)
         return None
-    OPENRLHF.check(version, ADAPTER, logger)
-    return version
+    return OPENRLHF.check(version, ADAPTER, logger)

@@ -23,6 +23,4 @@ def installed_trl() -> str | None:
 
 def require_supported_trl() -> str:
     """The installed TRL's version, checked by host_versions' policy (UnsupportedHostVersion when refused)."""
-    version = installed_trl()
-    TRL.check(version, ADAPTER, logger)
-    return version
+    return TRL.check(installed_trl(), ADAPTER, logger)

@@ -1,9 +1,5 @@
-"""``avspo doctor``: does the avspo adapter apply to the framework installed here? One module per host (``--host``).
-
-Every host's doctor exits 0 when READY and 1 when NOT READY. The checks live here, not in the adapters' packages,
-because they must run before (or without) importing the adapter: importing :mod:`avspo_plugin.verl` registers the
-estimator, the very thing the verl checks look for.
-"""
+"""``avspo doctor``: does the avspo adapter apply to the framework installed here? One module per host (``--host``),
+here rather than in the adapters: importing :mod:`avspo_plugin.verl` registers the estimator the checks look for."""
 
 from __future__ import annotations
 

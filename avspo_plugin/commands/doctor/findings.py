@@ -26,18 +26,12 @@ def versions_line(versions: Mapping[str, str | None], python: str = PYTHON) -> s
     return ", ".join(f"{name} {version or 'not installed'}" for name, version in versions.items()) + f", python {python}"
 
 
-def release_finding(supported: SupportedReleases, version: str | None, install_hint: str) -> int | None:
-    """Print the installed release against ``supported``; the exit code when that already decides, else None."""
+def release_failed(supported: SupportedReleases, version: str | None, install_hint: str) -> bool:
+    """Print the installed release against ``supported``; True when it is refused (missing or known broken)."""
     if version is None:
-        line("FAIL", f"{supported.name} is not installed in this Python environment: {install_hint}")
-        return NOT_READY
+        return line("FAIL", f"{supported.name} is not installed in this Python environment: {install_hint}")
     if supported.known_broken(version):
-        line("FAIL", f"{supported.name} {version} is not supported: the adapter supports {supported} (releases before "
-                     f"{supported.broken_below} differ in the code it relies on)")
-        return NOT_READY
+        return line("FAIL", f"{supported.name} {version} is not supported: the adapter supports {supported} (releases "
+                            f"before {supported.broken_below} differ in the code it relies on)")
     untested = supported.untested(version)
-    if untested is not None:
-        line("warn", untested)
-        return None
-    line("ok", f"{supported.name} {version} is supported ({supported})")
-    return None
+    return line("warn", untested) if untested else line("ok", f"{supported.name} {version} is supported ({supported})")

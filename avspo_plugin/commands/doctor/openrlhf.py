@@ -14,7 +14,7 @@ from avspo_plugin.names import install_line
 from avspo_plugin.openrlhf import source_checks as sc
 from avspo_plugin.openrlhf.versions import OPENRLHF
 
-from .findings import NOT_READY, READY, installed_versions, line, release_finding, versions_line
+from .findings import NOT_READY, READY, installed_versions, line, release_failed, versions_line
 
 DISTRIBUTIONS = ("avspo-plugin", "openrlhf", "torch", "ray", "deepspeed", "vllm", "flash-attn")
 PATCHED_RELEASE = "0.11.2"
@@ -40,10 +40,8 @@ def run(args: argparse.Namespace) -> int:
     version = OPENRLHF.installed()
     if version is None:
         line("warn", f"OpenRLHF at {package} has no distribution metadata: its release cannot be checked ({OPENRLHF})")
-    else:
-        decided = release_finding(OPENRLHF, version, "pip install openrlhf")
-        if decided is not None:
-            return decided
+    elif release_failed(OPENRLHF, version, "pip install openrlhf"):
+        return NOT_READY
     maker_source = (package / sc.EXPERIENCE_MAKER_FILE).read_text()
     findings = sc.source_findings(maker_source, (package / sc.TRAINER_FILE).read_text())
     for finding in findings:

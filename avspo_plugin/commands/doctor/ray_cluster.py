@@ -1,12 +1,10 @@
-"""Which Ray cluster a doctor check runs in: a private local instance it starts, unless the user names another
-(``--ray-address``, ``auto`` for ``ray start --head`` on this machine, or ``RAY_ADDRESS``).
-
-``ray.init`` to an address that does not answer retries for minutes, so joining is bounded: a plain TCP connection
-first, then ``ray.init`` itself, each within :data:`CONNECT_TIMEOUT_S` seconds (or ``AVSPO_RAY_CONNECT_TIMEOUT_S``).
-"""
+"""Which Ray cluster a doctor check runs in: a private local instance, unless ``--ray-address`` (``auto``: ``ray start
+--head`` here) or ``RAY_ADDRESS`` names one. ``ray.init`` to an address that does not answer retries for minutes, so
+joining is bounded: a TCP connection, then ``ray.init``, each within :func:`connect_timeout_s` seconds."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -23,21 +21,15 @@ def connect_timeout_s() -> float:
     text = os.environ.get(TIMEOUT_VARIABLE, "").strip()
     if not text:
         return CONNECT_TIMEOUT_S
-    try:
+    with contextlib.suppress(ValueError):
         if math.isfinite(value := float(text)) and value > 0:
             return value
-    except ValueError:
-        pass
     raise ValueError(f"{TIMEOUT_VARIABLE}={text!r}: expected a number of seconds above 0")
 
 
 def connect_ray(address: str | None, runtime_env: dict | None = None, timeout_s: float | None = None) -> str:
     """Start or join the cluster the check runs in, with ``runtime_env`` for this job; returns where, in words.
-
-    An address that does not answer is a ConnectionError, one that answers but does not let Ray join in time a
-    TimeoutError, each naming the address and where it was given. No resources are passed when joining (Ray
-    refuses them there).
-    """
+    ConnectionError: the address does not answer; TimeoutError: Ray cannot join it in time (each naming it)."""
     import ray  # here, not at the top: `avspo doctor --host trl` loads this module and runs without Ray
 
     timeout_s = connect_timeout_s() if timeout_s is None else timeout_s

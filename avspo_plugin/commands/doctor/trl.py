@@ -10,7 +10,7 @@ import traceback
 from avspo_plugin.names import install_line
 from avspo_plugin.trl.versions import TRL, installed_trl
 
-from .findings import NOT_READY, READY, installed_versions, line, release_finding, versions_line
+from .findings import NOT_READY, READY, installed_versions, line, release_failed, versions_line
 
 DISTRIBUTIONS = ("avspo-plugin", "trl", "transformers", "accelerate", "torch")
 
@@ -44,9 +44,8 @@ def takes_the_parents_parameters(parent: list[str], override: list[str]) -> bool
 def run(args: argparse.Namespace) -> int:
     print("avspo doctor --host trl")
     print(f"  versions: {versions_line(installed_versions(DISTRIBUTIONS))}")
-    decided = release_finding(TRL, installed_trl(), install_line("trl"))
-    if decided is not None:
-        return decided
+    if release_failed(TRL, installed_trl(), install_line("trl")):
+        return NOT_READY
     try:
         methods = overridden_methods()
     except Exception:
