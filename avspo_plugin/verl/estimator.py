@@ -24,13 +24,8 @@ def session() -> AVSPOSession:
     return this_process().estimator.session
 
 
-def compute_avspo_outcome_advantage(
-    token_level_rewards: torch.Tensor,
-    response_mask: torch.Tensor,
-    index: Any = None,
-    config: Any = None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def compute_avspo_outcome_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
+                                    config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """verl estimator ``avspo``: GRPO outcome advantages with ACR monitoring and virtual samples.
 
     token_level_rewards, response_mask: (B, L); index: (B,) uids; config: verl's ``algorithm`` block.
