@@ -1,4 +1,1 @@
-"""``avspo analyze``: ACR diagnostics of GRPO runs that already happened, from verl rollout/validation dumps and
-tracker logs (verl's ``file`` backend, TensorBoard, wandb exports, TRL and OpenRLHF logs); per-sample rewards go
-through :mod:`avspo_plugin.core`. docs/using/analyze.md describes inputs and outputs.
-"""
+"""``avspo analyze``: ACR diagnostics of finished GRPO runs from their dumps and logs (docs/using/analyze.md)."""

@@ -54,8 +54,7 @@ def acr_timeline(result: RunResult, path: Path) -> Figure:
     window = report["early_warning"]["window"]
     top.axvspan(window[0], min(window[1], steps[-1]), color="#1f77b4", alpha=0.06,
                 label=f"early window (ACR {number(report['early_warning']['acr'])})")
-    top.set_ylim(0, 1)
-    top.set_ylabel("fraction of groups")
+    top.set(ylim=(0, 1), ylabel="fraction of groups")
     top.set_title(f"{_plain(result.label)}: advantage collapse rate\nfrom {_plain(report['basis'])}", fontsize=9)
     top.legend(loc="upper right", fontsize=7, ncol=2)
     top.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole steps only (shared with the bottom axes)
@@ -91,8 +90,7 @@ def prompt_histogram(result: RunResult, path: Path) -> None:
     histogram: dict[str, Any] = result.report["prompts"]["histogram"]
     edges = np.asarray(histogram["edges"])
     centers, width = (edges[:-1] + edges[1:]) / 2, np.diff(edges) * 0.9
-    fig = Figure(figsize=(7, 4))
-    axis = fig.subplots()
+    axis = Figure(figsize=(7, 4)).subplots()
     bottom = np.zeros(len(centers))
     for name, color, label in (("never_collapsed", "#1f77b4", "never collapsed"),
                                ("mostly_all_fail", FAIL_COLOR, "mostly all-fail"),
@@ -102,17 +100,15 @@ def prompt_histogram(result: RunResult, path: Path) -> None:
         if counts.any():
             axis.bar(centers, counts, width=width, bottom=bottom, color=color, label=label)
         bottom += counts
-    axis.set_xlabel("fraction of the prompt's groups that collapsed")
-    axis.set_ylabel("prompts")
+    axis.set(xlabel="fraction of the prompt's groups that collapsed", ylabel="prompts")
     axis.set_title(f"{_plain(result.label)}: per-prompt collapse ({result.report['prompts']['prompts']} prompts)", fontsize=9)
     axis.legend(fontsize=8)
-    _save(fig, path)
+    _save(axis.figure, path)
 
 
 def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> Figure:
     """Each run's ACR, faint per step and solid as a moving average (about 1/50 of the longest run)."""
-    fig = Figure(figsize=(10, 4.5))
-    axis = fig.subplots()
+    axis = Figure(figsize=(10, 4.5)).subplots()
     window = max(1, max(len(result.timeline.steps) for result in results) // 50)
     for index, result in enumerate(results):
         color = f"C{index % 10}"
@@ -122,13 +118,11 @@ def compare_acr(results: list[RunResult], path: Path, stagnation_acr: float) -> 
                   label=f"{_plain(result.label)} (early {number(result.report['early_warning']['acr'])})")
     if stagnation_acr > 0:
         axis.axhline(stagnation_acr, color="black", linestyle="--", linewidth=1, label="stagnation level")
-    axis.set_ylim(0, 1)
+    axis.set(ylim=(0, 1), xlabel="step", ylabel="ACR" + (f" ({window}-step moving average)" if window > 1 else ""))
     axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axis.set_xlabel("step")
-    axis.set_ylabel("ACR" + (f" ({window}-step moving average)" if window > 1 else ""))
     axis.set_title("ACR side by side", fontsize=9)
     axis.legend(fontsize=7)
-    return _save(fig, path)
+    return _save(axis.figure, path)
 
 
 def compare_accuracy(results: list[RunResult], accuracy: dict[str, Any], path: Path) -> Figure:
@@ -136,8 +130,7 @@ def compare_accuracy(results: list[RunResult], accuracy: dict[str, Any], path: P
     the first run's final accuracy as the line to reach."""
     curves = [result.report["accuracy"] for result in results]
     by_rollouts = all(curve["rollouts_known"] for curve in curves)
-    fig = Figure(figsize=(10, 4.5))
-    axis = fig.subplots()
+    axis = Figure(figsize=(10, 4.5)).subplots()
     for index, (result, curve) in enumerate(zip(results, curves)):
         x = [point["rollouts" if by_rollouts else "step"] for point in curve["points"]]
         axis.plot(x, [point["accuracy"] for point in curve["points"]], "o-", color=f"C{index % 10}", markersize=3,
@@ -145,11 +138,11 @@ def compare_accuracy(results: list[RunResult], accuracy: dict[str, Any], path: P
     reference = accuracy["reference_final"]
     axis.axhline(reference["accuracy"], color="black", linestyle="--", linewidth=1,
                  label=f"{_plain(accuracy['reference'])}'s final ({reference['accuracy']:.3f})")
-    axis.set_xlabel("rollouts (samples generated for training)" if by_rollouts else "step")
-    axis.set_ylabel(_plain(accuracy["key"]))
+    axis.set(xlabel="rollouts (samples generated for training)" if by_rollouts else "step",
+             ylabel=_plain(accuracy["key"]))
     axis.set_title(f"accuracy: {_plain(accuracy['key'])} (one seed per run)", fontsize=9)
     axis.legend(fontsize=7)
-    return _save(fig, path)
+    return _save(axis.figure, path)
 
 
 def _save(fig: Figure, path: Path) -> Figure:

@@ -149,8 +149,8 @@ def effective_acr(report: dict[str, Any]) -> float | None:
     return report["means"]["acr"]
 
 
-def number(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
+def number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def printable(text: str) -> str:

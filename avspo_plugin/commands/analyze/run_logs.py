@@ -132,16 +132,13 @@ class JsonLines:
                     continue
                 try:
                     value = json.loads(raw.decode("utf-8"))
-                except UnicodeDecodeError as err:
-                    if not complete and err.reason == "unexpected end of data":  # cut inside a character
+                except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                    text = isinstance(err, json.JSONDecodeError)
+                    if not complete and (text or err.reason == "unexpected end of data"):  # cut in a value or character
                         self.truncated_line = number
                         return
-                    raise not_utf8(self.path, number, start + err.start, err) from None
-                except json.JSONDecodeError as err:
-                    if not complete:
-                        self.truncated_line = number
-                        return
-                    raise invalid_json(self.path, number, err) from None
+                    raise (invalid_json(self.path, number, err) if text else
+                           not_utf8(self.path, number, start + err.start, err)) from None
                 yield number, value
 
 
@@ -169,11 +166,8 @@ def parse_json_document(path: Path, text: str, records_key: str | None) -> tuple
 def _records_before_cut(path: Path, text: str, records_key: str | None) -> tuple[list[Any], int]:
     """Decode list elements one by one up to where the text ends mid-record."""
     decoder = json.JSONDecoder()
-    if records_key is None:
-        start = text.find("[")
-    else:
-        marker = text.find(json.dumps(records_key))
-        start = text.find("[", marker) if marker >= 0 else -1
+    marker = 0 if records_key is None else text.find(json.dumps(records_key))
+    start = text.find("[", marker) if marker >= 0 else -1
     if start < 0:
         raise AnalyzeError(f"{path}: the file ends before its records list begins (cut short while written?)")
     position, records = start + 1, []

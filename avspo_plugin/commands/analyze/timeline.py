@@ -246,8 +246,7 @@ def _from_keys(log: ScalarLog, found: dict[str, str], source: str, basis: str, e
         raise AnalyzeError(f"{source}: {found['acr']!r} has no valid numeric value at any step")
     series = {name: np.asarray([by_step.get(step, np.nan) for step in steps], dtype=np.float64)
               for name, by_step in values.items()}
-    return Timeline(steps=np.asarray(steps, dtype=np.int64), series=series, basis=basis, exact=exact,
-                    keys=dict(found), avspo=avspo)
+    return Timeline(np.asarray(steps, dtype=np.int64), series, basis, exact, keys=dict(found), avspo=avspo)
 
 
 def _from_pass_rate(timeline: Timeline, key: str, group_size: int, source: str) -> None:
