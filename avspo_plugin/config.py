@@ -456,8 +456,11 @@ def misspelt_name(name: str, names: Iterable[str], prefix: str = "avspo") -> str
     return None
 
 
-def meant_key(key: str, keys: Collection[str]) -> str:
-    """The one of ``keys`` a misspelt ``key`` stands for: its name now if it is an earlier name, else the closest."""
+def meant_key(block: str, key: str, keys: Collection[str]) -> str | None:
+    """The one of ``keys`` that ``key``, after ``block`` (``avspo`` or close to it, else None), stands for: its name now
+    if it is an earlier name, else the closest."""
+    if block != "avspo" and misspelt_name(block, ["avspo"]) is None:
+        return None
     if EARLIER_NAMES.get(key) in keys:
         return EARLIER_NAMES[key]
     return max(keys, key=lambda known: difflib.SequenceMatcher(None, key.lower(), known).ratio())

@@ -35,10 +35,5 @@ class Host:
         return {METRIC_PREFIX + name: value for name, value in metrics.items()}
 
     def step_folder(self, checkpoint_dir: str, step: int) -> str:
-        """Step ``step``'s checkpoint folder in ``checkpoint_dir``."""
-        if self.checkpoint_folder is None:
-            raise ValueError(
-                f"{self.name} keeps the AVSPO state in what its checkpoint call carries ({self.state_name!r}), "
-                "not in a folder of its own"
-            )
+        """Step ``step``'s checkpoint folder in ``checkpoint_dir`` (a host with a checkpoint_folder)."""
         return os.path.join(checkpoint_dir, self.checkpoint_folder.format(step=step))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..allowed import AutoOrInteger, Boolean, Integer, Number, OneOf
-from ..config import AVSPOConfig, NotGiven, key_help, meant_key, misspelt_name, warn_inert_keys
+from ..config import AVSPOConfig, NotGiven, key_help, meant_key, warn_inert_keys
 from ..names import ESTIMATOR
 
 # The one key whose OpenRLHF default differs from AVSPOConfig's: OpenRLHF's group_norm divides by
@@ -124,9 +124,8 @@ def misspelt_flag(flag: str, layout: ArgLayout) -> str | None:
     if not name.startswith("--" + outer):
         return None
     block, found, key = name[2 + len(outer):].partition(separator)
-    if not found or (block.lower() != ESTIMATOR and misspelt_name(block, [ESTIMATOR]) is None):
-        return None
-    return layout.flag(layout.avspo_dest(meant_key(key, AVSPOConfig.keys())))
+    meant = meant_key(block, key, AVSPOConfig.keys()) if found else None
+    return None if meant is None else layout.flag(layout.avspo_dest(meant))
 
 
 def check_avspo_args(args: Any) -> None:

@@ -18,7 +18,6 @@ from ..config import (
     earlier_name_error,
     key_help,
     meant_key,
-    misspelt_name,
     warn_inert_keys,
 )
 from ..threshold_modes import MEASURE_ONLY_MODE, PAPER_MODE, THRESHOLD_MODES
@@ -159,7 +158,6 @@ def misspelt_field(name: str) -> str | None:
     is ``avspo`` or close to it (``avpso_threshold_mode``, ``AVSPO_alpha``, ``avspo_treshold_mode``); None for any other
     name (GRPOConfig's own attributes)."""
     head, _, rest = name.partition("_")
-    if head.lower() != "avspo" and misspelt_name(head, ["avspo"]) is None:
-        return None
-    return FIELD_PREFIX + meant_key(rest, [key.name for key in exposed_keys()])
+    meant = meant_key(head, rest, [key.name for key in exposed_keys()])
+    return None if meant is None else FIELD_PREFIX + meant
 

@@ -1,10 +1,6 @@
 """TRL's GRPO conventions translated to the core and back; no TRL import.
 
-GRPOTrainer (TRL 1.6 to 1.16) forms advantages from the rewards gathered over all processes: groups are consecutive
-runs of ``num_generations`` rows; the reward is the NaN-aware weighted sum of the reward functions (NaN when every
-function returned None: it joins no statistic, advantage 0); mean and unbiased std per group, ``eps = 1e-4``; each
-process keeps its own rows. ``scale_rewards`` picks the denominator, and AVSPO (R'_j = R_j U V_j, group j's real and
-virtual rewards) follows it:
+GRPOTrainer's ``scale_rewards`` picks the advantage's denominator, and AVSPO (R'_j = R_j U V_j) follows it:
 
 * ``group``: (r - mu_j) / (sigma_j + 1e-4); AVSPO: Eq. 14, (r - mu'_j) / (sigma'_j + 1e-4);
 * ``none``: r - mu_j; AVSPO: r - mu'_j (the core's ``norm_by_std=False``);
