@@ -95,11 +95,10 @@ def run_mode(timeline: Timeline) -> dict[str, Any] | None:
     False: measure-only, None: not known), ``threshold_mode`` (None where the logs do not tell or no estimator
     ran) and ``evidence``, the logged values that say so. None where the source records no such thing (per-sample
     dumps, logs of a run without the plugin)."""
-    if timeline.avspo == "replay":
+    monitored = timeline.keys.get("acr", "").endswith(f"{METRIC_PREFIX}acr")
+    if timeline.avspo == "replay" or (timeline.avspo is None and not monitored):
         return None
     if timeline.avspo is None:
-        if not timeline.keys.get("acr", "").endswith(f"{METRIC_PREFIX}acr"):
-            return None
         return {"acting": False, "threshold_mode": None, "monitor": True,
                 "evidence": f"{timeline.keys['acr']} logged without {METRIC_PREFIX}triggered, as "
                             "algorithm.avspo_monitor logs beside the run's own estimator"}
@@ -200,12 +199,8 @@ def prompt_summary(table: PromptTable, top: int) -> dict[str, Any]:
     ever = seen & (table.collapsed > 0)
     fail_major = ever & (table.all_fail > 0) & (table.all_fail >= table.all_pass)
     pass_major = ever & (table.all_pass > table.all_fail)
-    categories = {
-        "never_collapsed": seen & ~ever,
-        "mostly_all_fail": fail_major,
-        "mostly_all_pass": pass_major,
-        "other_collapsed": ever & ~fail_major & ~pass_major,
-    }
+    categories = {"never_collapsed": seen & ~ever, "mostly_all_fail": fail_major, "mostly_all_pass": pass_major,
+                  "other_collapsed": ever & ~fail_major & ~pass_major}
     return {
         "prompts": int(seen.sum()),
         "never_mixed": int(never_mixed.sum()),

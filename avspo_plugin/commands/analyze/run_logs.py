@@ -221,7 +221,7 @@ def load_dumps(path: Path) -> Loaded:
 def _load_directory(path: Path) -> Loaded:
     if dump_files(path):
         return load_dumps(path)
-    event_dirs = sorted({p.parent for p in tensorboard_event_files(path)})
+    event_dirs = sorted({p.parent for p in path.rglob("*") if p.is_file() and TB_EVENT_FILE.search(p.name)})
     if len(event_dirs) == 1:
         return Loaded(path, "TensorBoard events", scalars=read_tensorboard(event_dirs[0]))
     state = _trl_state_file(path)
@@ -439,20 +439,14 @@ def _note_cut(log: ScalarLog, path: Path, truncated_line: int | None) -> None:
         log.notes.append(f"{path}:{truncated_line}: last line cut short (run stopped mid-write); left out")
 
 
-def tensorboard_event_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.is_file() and TB_EVENT_FILE.search(p.name))
-
-
 def read_tensorboard(directory: Path) -> ScalarLog:
     """Scalars of the event files of one directory. EventAccumulator stops silently at a damaged or cut-off record,
     so each file's checksums are walked first: a cut in the newest file drops its last step (noted); a checksum
     failure is an error naming the file and record."""
-    files = [p for p in directory.iterdir() if p.is_file() and TB_EVENT_FILE.search(p.name)]
-    if not files:
-        raise AnalyzeError(f"{directory}: no TensorBoard event file (events.out.tfevents.*)")
+    # One event file or more (load found them), in name order: the name carries the writer's start time.
+    files = sorted(p for p in directory.iterdir() if p.is_file() and TB_EVENT_FILE.search(p.name))
     log = ScalarLog(values={})
     cut_newest = False
-    files.sort(key=lambda p: p.name)  # the name carries the writer's start time
     for path in files:
         cut = _check_event_file(path)
         if cut is not None:

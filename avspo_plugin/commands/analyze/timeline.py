@@ -180,11 +180,8 @@ REWARD_MEAN_KEYS = (f"{METRIC_PREFIX}reward_mean", "critic/score/mean", "reward"
 def scalar_timeline(log: ScalarLog, group_size: int | None, monitor: AVSPOConfig, source: str) -> Timeline:
     """Read ACR (or the closest proxy the log holds) per step from a tracker log."""
     keys = log.keys()
-    found = {}
-    for name in ACR_SERIES + AVSPO_SERIES + ("samples",):
-        match = _candidates(keys, (f"{METRIC_PREFIX}{name}",))
-        if match:
-            found[name] = match[0]
+    names = ACR_SERIES + AVSPO_SERIES + ("samples",)
+    found = {name: match[0] for name in names if (match := _candidates(keys, (f"{METRIC_PREFIX}{name}",)))}
     if "acr" in found:
         return _from_keys(log, found, source, basis="avspo/* metrics logged by the plugin (per group, exact)",
                           exact=True, avspo="logged" if "triggered" in found else None)
