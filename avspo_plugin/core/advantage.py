@@ -30,7 +30,7 @@ from .collapse import (
     share,
 )
 from .groups import GroupStats, factorize_labels, group_stats, label_array, segment_sum
-from .inputs import TensorLike, as_config, as_index, as_optional_tensor, as_state, as_tensor
+from .inputs import TensorLike, as_config, as_index, as_state, as_tensor
 from .metrics import CALL_METRICS
 from .threshold import ThresholdState, advance, groups_to_augment, threshold_in_force
 
@@ -282,8 +282,8 @@ def compute_group_advantages(
     """
     config = as_config(config)
     state = as_state(state, config)
-    scores, valid = as_tensor(scores, "scores"), as_optional_tensor(valid, "valid")
-    response_mask = as_optional_tensor(response_mask, "response_mask")
+    scores, valid = as_tensor(scores, "scores"), None if valid is None else as_tensor(valid, "valid")
+    response_mask = None if response_mask is None else as_tensor(response_mask, "response_mask")
     labels = label_array(as_index(index))
     check_shapes(scores, labels, valid, response_mask)
     scores = float_rewards(scores.detach(), labels)

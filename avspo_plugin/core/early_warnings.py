@@ -64,6 +64,7 @@ class EarlyWarnings:
         self.entropy_collapse = StreakWarning(entropy_collapse, 0.0, 0, above=False)
         # Observed with 1.0 on a step that had collapsed groups and augmented none, 0.0 on one that augmented.
         self.inert_trigger = StreakWarning(INERT_TRIGGER, 0.5, 0, above=True)
+        self.all = (self.stagnation, self.entropy_collapse, self.inert_trigger)
         self.reconfigure(config)
 
     def reconfigure(self, config: AVSPOConfig) -> None:
@@ -99,14 +100,11 @@ class EarlyWarnings:
         return flags, fired
 
     def state_dict(self) -> dict[str, Any]:
-        return {warning.name: warning.state_dict() for warning in self._all()}
+        return {warning.name: warning.state_dict() for warning in self.all}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for warning in self._all():
+        for warning in self.all:
             warning.load_state_dict(state[warning.name])
-
-    def _all(self) -> tuple[StreakWarning, ...]:
-        return self.stagnation, self.entropy_collapse, self.inert_trigger
 
 
 def stagnation_message(warning: StreakWarning, step: int, acr: float) -> str:

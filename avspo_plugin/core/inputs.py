@@ -44,10 +44,6 @@ def as_index(value: Any) -> Any:
                     f"{type(value).__name__}")
 
 
-def as_optional_tensor(value: Any, name: str) -> torch.Tensor | None:
-    return None if value is None else as_tensor(value, name)
-
-
 def as_config(config: Any) -> AVSPOConfig:
     """An AVSPOConfig as it is (one of another copy of the package as its keys); a mapping of its keys through
     :meth:`AVSPOConfig.from_mapping`, warning once per process of keys that cannot act (``warn_inert_keys``)."""
