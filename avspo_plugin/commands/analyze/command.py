@@ -137,18 +137,13 @@ def _split_label(spec: str) -> tuple[str | None, Path]:
 def _default_labels(runs: list[tuple[str | None, Path]]) -> list[str]:
     """Given labels, else the shortest path tails that tell the runs apart ('a/rollouts', 'b/rollouts'); a file
     counts without its extension ('exp.jsonl' is the run 'exp'), since the label names the run's output files."""
-    tails = [_run_parts(path) for _, path in runs]
+    tails = [(*p.parts[:-1], p.stem) if p.is_file() else p.parts for p in (path.resolve() for _, path in runs)]
     for depth in range(1, max(len(parts) for parts in tails) + 1):
         labels = ["/".join(parts[-depth:]) for parts in tails]
         unlabeled = [text for (given, _), text in zip(runs, labels) if given is None]
         if len(set(unlabeled)) == len(unlabeled):
             break
     return [given or text for (given, _), text in zip(runs, labels)]
-
-
-def _run_parts(path: Path) -> tuple[str, ...]:
-    parts = path.resolve().parts
-    return (*parts[:-1], path.resolve().stem) if path.is_file() else parts
 
 
 def numbered_unique(names: list[str], key: Callable[[str], str]) -> list[str]:

@@ -226,7 +226,7 @@ def _load_directory(path: Path) -> Loaded:
         return Loaded(path, "TensorBoard events", scalars=read_tensorboard(event_dirs[0]))
     state = _trl_state_file(path)
     if state is not None:  # a TRL output directory; its runs/ may hold one event directory per launch
-        return _trl_state(state)
+        return _load_file(state)
     if len(event_dirs) > 1:
         listed = ", ".join(str(d) for d in event_dirs)
         raise AnalyzeError(f"{path}: TensorBoard events in {len(event_dirs)} directories ({listed}); pass one per run")
@@ -264,17 +264,15 @@ def _load_file(path: Path) -> Loaded:
             "generation dump (score, input/uid, step), verl's file tracker (step, data) or a wandb history (_step)"
         )
     if suffix == ".json":
-        if name == TRL_STATE or _has_log_history(path):
-            return _trl_state(path)
+        with open(path, "rb") as handle:
+            trl = name == TRL_STATE or b'"log_history"' in handle.read(1 << 20)
+        if trl:
+            return Loaded(path, "TRL trainer_state.json", scalars=read_json_records(path, "log_history"))
         return Loaded(path, "wandb history JSON", scalars=read_json_records(path))
     raise AnalyzeError(
         f"{path}: unknown file kind; expected .jsonl (verl dump or file tracker, wandb), .csv or .json (wandb "
         f"export), {TRL_STATE}, or a directory (verl dumps, TensorBoard events, TRL output)"
     )
-
-
-def _trl_state(path: Path) -> Loaded:
-    return Loaded(path, "TRL trainer_state.json", scalars=read_json_records(path, "log_history"))
 
 
 def _first_jsonl_record(path: Path) -> Any:
@@ -284,11 +282,6 @@ def _first_jsonl_record(path: Path) -> Any:
     if lines.truncated_line is not None:
         raise AnalyzeError(f"{path}:{lines.truncated_line}: the file's only line is cut short")
     raise AnalyzeError(f"{path}: empty file")
-
-
-def _has_log_history(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        return b'"log_history"' in handle.read(1 << 20)
 
 
 # Columns that hold the step in a wandb history export, best first: transformers logs the
