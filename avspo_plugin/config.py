@@ -438,11 +438,10 @@ class MonitorConfig(CollapseSettings, EarlyWarningSettings):
 MISSPELLING_RATIO = 0.75
 
 
-def misspelt_name(name: str, names: Iterable[str], prefix: str = "avspo") -> str | None:
+def misspelt_name(name: str, names: Iterable[str]) -> str | None:
     """The one of ``names`` that ``name`` (not itself one of them) most likely misspells, or None: the closest when
     ``name`` differs only in case, ``-`` or ``_``, or is at least MISSPELLING_RATIO alike (``avpso``); else, for a
-    name starting with ``prefix`` (every such name is the plugin's), the longest of ``names`` it starts with
-    (``avspo_config``: ``avspo``), else the closest."""
+    name starting with ``avspo`` (the plugin's), the longest of ``names`` it starts with, else the closest."""
     names = list(names)
     if name in names:
         return None
@@ -451,7 +450,7 @@ def misspelt_name(name: str, names: Iterable[str], prefix: str = "avspo") -> str
     closest = max(names, key=closeness.get)
     if closeness[closest] >= MISSPELLING_RATIO or folded.replace("_", "") in {n.replace("_", "") for n in names}:
         return closest
-    if folded.startswith(prefix):
+    if folded.startswith("avspo"):
         return max((known for known in names if folded.startswith(known)), key=len, default=closest)
     return None
 

@@ -340,9 +340,7 @@ def compute_group_advantages(
 
 def nonempty_rows(response_mask: torch.Tensor) -> torch.Tensor:
     """Rows with at least one response token.  response_mask: (B, L) 0/1 (bool, int or float) -> (B,) bool.
-
-    amax reads a float mask about six times faster than any() on CPU, which first converts it to bool.
-    """
+    (amax reads a float mask about six times faster than any() on CPU.)"""
     if response_mask.dtype == torch.bool:
         return response_mask.any(dim=-1)
     if response_mask.shape[-1] == 0:

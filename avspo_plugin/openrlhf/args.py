@@ -115,10 +115,8 @@ def avspo_config_from_args(args: Any) -> AVSPOConfig:
 
 
 def misspelt_flag(flag: str, layout: ArgLayout) -> str | None:
-    """The avspo flag that ``flag`` (one argparse did not recognise) most likely misspells: its block close to
-    ``avspo`` (``--algo.advantage.avpso.alpha``, ``--avpso_alpha``) or its key misspelt
-    (``--algo.advantage.avspo.alpah``), or its key's name now for an earlier name (``...avspo.apply_to``); None for
-    any other flag."""
+    """The avspo flag that ``flag`` (unrecognised by argparse) most likely misspells (``--avpso_alpha``,
+    ``--algo.advantage.avspo.alpah``, :func:`~avspo_plugin.config.meant_key`); None for any other flag."""
     outer, separator = layout.avspo_prefix[: -len(ESTIMATOR) - 1], layout.avspo_prefix[-1]
     name = flag.split("=", 1)[0]
     if not name.startswith("--" + outer):
