@@ -73,7 +73,8 @@ class SupportedReleases:
         """Raise :class:`UnsupportedHostVersion` when ``version`` is None (not installed) or known broken; else
         the warning for an untested release (None inside the tested range), for the caller to log."""
         if version is None:
-            raise UnsupportedHostVersion(f"{adapter} needs {self}; no installed {self.distribution} distribution was found")
+            raise UnsupportedHostVersion(f"{adapter} needs {self}; no installed {self.distribution} distribution was "
+                                         "found")
         if self.known_broken(version):
             raise UnsupportedHostVersion(
                 f"{adapter} supports {self}; the installed {self.name} is {version}. Releases before "

@@ -1,6 +1,6 @@
-"""Before any model loads (``avspo openrlhf``, right after OpenRLHF's ``ray.init``): one actor per alive node reports its
-Python, avspo-plugin and OpenRLHF versions and the hook's state; a node whose worker cannot start, lacks the hook, or
-has other versions than the launching process stops the launch with every finding."""
+"""Before any model loads (``avspo openrlhf``, right after OpenRLHF's ``ray.init``): one actor per alive node reports
+its Python, avspo-plugin and OpenRLHF versions and the hook's state; a node whose worker cannot start, lacks the hook,
+or has other versions than the launching process stops the launch with every finding."""
 
 from __future__ import annotations
 
@@ -67,10 +67,10 @@ def problems(report: Mapping[str, Any], expected: Mapping[str, str | None]) -> l
     return found
 
 
-def check_nodes(expected: Mapping[str, str | None] | None = None, timeout_s: float = 300) -> list[dict[str, Any]]:
+def check_nodes(timeout_s: float = 300) -> list[dict[str, Any]]:
     """The reports of :class:`NodeCheck` on every alive node, each with its ``node_id`` and ``node_ip``; RuntimeError
-    on any problem. expected: the versions every node must have (default: this process's, :func:`versions`)."""
-    expected = versions() if expected is None else expected
+    on any problem, such as versions other than this process's."""
+    expected = versions()
     nodes = [node for node in ray.nodes() if node["Alive"]]
     actor_class = ray.remote(num_cpus=0)(NodeCheck)
     actors = [

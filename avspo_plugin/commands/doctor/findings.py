@@ -23,7 +23,8 @@ def installed_versions(distributions: Iterable[str]) -> dict[str, str | None]:
 
 
 def versions_line(versions: Mapping[str, str | None], python: str = PYTHON) -> str:
-    return ", ".join(f"{name} {version or 'not installed'}" for name, version in versions.items()) + f", python {python}"
+    named = [f"{name} {version or 'not installed'}" for name, version in versions.items()]
+    return ", ".join([*named, f"python {python}"])
 
 
 def release_failed(supported: SupportedReleases, version: str | None, install_hint: str) -> bool:

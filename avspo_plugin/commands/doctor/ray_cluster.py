@@ -27,12 +27,12 @@ def connect_timeout_s() -> float:
     raise ValueError(f"{TIMEOUT_VARIABLE}={text!r}: expected a number of seconds above 0")
 
 
-def connect_ray(address: str | None, runtime_env: dict | None = None, timeout_s: float | None = None) -> str:
+def connect_ray(address: str | None, runtime_env: dict | None = None) -> str:
     """Start or join the cluster the check runs in, with ``runtime_env`` for this job; returns where, in words.
     ConnectionError: the address does not answer; TimeoutError: Ray cannot join it in time (each naming it)."""
     import ray  # here, not at the top: `avspo doctor --host trl` loads this module and runs without Ray
 
-    timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
+    timeout_s = connect_timeout_s()
     common = {"include_dashboard": False, "log_to_driver": False, "runtime_env": runtime_env}
     given = "--ray-address" if address else "RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS") or "local"

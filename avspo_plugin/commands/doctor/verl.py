@@ -103,13 +103,12 @@ def probe() -> dict[str, Any]:
 
 def imported_verl() -> dict[str, str | None]:
     """The folder of the ``verl`` that ``import verl`` finds here, and its ``__version__`` once imported."""
-    try:
+    spec = None
+    with contextlib.suppress(ImportError, ValueError):
         spec = importlib.util.find_spec("verl")
-    except (ImportError, ValueError):
-        spec = None
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
     version = getattr(sys.modules.get("verl"), "__version__", None)
-    return {"path": locations[0] if locations else None, "version": None if version is None else str(version)}
+    return {"path": next(iter(spec.submodule_search_locations or []), None) if spec is not None else None,
+            "version": None if version is None else str(version)}
 
 
 def why_not_registered(registered: Any, report: dict[str, Any]) -> list[str]:
@@ -164,10 +163,8 @@ class ProbeActor:
         return probe()
 
 
-def probe_in_ray_actor(address: str | None = None, runtime_env: dict | None = None,
-                       timeout_s: float = 600) -> dict[str, Any]:
-    """:func:`probe` in a new Ray actor: in the running Ray session, else in the cluster :func:`connect_ray`
-    joins (left, or stopped if started, afterwards). The report's ``ray`` says where."""
+def probe_in_ray_actor(address: str | None = None, runtime_env: dict | None = None) -> dict[str, Any]:
+    """:func:`probe` in a new actor of the running Ray session, else of :func:`connect_ray`'s; ``ray`` says where."""
     import ray  # here, not at the top: `avspo doctor --host trl` loads this module and runs without Ray
 
     started = not ray.is_initialized()
@@ -175,7 +172,7 @@ def probe_in_ray_actor(address: str | None = None, runtime_env: dict | None = No
     actor = None
     try:
         actor = ray.remote(num_cpus=0)(ProbeActor).options(runtime_env=runtime_env or {}).remote()
-        return {**ray.get(actor.probe.remote(), timeout=timeout_s), "ray": where}
+        return {**ray.get(actor.probe.remote(), timeout=600), "ray": where}
     finally:
         if actor is not None:
             ray.kill(actor)
@@ -190,8 +187,9 @@ def compose_config(config_path: str, config_name: str, overrides: list[str]):
     if config_path == PACKAGED_CONFIG:
         # By path: importing avspo_plugin.verl (what pkg:// does) registers the estimator, and may be what fails.
         config_path = os.path.join(PACKAGE_ROOT, "verl", "config")
-    with (initialize_config_module(config_path.removeprefix("pkg://"), version_base=None)
-          if config_path.startswith("pkg://") else initialize_config_dir(os.path.abspath(config_path), version_base=None)):
+    module = config_path.removeprefix("pkg://")
+    with (initialize_config_module(module, version_base=None) if module != config_path
+          else initialize_config_dir(os.path.abspath(config_path), version_base=None)):
         return compose(config_name, overrides=list(overrides))
 
 
@@ -261,8 +259,7 @@ def config_findings(config: Any) -> list[tuple[str, str]]:
 
 
 def verl_validation_findings(config: Any) -> list[tuple[str, str]]:
-    """verl's own check of the config, as ``main_ppo`` runs it before Ray starts (``auto_set_device``, then
-    ``validate_config``): a refusal quotes verl's message, and what verl printed comes as warnings."""
+    """verl's own check of the config, as ``main_ppo`` runs it before Ray starts; what verl printed: warnings."""
     try:
         from verl.trainer.main_ppo import auto_set_device, need_critic, need_reference_policy, validate_config
     except ImportError as err:
@@ -283,8 +280,7 @@ def verl_validation_findings(config: Any) -> list[tuple[str, str]]:
 
 
 def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> list[tuple[str, str]]:
-    """(level, text) findings on what ``prompts`` prompts per step (data.train_batch_size) in groups of ``n``
-    (rollout.n) mean for AVSPO: what runs, its trigger, and a rollout.n that leaves no group."""
+    """(level, text) findings on what runs for ``prompts`` prompts per step in groups of ``n``, and its trigger."""
     n, notes = None if n is None else int(n), []
     if n is not None and n < 2:
         notes.append(("warn", f"algorithm.adv_estimator=avspo with actor_rollout_ref.rollout.n={n}: each prompt has a "
@@ -301,16 +297,14 @@ def estimator_notes(avspo: AVSPOConfig, n: int | None, prompts: int | None) -> l
 
 
 def mode_note(avspo: AVSPOConfig, prompts: int | None) -> str:
-    """What the launch check says of the run's threshold mode (its row's launch_note) for ``prompts`` prompts per
-    step (data.train_batch_size; None: not set)."""
+    """The threshold mode's launch_note for ``prompts`` prompts per step (None: not set)."""
     batch = f"{prompts} prompts per step (data.train_batch_size)" if prompts else "a step's prompts"
     mode = THRESHOLD_MODES[avspo.threshold_mode]
     return f"algorithm.avspo.threshold_mode={mode.name}: " + mode.launch_note.format(batch=batch, **avspo.to_dict())
 
 
 def trigger_note(avspo: AVSPOConfig, group_size: int | None, prompts: int | None) -> tuple[str, str]:
-    """(level, text) of the finding on a mode whose trigger can stay shut (adaptive, fixed), for this batch (the
-    outlook's arithmetic: avspo_plugin/launch.py)."""
+    """(level, text) on a mode whose trigger can stay shut (adaptive, fixed), this batch (:mod:`.launch`'s outlook)."""
     head = mode_note(avspo, prompts)
     advice = ("++algorithm.avspo.threshold_mode=always augments every collapsed group at every step, in any batch "
               "(docs/method/method.md).")
