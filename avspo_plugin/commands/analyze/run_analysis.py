@@ -100,8 +100,7 @@ def _validation_report(path: Path, validation: Timeline, notes: list[str]) -> di
     grouped = bool(np.nansum(validation.series["groups"]))
     if not grouped:
         notes = notes + ["one sample per prompt (val_kwargs.n = 1): no groups, so no collapse split"]
-    columns = ("reward_mean", "acr", "acr_all_fail", "acr_all_pass", "groups", "samples") if grouped else (
-        "reward_mean", "samples")
+    columns = ("reward_mean", *(("acr", "acr_all_fail", "acr_all_pass", "groups") if grouped else ()), "samples")
     return {
         "source": str(path),
         "notes": notes,

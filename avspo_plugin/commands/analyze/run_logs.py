@@ -379,16 +379,12 @@ def read_json_records(path: Path, records_key: str | None = None) -> ScalarLog:
     # A parsed document has no line numbers: locations name the record instead.
     what = f"{records_key} record" if records_key else "record"
     log = read_records((f"{path} ({what} {index + 1})", record) for index, record in enumerate(records))
-    if cut is not None:
-        log.notes.append(f"{path}:{cut}: document cut short (run stopped mid-write); records before it kept")
-    return log
+    return _note_cut(log, path, cut, "document", "records before it kept")
 
 
 def read_wandb_jsonl(path: Path) -> ScalarLog:
     lines = JsonLines(path)
-    log = read_records((f"{path}:{number}", record) for number, record in lines)
-    _note_cut(log, path, lines.truncated_line)
-    return log
+    return _note_cut(read_records((f"{path}:{number}", record) for number, record in lines), path, lines.truncated_line)
 
 
 def read_wandb_csv(path: Path) -> ScalarLog:
@@ -421,15 +417,15 @@ def read_wandb_csv(path: Path) -> ScalarLog:
             continue  # a row without a step (a summary row)
         where = f"{path}:{line}"
         collector.add(_step_of(record[step_key], where, step_key), record, where)
-    log = collector.finish()
-    if cut is not None:
-        log.notes.append(f"{path}:{cut}: last row cut short (run stopped mid-write); left out")
+    return _note_cut(collector.finish(), path, cut, "last row")
+
+
+def _note_cut(
+    log: ScalarLog, path: Path, line: int | None, what: str = "last line", kept: str = "left out"
+) -> ScalarLog:
+    if line is not None:
+        log.notes.append(f"{path}:{line}: {what} cut short (run stopped mid-write); {kept}")
     return log
-
-
-def _note_cut(log: ScalarLog, path: Path, truncated_line: int | None) -> None:
-    if truncated_line is not None:
-        log.notes.append(f"{path}:{truncated_line}: last line cut short (run stopped mid-write); left out")
 
 
 def read_tensorboard(directory: Path) -> ScalarLog:
