@@ -472,8 +472,6 @@ def config_help(config_class: type[ConfigBlock] = AVSPOConfig) -> list[tuple[str
 
 def config_sections(config_class: type[ConfigBlock] = AVSPOConfig) -> list[tuple[str, list[tuple[str, Any, str]]]]:
     """(section, its keys as :func:`config_help` gives them) for each section of the class, in order."""
-    by_key = {f.name: f.metadata["section"] for f in dataclasses.fields(config_class)}
-    return [
-        (section, [row for row in config_help(config_class) if by_key[row[0]] == section])
-        for section in config_class.SECTIONS
-    ]
+    fields = config_class.ordered_fields()
+    return [(section, [(f.name, f.default, key_help(f)) for f in fields if f.metadata["section"] == section])
+            for section in config_class.SECTIONS]

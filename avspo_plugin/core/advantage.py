@@ -1,8 +1,5 @@
-"""AVSPO advantages (Eq. 13 / Eq. 14) with every ACR metric, in one vectorised pass.
-
-Collapse, the metrics and Eq. 14 use float64 group statistics (:func:`~.groups.group_stats`); a group given no
-virtual sample is normalised by the mean and std verl's GRPO computes for it, so that with nothing augmented the
-result is verl's GRPO to the last bit.
+"""AVSPO advantages (Eq. 13 / Eq. 14) with every ACR metric, in one vectorised pass over float64 group statistics; a
+group given no virtual sample is normalised by verl's GRPO's own mean and std (bit-equal to GRPO when none is).
 """
 
 from __future__ import annotations
@@ -107,12 +104,9 @@ def reward_range_problem(
     setting_names: tuple[str, str, str] = ("reward_low", "reward_high", "threshold_mode"),
     reward_source: Callable[[int], str] | None = None,
 ) -> str | None:
-    """The one message every host gives when virtual rewards are placed in [reward_low, reward_high] and a valid
-    reward lies farther than BOUND_TOL outside it; None when none does.
-
-    scores, valid: (B,); describe_row(row): how the host names a row ("uid 'p2' at row 8"); setting_names: the host's
-    names of reward_low, reward_high and threshold_mode; reward_source(row): where the row's reward comes from.
-    """
+    """The message every host gives when virtual rewards are placed in [reward_low, reward_high] and a valid reward
+    lies farther than BOUND_TOL outside it, else None. scores, valid: (B,); describe_row, reward_source: row -> text;
+    setting_names: the host's names of reward_low, reward_high and threshold_mode."""
     if not config.places_virtual_rewards_in_bounds:
         return None
     outside = valid & ((scores < config.reward_low - BOUND_TOL) | (scores > config.reward_high + BOUND_TOL))

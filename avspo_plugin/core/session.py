@@ -1,7 +1,5 @@
-"""One process's AVSPO run state: threshold state, early-warning streaks and metrics not yet logged.
-
-One step of Eq. 12 is one host step however many estimator calls it takes: every call compares its ACR with the
-same tau_t, and the step's close advances tau once over the pooled calls (docs/method/method.md, decision 8).
+"""One process's AVSPO run state: threshold state, early-warning streaks and metrics not yet logged. One step of
+Eq. 12 is one host step however many estimator calls it takes (docs/method/method.md, decision 8).
 """
 
 from __future__ import annotations
@@ -44,11 +42,10 @@ logger = logging.getLogger(__name__)
 
 
 class AVSPOSession:
-    """Config in force, threshold state, early warnings and pending metrics of one training loop.
+    """Config in force, threshold state, early warnings and pending metrics of one training loop; thread-safe.
 
-    log: the logger that fired warnings go to (the host adapter's, so users filter them by host);
-    metric_names: the core metrics :meth:`pop_metrics` reports (None: all; the warning flags always), e.g.
-    :data:`~.metrics.MONITOR_METRICS` for the ACR monitor. Thread-safe: every method holds the session's lock.
+    log: where fired warnings go (the host adapter's logger); metric_names: the core metrics :meth:`pop_metrics`
+    reports (None: all; the warning flags always), e.g. :data:`~.metrics.MONITOR_METRICS` for the ACR monitor.
     """
 
     def __init__(self, log: logging.Logger = logger, metric_names: tuple[str, ...] | None = None) -> None:
