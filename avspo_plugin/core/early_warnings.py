@@ -80,11 +80,8 @@ class EarlyWarnings:
         self, step: int, acr: float | None = None, entropy: float | None = None,
         augmented: float | None = None, threshold: float | None = None,
     ) -> tuple[dict[str, float], list[str]]:
-        """One logged step. Returns (flags of the enabled warnings that got a value, warnings fired now).
-
-        acr, augmented (share of groups augmented), threshold (tau in force): None when no advantage was computed;
-        entropy: the policy's mean token entropy in nats, None when the host did not log one.
-        """
+        """One logged step -> (flags of the enabled warnings that got a value, warnings fired now). acr, augmented
+        (share of groups augmented), threshold (tau in force), entropy (nats): None when not computed or logged."""
         flags: dict[str, float] = {}
         fired: list[str] = []
         for warning, value, message in ((self.stagnation, acr, stagnation_message),

@@ -75,11 +75,8 @@ METRIC_HELP: dict[str, str] = {
 
 
 def aggregate_metrics(calls: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """Fold the metrics of several calls (in call order) into one step's metrics, by METRIC_REDUCTIONS.
-
-    A pooled metric whose weights are all 0 (no group in any call) is the plain mean, as are keys not in
-    METRIC_REDUCTIONS (host extras).
-    """
+    """Fold the metrics of several calls (in call order) into one step's metrics, by METRIC_REDUCTIONS; the plain mean
+    for a pooled metric whose weights are all 0 and for keys not there (host extras)."""
     calls = list(calls)
     merged: dict[str, float] = {}
     for name in dict.fromkeys(key for call in calls for key in call):

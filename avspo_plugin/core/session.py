@@ -168,11 +168,8 @@ class AVSPOSession:
         return result
 
     def close_step(self, step: int | None = None, entropy: float | None = None) -> None:
-        """End the open step: Eq. 12 once over its pooled calls, the warnings fed; a no-op when none is open.
-
-        step: the host's step number (named in warnings; default: the count of closed steps); entropy: the
-        policy's mean token entropy this step, when the host knows it already (else :meth:`pop_metrics` takes it).
-        """
+        """End the open step: Eq. 12 once over its pooled calls, the warnings fed; a no-op when none is open. step: the
+        host's step number (default: the count of closed steps); entropy: the policy's mean token entropy, if known."""
         with self._lock:
             if not self._pending:
                 return
@@ -191,11 +188,8 @@ class AVSPOSession:
         self._warn(fired)
 
     def pop_metrics(self, step: int | None = None, entropy: float | None = None) -> dict[str, float]:
-        """The metrics of the steps since the last pop folded into one logged step, plus warning flags.
-
-        Closes the open step first (step, entropy: as :meth:`close_step` takes them). {} when nothing was
-        computed since the last pop and no entropy of an AVSPO run was given.
-        """
+        """The metrics of the steps since the last pop folded into one logged step, plus warning flags, after closing
+        the open step (:meth:`close_step`); {} when nothing was computed and no entropy of an AVSPO run was given."""
         with self._lock:
             self.close_step(step=step, entropy=entropy)
             closed, self._closed = self._closed, []
