@@ -1,6 +1,5 @@
-"""What a run will do, said once at launch (by the doctor and each host's first log line): whether it acts or only
-measures, how often its trigger opens at the run's batch, and the evidence (the paper's gain, the lab's finding, the
-A/B recipe).
+"""What a run will do, said at launch (the doctor, each host's first log line): whether it acts or only measures, how
+often its trigger opens at the run's batch, and the evidence.
 
 The adaptive and fixed modes act only on a step whose ACR exceeds tau. With B prompts per step, each group collapsed
 with probability p, a step's count of collapsed groups is Binomial(B, p): the trigger opens on P(Binomial(B, p) >
@@ -11,7 +10,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .config import DEFAULT_EVIDENCE, AVSPOConfig
 from .figures import share
@@ -26,8 +25,7 @@ AB_RECIPE = ("To find out on your own model, run the one-GPU A/B with a few seed
              "docs/using/recipes.md section 0).")
 
 
-@dataclass(frozen=True)
-class TriggerOutlook:
+class TriggerOutlook(NamedTuple):
     """At an expected ACR: the share of steps the trigger opens on, and of collapsed groups those steps augment."""
 
     acr: float

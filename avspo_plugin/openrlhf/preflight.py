@@ -84,8 +84,7 @@ def check_nodes(timeout_s: float = 300) -> list[dict[str, Any]]:
             try:
                 reports.append({**ray.get(actor.report.remote(), timeout=timeout_s), **where})
             except Exception as err:
-                first_line = str(err).splitlines()[0] if str(err) else ""
-                reports.append({"error": f"{type(err).__name__}: {first_line}", **where})
+                reports.append({"error": f"{type(err).__name__}: {next(iter(str(err).splitlines()), '')}", **where})
     finally:
         for actor in actors:
             ray.kill(actor)

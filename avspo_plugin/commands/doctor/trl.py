@@ -34,11 +34,9 @@ def _parameters(function) -> list[str]:
 def takes_the_parents_parameters(parent: list[str], override: list[str]) -> bool:
     """The same parameters, or the first of the parent's then ``*args, **kwargs`` handed on (a public method
     such as ``train``, whose later parameters the override passes through whatever they are)."""
-    if override == parent:
-        return True
     *named, rest_positional, rest_keyword = override if len(override) >= 2 else ["", "", ""]
     passes_on = rest_positional.startswith("*") and not rest_positional.startswith("**") and rest_keyword.startswith("**")
-    return passes_on and parent[: len(named)] == named
+    return override == parent or (passes_on and parent[: len(named)] == named)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 
 from avspo_plugin.config import AVSPOConfig, ConfigError, inert_keys
 from avspo_plugin.figures import share
-from avspo_plugin.host_versions import release
+from avspo_plugin.host_versions import VERL, release
 from avspo_plugin.launch import evidence_sentence, outlook_at_paper_acr, what_runs
 from avspo_plugin.names import ESTIMATOR, MONITOR_STATE_FILE, PLUGIN_MODULE, STATE_FILE
 from avspo_plugin.threshold_modes import MEASURE_ONLY_MODE, THRESHOLD_MODES
@@ -94,7 +94,6 @@ def probe() -> dict[str, Any]:
 
         report["hooks"] = hooks.hook_status(load=True)
         report["metrics_route"] = metrics_route()
-        report["known_good_verl"] = list(versions.KNOWN_GOOD_VERL)
         report["untested_verl"] = versions.untested_verl(versions.verl_version())
         report["refused_verl"] = versions.refused_verl(versions.verl_version())
         report["trl_patch"] = {TRL_PATCH_NAME: trl_patch_status()}
@@ -415,7 +414,7 @@ def _print_registration(where: str, report: dict[str, Any]) -> bool:
          f"{report['metrics_route']}")
     for name, state in hooks.items():
         print(f"      {'MISSING' if name in missing else '-'} {name}: {state}")
-    verl_version, known = report["verl_imported"]["version"], report["known_good_verl"]
+    verl_version, known = report["verl_imported"]["version"], VERL.tested
     if report.get("refused_verl"):
         return line("FAIL", report["refused_verl"])
     if report["untested_verl"]:
