@@ -48,7 +48,6 @@ def accuracy_curve(scalars: ScalarLog | None, key: str, timeline: Timeline, sour
         raise AnalyzeError(f"{scalars.where.get(step, source)}: --accuracy {key!r} is {logged[step]!r} at step {step} "
                            f"({what}): this run has no final accuracy to compare; give a log whose last value of "
                            f"{key} is a number")
-    # NaN values before the last are left out, each named in the run's warnings (and on stderr).
     values = dict(sorted(logged_values(scalars, key, source, (-math.inf, math.inf)).items()))
     samples = timeline.get("samples")
     spent = [None] * len(values)

@@ -106,7 +106,6 @@ def run(args: argparse.Namespace) -> int:
         },
         "runs": [result.report for result in results],
         "comparison": rows,
-        # --accuracy KEY: the runs' accuracy against the first run's final value, with the caveat of one seed.
         "accuracy_comparison": accuracy,
     }
     if len(results) > 1 and not args.no_plots:
@@ -160,8 +159,7 @@ def numbered_unique(names: list[str], key: Callable[[str], str]) -> list[str]:
     return result
 
 
-# Longest file prefix made from a label: with ".prompt_collapse_hist.png" after it and room for "-N", far below
-# every file system's 255-byte limit.
+# Longest file prefix made from a label: with ".prompt_collapse_hist.png" and "-N" after it, far below 255 bytes.
 FILE_PREFIX_MAX = 64
 # Device names Windows reserves in every folder, whatever the extension.
 RESERVED_NAMES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}

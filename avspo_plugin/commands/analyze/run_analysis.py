@@ -120,8 +120,7 @@ def compare(results: list[RunResult]) -> list[dict[str, Any]]:
     """One row per run of the headline numbers, for side-by-side reading."""
     rows = []
     for result in results:
-        report = result.report
-        validation = report.get("validation")
+        report, validation = result.report, result.report.get("validation")
         rows.append({
             "label": result.label,
             "steps": report["steps"]["count"],
@@ -280,10 +279,8 @@ def summary(results: list[RunResult], rows: list[dict[str, Any]], accuracy: dict
 
 
 def _markdown_table(titles: list[str], cells: list[list[str]]) -> list[str]:
-    def row(items: list[str]) -> str:
-        return "| " + " | ".join(item.replace("|", "\\|") for item in items) + " |"
-
-    return [row(titles), "|" + "---|" * len(titles), *(row(line) for line in cells)]
+    rows = ["| " + " | ".join(item.replace("|", "\\|") for item in line) + " |" for line in [titles, *cells]]
+    return [rows[0], "|" + "---|" * len(titles), *rows[1:]]
 
 
 def markdown(results: list[RunResult], rows: list[dict[str, Any]], accuracy: dict[str, Any] | None, summary_text: str,

@@ -204,14 +204,14 @@ def scalar_timeline(log: ScalarLog, group_size: int | None, monitor: AVSPOConfig
         ]
         return timeline
     if pass_rate or std:
+        key = (pass_rate or std)[0]
         if group_size is None:
             raise AnalyzeError(
-                f"{source}: OpenRLHF logs ({(pass_rate or std)[0]}) can only be read as ACR with the group size: "
+                f"{source}: OpenRLHF logs ({key}) can only be read as ACR with the group size: "
                 "pass --group-size (the run's rollout.n_samples_per_prompt)"
             )
         if not pass_rate and group_size < 2:
             raise AnalyzeError(f"{source}: --group-size {group_size}: a group needs at least 2 samples")
-        key = (pass_rate or std)[0]
         how = " (dynamic filtering)" if pass_rate else ", binary rewards (an interval)"
         timeline = _from_keys(log, {"acr": key, **extra}, source, basis=f"OpenRLHF {key} with G = {group_size}{how}",
                               exact=False, acr_bounds=(0.0, math.inf))
