@@ -44,9 +44,7 @@ def read_state(step_folder: str, file_name: str = STATE_FILE) -> dict[str, Any] 
         logger.warning(
             "resuming from %s, which has no %s (a checkpoint written without the avspo plugin's hooks, or with "
             "another estimator or monitor setting): the adaptive threshold starts over from "
-            "algorithm.avspo.threshold_init and the warning streaks from 0",
-            step_folder,
-            file_name,
+            "algorithm.avspo.threshold_init and the warning streaks from 0", step_folder, file_name,
         )
         return None
     remedy = (

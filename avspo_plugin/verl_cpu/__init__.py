@@ -1,12 +1,9 @@
-"""Opt-in CPU support for running verl 0.9.1's own trainer without a GPU.
+"""Opt-in CPU support for running verl 0.9.1's own trainer without a GPU (docs/using/verl-cpu.md).
 
-Importing this module (in every Ray process: ``VERL_USE_EXTERNAL_MODULES=avspo_plugin.verl_cpu`` makes verl import it
-on ``import verl``) registers the ``cpu`` platform (:mod:`.platform`, selected by ``VERL_PLATFORM=cpu``) and the
-rollout ``hf`` (:mod:`.rollout`), and makes verl's Ray process groups plain ``gloo`` on the CPU platform (verl asks
-for ``cpu:gloo,<device>:<backend>``, which names the cpu device twice there). On the CPU platform it also selects
-verl's FSDP engine (``VERL_ENGINE_DEVICE=cuda``, ``VERL_ENGINE_VENDOR=nvidia``: the engine runs on the platform's
-device) unless those are set. The ``verl.plugins`` entry point never imports it; docs/using/verl-cpu.md lists the
-overrides a CPU run needs.
+Imported in every Ray process through ``VERL_USE_EXTERNAL_MODULES=avspo_plugin.verl_cpu`` (never by the ``verl.plugins``
+entry point): registers the ``cpu`` platform (``VERL_PLATFORM=cpu``) and the rollout ``hf``, makes verl's Ray process
+groups plain ``gloo`` there (verl's ``cpu:gloo,<device>:<backend>`` names the cpu device twice), and there selects
+verl's FSDP engine (``VERL_ENGINE_DEVICE=cuda``, ``VERL_ENGINE_VENDOR=nvidia``) unless those are set.
 """
 
 from __future__ import annotations
