@@ -194,7 +194,7 @@ IMPORTS_IN_FUNCTIONS = {
     "avspo_plugin.commands.doctor.verl": {"probe", "probe_in_ray_actor", "compose_config", "config_findings",
                                        "_user_runtime_env", "verl_validation_findings"},
     "avspo_plugin.commands.doctor.trl": {"overridden_methods"},
-    "avspo_plugin.commands.doctor.openrlhf": {"preflight_finding"},
+    "avspo_plugin.commands.doctor.openrlhf": {"preflight_failed"},
     "avspo_plugin.commands.doctor.ray_cluster": {"connect_ray"},
 }
 

@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = f"avspo {args.command}"
     if missing is not None:
         return _error(prog, missing, debug=False)
-    return run_module(prog, SUBCOMMANDS[args.command][0], args, EXTRAS.get(args.command))
+    return run_module(prog, importlib.import_module(SUBCOMMANDS[args.command][0]), args, EXTRAS.get(args.command))
 
 
 def command_parser(prog: str, module: ModuleType) -> argparse.ArgumentParser:
@@ -106,12 +106,10 @@ def run_command(prog: str, module: ModuleType, argv: Sequence[str] | None = None
     return run_module(prog, module, args, extra=None)
 
 
-def run_module(prog: str, module: ModuleType | str, args: argparse.Namespace, extra: str | None) -> int:
-    """``module.run(args)`` (a module's name: imported first), its errors handled as the module docstring says; a
-    package of ``extra`` missing is named with the install line."""
+def run_module(prog: str, module: ModuleType, args: argparse.Namespace, extra: str | None) -> int:
+    """``module.run(args)``, its errors handled as the module docstring says; a package of ``extra`` missing is named
+    with the install line."""
     try:
-        if isinstance(module, str):
-            module = importlib.import_module(module)
         return int(module.run(args) or 0)
     except SystemExit as stop:
         if not isinstance(stop.code, str):  # argparse's exits print their own message

@@ -56,11 +56,11 @@ def run(args: argparse.Namespace) -> int:
         line("ok", f"patches/openrlhf-{PATCHED_RELEASE}-avspo.patch applies to this release")
     else:
         line("warn", f"patches/openrlhf-{PATCHED_RELEASE}-avspo.patch is for OpenRLHF {PATCHED_RELEASE} only")
-    return READY if args.no_ray or preflight_finding(args.ray_address) else NOT_READY
+    return NOT_READY if not args.no_ray and preflight_failed(args.ray_address) else READY
 
 
-def preflight_finding(address: str | None) -> bool:
-    """The launch preflight on a Ray cluster with the avspo setup hook; True when every node passes."""
+def preflight_failed(address: str | None) -> bool:
+    """The launch preflight on a Ray cluster with the avspo setup hook; True when a node fails it."""
     # Here, not at the top: only this check (not `--no-ray`) needs Ray and the launch's worker setup (torch).
     import ray
 
@@ -70,23 +70,21 @@ def preflight_finding(address: str | None) -> bool:
     from .ray_cluster import connect_ray
 
     if ray.is_initialized():
-        line("FAIL", "Ray is initialised in this process already: the preflight needs a job with the avspo setup hook")
-        return False
+        return line("FAIL", "Ray is initialised in this process already: the preflight needs a job with the avspo "
+                            "setup hook")
     try:
         where = connect_ray(address, runtime_env=with_setup_hook(None))
     except Exception as err:  # an unreachable or bad address, as the verl doctor reports it: NOT READY, not an error
-        line("FAIL", f"preflight: could not join a Ray cluster: {err!r}")
-        return False
+        return line("FAIL", f"preflight: could not join a Ray cluster: {err!r}")
     line("ok", f"preflight in {where}")
     try:
         reports = check_nodes()
     except RuntimeError as err:
-        line("FAIL", str(err))
-        return False
+        return line("FAIL", str(err))
     finally:
         ray.shutdown()
     for report in reports:
         versions = ", ".join(f"{name} {version or 'not found'}" for name, version in report["versions"].items())
         line("ok", f"Ray node {report['node_ip']}: {versions}, the avspo hook in place in a fresh worker "
                    f"({report['python']})")
-    return True
+    return False

@@ -28,12 +28,12 @@ def test_not_ready_exits_1_on_every_host(host, monkeypatch, capsys):
 
 def test_a_ray_cluster_the_openrlhf_preflight_cannot_join_is_a_finding_not_an_error(monkeypatch, capsys):
     """As verl's fresh-actor check reports it: a [FAIL] line (so NOT READY, exit 1), not the console's error exit 2."""
-    from avspo_plugin.commands.doctor.openrlhf import preflight_finding
+    from avspo_plugin.commands.doctor.openrlhf import preflight_failed
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{probe.getsockname()[1]}"  # nothing listens there once closed
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    assert preflight_finding(address) is False
+    assert preflight_failed(address) is True
     assert (f"[FAIL] preflight: could not join a Ray cluster: ConnectionError('cannot reach the Ray cluster at "
             f"{address} (--ray-address): Connection refused.") in capsys.readouterr().out
