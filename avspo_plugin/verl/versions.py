@@ -12,8 +12,7 @@ from ..names import PLUGIN_MODULE
 
 logger = logging.getLogger("avspo_plugin.verl")
 
-# verl releases the test suite or compat/check_verl.sh exercised (docs/method/compatibility.md).
-KNOWN_GOOD_VERL = VERL.tested
+KNOWN_GOOD_VERL = VERL.tested  # what the test suite or compat/check_verl.sh exercised
 
 
 def verl_version() -> str:
