@@ -196,16 +196,31 @@ IMPORTS_IN_FUNCTIONS = {
     "avspo_plugin.commands.doctor.trl": {"overridden_methods"},
     "avspo_plugin.commands.doctor.openrlhf": {"preflight_failed"},
     "avspo_plugin.commands.doctor.ray_cluster": {"connect_ray"},
+    # The console script loads a subcommand's module only when it runs (`avspo --help` loads no host), and the
+    # doctor the checks of the one host asked for.
+    "avspo_plugin.commands.main": {"build_parser", "main"},
+    "avspo_plugin.commands.doctor": {"run"},
+    # A hook's verl module is imported when the hook is placed or its status asked, not when the registry loads.
+    "avspo_plugin.verl.hooks": {"place", "hook_status"},
+    # TRL may be missing where verl runs: the fix and the version check import it only to look.
+    "avspo_plugin.verl.model_build_fix": {"trl_value_head_available", "trl_patch_status"},
+    "avspo_plugin.trl.versions": {"installed_trl"},
 }
 
 
+def is_import(node: ast.AST) -> bool:
+    """An import statement, or a call of ``importlib.import_module`` (which imports as a statement does)."""
+    return isinstance(node, ast.Import | ast.ImportFrom) or (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module")
+
+
 def functions_that_import(source: str) -> set[str]:
-    """Names of the functions of ``source`` whose bodies hold an import statement."""
+    """Names of the functions of ``source`` whose bodies import."""
     return {
         node.name
         for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and any(isinstance(inner, ast.Import | ast.ImportFrom) for inner in ast.walk(node))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(is_import(inner) for inner in ast.walk(node))
     }
 
 
@@ -219,6 +234,8 @@ def test_imports_sit_at_the_top_of_their_module():
     assert found == IMPORTS_IN_FUNCTIONS
 
 
-def test_the_import_check_sees_imports_in_nested_functions():
+def test_the_import_check_sees_imports_in_nested_functions_and_import_module():
     source = "def outer():\n    def inner():\n        import json\n    return inner\n"
     assert functions_that_import(source) == {"outer", "inner"}
+    source = "import importlib\ndef lazy():\n    return importlib.import_module('json')\ndef plain():\n    return 1\n"
+    assert functions_that_import(source) == {"lazy"}
