@@ -10,6 +10,7 @@ saved, and when the step is logged (the legacy trainer's step has no other end t
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -83,11 +84,13 @@ def this_process() -> PluginProcess:
 def step_entropy(metrics: Mapping) -> float | None:
     """The step's ``actor/entropy`` among verl's metrics, as a float (None when absent or not a number)."""
     value = metrics.get(HOST.entropy_metric)
-    if isinstance(value, (bool, str)) or value is None:
+    if isinstance(value, bool) or value is None:
         return None
-    try:  # numbers, 0-d tensors and numpy scalars
-        return float(value.item() if hasattr(value, "item") else value)
-    except (TypeError, ValueError, RuntimeError):
+    if isinstance(value, numbers.Real):
+        return float(value)
+    try:  # 0-d tensors and numpy scalars
+        return float(value.item())
+    except (AttributeError, TypeError, ValueError, RuntimeError):
         return None
 
 
