@@ -80,8 +80,9 @@ def load_with_state(original: Callable) -> Callable:
         if not getattr(self, "global_steps", 0):  # a fresh start: nothing to restore
             return result
         trainer = self.config.trainer
-        resumed = trainer.resume_from_path if trainer.resume_mode == "resume_path" else None
-        folder = os.path.abspath(resumed or HOST.step_folder(trainer.default_local_dir, self.global_steps))
+        resumed = (trainer.resume_from_path if trainer.resume_mode == "resume_path"
+                   else HOST.step_folder(trainer.default_local_dir, self.global_steps))
+        folder = os.path.abspath(resumed)
         for live in this_process().sessions_of(self.config):
             saved = read_state(folder, live.state_file)
             if saved is not None:
