@@ -254,7 +254,7 @@ def _load_file(path: Path) -> Loaded:
     if suffix == ".jsonl":
         first = _first_jsonl_record(path)
         if is_dump_record(first):
-            return load_dumps(path)
+            return Loaded(path, "verl generation dump", samples=read_dumps([path]))
         if isinstance(first, dict) and "step" in first and isinstance(first.get("data"), dict):
             return Loaded(path, "verl file tracker", scalars=read_verl_file_log(path))
         if isinstance(first, dict) and any(key in first for key in STEP_COLUMNS):
@@ -264,15 +264,18 @@ def _load_file(path: Path) -> Loaded:
             "generation dump (score, input/uid, step), verl's file tracker (step, data) or a wandb history (_step)"
         )
     if suffix == ".json":
-        with open(path, "rb") as handle:
-            trl = name == TRL_STATE or b'"log_history"' in handle.read(1 << 20)
-        if trl:
+        if name == TRL_STATE or _has_log_history(path):
             return Loaded(path, "TRL trainer_state.json", scalars=read_json_records(path, "log_history"))
         return Loaded(path, "wandb history JSON", scalars=read_json_records(path))
     raise AnalyzeError(
         f"{path}: unknown file kind; expected .jsonl (verl dump or file tracker, wandb), .csv or .json (wandb "
         f"export), {TRL_STATE}, or a directory (verl dumps, TensorBoard events, TRL output)"
     )
+
+
+def _has_log_history(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return b'"log_history"' in handle.read(1 << 20)
 
 
 def _first_jsonl_record(path: Path) -> Any:
