@@ -10,7 +10,6 @@ import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
-from unittest import mock
 
 import torch
 
@@ -69,14 +68,20 @@ def _advantages_and_returns(original: Callable, host: ModuleType) -> Callable:
         if read_arg(args, layout.estimator) != ESTIMATOR:
             return original(self, experiences)
         group_step = AvspoGroupStep(host.compute_reward, experiences, args, read_arg(args, layout.n_samples_per_prompt))
-        # OpenRLHF's method sees estimator group_norm, in args and in the maker's own copy.
-        with (
-            _CALL_LOCK,
-            mock.patch.object(*arg_holder(args, layout.estimator), GROUP_NORM),
-            mock.patch.object(self, "advantage_estimator", GROUP_NORM),
-            mock.patch.object(host, "compute_reward", group_step),
-        ):
-            experiences = original(self, experiences)
+        holder, name = arg_holder(args, layout.estimator)
+        with _CALL_LOCK:
+            # OpenRLHF's method sees estimator group_norm, in args and in the maker's own copy, and calls group_step
+            # as its compute_reward; all three are put back however it ends.
+            own_estimator = self.advantage_estimator
+            setattr(holder, name, GROUP_NORM)
+            self.advantage_estimator = GROUP_NORM
+            host.compute_reward = group_step
+            try:
+                experiences = original(self, experiences)
+            finally:
+                setattr(holder, name, ESTIMATOR)
+                self.advantage_estimator = own_estimator
+                host.compute_reward = group_step.compute_reward
         group_step.check_complete()
         return experiences
 
