@@ -7,6 +7,7 @@ measured and ended afterwards, and the ``avspo/*`` metrics of each step.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -166,14 +167,13 @@ class ProcessTree:
         self._stopped.set()
         self._thread.join()
         alive, names = self._descendants(), []
+        for process in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                names.append(f"{process.name()} ({process.pid})")
         for end in (psutil.Process.terminate, psutil.Process.kill):
             for process in alive:
-                try:
-                    if end is psutil.Process.terminate:
-                        names.append(f"{process.name()} ({process.pid})")
+                with contextlib.suppress(psutil.NoSuchProcess):
                     end(process)
-                except psutil.NoSuchProcess:
-                    pass
             _, alive = psutil.wait_procs(alive, timeout=grace)
         return names
 
