@@ -207,9 +207,10 @@ def run(args: argparse.Namespace) -> int:
           f"avspo/* metrics as verl's tracker logged them ({result.metrics_file}):")
     metrics = avspo_metrics_by_step(result.metrics_file)
     if not any(metrics.values()):
-        print("No avspo/* metric reached verl's tracker: beside another estimator, add "
-              "algorithm.avspo_monitor.enable=true; else run `avspo doctor` to see whether the plugin is loaded.",
-              file=sys.stderr)
+        hint = ("add algorithm.avspo_monitor.enable=true to see collapse beside that estimator"
+                if estimator != "avspo" and overridden.get("algorithm.avspo_monitor.enable") != "true"
+                else "run `avspo doctor` to see whether the plugin is loaded")
+        print(f"No avspo/* metric reached verl's tracker: {hint}.", file=sys.stderr)
         return 1
     for step in sorted(metrics):
         values = ", ".join(f"{key[len(METRIC_PREFIX):]}={value:.4g}" for key, value in sorted(metrics[step].items()))
