@@ -1,6 +1,7 @@
 """How the ``avspo/*`` metrics reach verl's tracker: merged into what the trainer logs by a hook on
 ``Tracking.log`` (the estimator's go through verl's estimator metrics channel instead where the installed verl has
-it, ``patches/verl-estimator-metrics.patch``; the monitor's always take the hook).
+it, ``patches/verl-estimator-metrics.patch``; the monitor's always take the hook, since the channel calls the
+metrics function of the run's estimator, which is not the plugin's).
 """
 
 from __future__ import annotations
