@@ -49,8 +49,9 @@ logger = logging.getLogger("avspo_plugin.verl")
 @dataclass(frozen=True)
 class Hook:
     """``module.owner.attribute`` (owner None: a module function), wrapped by ``make_wrapper``. parameters: the
-    leading parameter names the wrapper relies on; trainer: ``v1``, ``legacy`` or None (both); always: placed in every
-    verl process when its module loads; when, why: the touch-point table's columns (renderer/verl_hook_table.py)."""
+    leading parameter names the wrapper relies on; trainer: ``v1``, ``legacy`` or None (both); features: the features
+    whose runs need it (AVSPO, MONITOR); always: placed in every verl process when its module loads; when, why: the
+    touch-point table's columns (renderer/verl_hook_table.py)."""
 
     module: str
     owner: str | None
