@@ -50,7 +50,7 @@ def run_main_ppo(command: Sequence[str], out: Path, run_name: str = "train", ech
                  timeout: float | None = None, extra_env: dict[str, str] | None = None) -> TrainingRun:
     """Run main_ppo as a subprocess; its output goes to ``out/<run_name>.log`` (lines prefixed with seconds since
     launch) and its file-backend metrics to ``out/<run_name>.metrics.jsonl``. With ``echo``, phases and finished
-    steps are printed; ``extra_env`` adds to the CPU environment. What the run started is ended whatever happens."""
+    steps are printed; ``extra_env`` overrides the CPU environment. What the run started is ended whatever happens."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     log_file, metrics_file = out / f"{run_name}.log", out / f"{run_name}.metrics.jsonl"
