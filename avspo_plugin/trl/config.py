@@ -44,12 +44,16 @@ AVSPO_FIELDS = frozenset(FIELD_PREFIX + key.name for key in exposed_keys())
 
 def _with_avspo_fields(cls: type) -> type:
     """Add one ``avspo_<key>`` dataclass field per exposed AVSPOConfig key, before the class's own fields."""
+    inherited = {f.name for f in dataclasses.fields(GRPOConfig)}
     generated = {}
     for key in exposed_keys():
+        name = FIELD_PREFIX + key.name
+        if name in inherited:
+            raise TypeError(f"GRPOConfig already has a field {name!r}; AVSPO's key {key.name!r} cannot take that name")
         metadata = {"help": key_help(key).replace("%", "%%"), "choices": key.metadata.get("choices")}
-        setattr(cls, FIELD_PREFIX + key.name, field(default=NotGiven(key.default), metadata=metadata))
+        setattr(cls, name, field(default=NotGiven(key.default), metadata=metadata))
         # HfArgumentParser takes one type per field: num_virtual ('auto' or an integer) is read as text.
-        generated[FIELD_PREFIX + key.name] = FIELD_TYPES[type(key.metadata["allowed"])]
+        generated[name] = FIELD_TYPES[type(key.metadata["allowed"])]
     cls.__annotations__ = {**generated, **inspect.get_annotations(cls)}
     return cls
 
