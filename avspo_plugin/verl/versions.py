@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 import verl
@@ -32,8 +31,10 @@ def refused_verl(version: str) -> str | None:
     """Why ``version`` of verl is refused (older than host_versions.VERL.broken_below), None when it is not."""
     try:
         VERL.require(version, PLUGIN_MODULE)
-    except (UnsupportedHostVersion, ValueError) as err:
-        return str(err) if isinstance(err, UnsupportedHostVersion) else None
+    except UnsupportedHostVersion as err:
+        return str(err)
+    except ValueError:  # not a version number: untested_verl says so
+        return None
     return None
 
 
@@ -43,8 +44,9 @@ _warned_versions: set[str] = set()
 def check_verl_release() -> None:
     """Raise UnsupportedHostVersion for a known-broken verl; warn once per process about an untested one."""
     version = verl_version()
-    with contextlib.suppress(ValueError):  # not a version number: warned about below
-        VERL.require(version, PLUGIN_MODULE)
+    refused = refused_verl(version)
+    if refused is not None:
+        raise UnsupportedHostVersion(refused)
     problem = untested_verl(version)
     if problem is not None and version not in _warned_versions:
         _warned_versions.add(version)
