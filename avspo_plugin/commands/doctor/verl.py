@@ -186,9 +186,11 @@ def compose_config(config_path: str, config_name: str, overrides: list[str]):
     if config_path == PACKAGED_CONFIG:
         # By path: importing avspo_plugin.verl (what pkg:// does) registers the estimator, and may be what fails.
         config_path = os.path.join(PACKAGE_ROOT, "verl", "config")
-    module = config_path.removeprefix("pkg://")
-    with (initialize_config_module(module, version_base=None) if module != config_path
-          else initialize_config_dir(os.path.abspath(config_path), version_base=None)):
+    if config_path.startswith("pkg://"):
+        context = initialize_config_module(config_path.removeprefix("pkg://"), version_base=None)
+    else:
+        context = initialize_config_dir(os.path.abspath(config_path), version_base=None)
+    with context:
         return compose(config_name, overrides=list(overrides))
 
 
