@@ -24,6 +24,12 @@ class ThresholdMode:
     adapts_threshold: bool
     launch_note: str | None
 
+    def __post_init__(self) -> None:
+        if self.adapts_threshold and not self.reads_threshold:
+            raise ValueError(f"threshold mode {self.name!r} adapts a threshold it does not read: set reads_threshold")
+        if self.reads_threshold and not self.augments:
+            raise ValueError(f"threshold mode {self.name!r} reads a threshold but never augments: set augments")
+
     @property
     def can_stay_shut(self) -> bool:
         """Whether its trigger can stay shut on steps with collapsed groups all run long (the inert-trigger warning)."""

@@ -57,3 +57,15 @@ def test_a_mode_added_to_the_table_is_accepted_documented_and_run(added_mode):
     assert evidence.startswith("evidence: ")
     assert level == "warn" and note.startswith(f"algorithm.avspo.threshold_mode={ADDED.name}: virtual samples are "
                                                "added on steps whose ACR exceeds 0.5")
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ({"augments": True, "reads_threshold": False, "adapts_threshold": True}, "adapts a threshold it does not read"),
+        ({"augments": False, "reads_threshold": True, "adapts_threshold": False}, "reads a threshold but never augments"),
+    ],
+)
+def test_a_row_whose_flags_contradict_each_other_is_refused(flags, message):
+    with pytest.raises(ValueError, match=f"threshold mode 'odd' {message}"):
+        ThresholdMode("odd", "a contradiction", launch_note=None, **flags)
