@@ -169,3 +169,15 @@ def test_a_misspelt_avspo_field_is_refused_however_it_is_given(tmp_path, capsys)
             setattr(config, name, "always")
     config.avspo_threshold_mode, config.learning_rate, config.some_attribute = "always", 1e-5, 1
     assert config.avspo_config().threshold_mode == "always"
+
+
+def test_a_grpo_config_field_named_like_an_avspo_key_is_refused(monkeypatch):
+    from avspo_plugin.trl import config as trl_config
+
+    @dataclasses.dataclass
+    class TakenGRPOConfig:
+        avspo_alpha: float = 1.0
+
+    monkeypatch.setattr(trl_config, "GRPOConfig", TakenGRPOConfig)
+    with pytest.raises(TypeError, match="GRPOConfig already has a field 'avspo_alpha'; AVSPO's key 'alpha' cannot"):
+        trl_config._with_avspo_fields(type("Config", (TakenGRPOConfig,), {}))
